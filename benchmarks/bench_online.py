@@ -4,8 +4,9 @@ For one model and rollout size, in one process: hfrl PPO and NLPO (seconds per i
 generated tokens per second over whole iterations, peak memory), the *floor* for the same work
 (bare ``generate`` of the same prompts and lengths, plus the forward+backward passes and optimizer
 steps the update needs over the same tokens, timed alone; NLPO's floor adds the mask policy's
-forward passes), TRL's ``RLOOTrainer`` doing the same generation and optimisation with the same
-reward, and peak memory of PPO with a LoRA adapter against plain supervised fine-tuning.
+forward passes: one per generated token, one at scoring, one per minibatch), TRL's ``RLOOTrainer``
+doing the same generation and optimisation with the same reward, and peak memory of PPO with a
+LoRA adapter against plain supervised fine-tuning.
 
     OMP_NUM_THREADS=1 python benchmarks/bench_online.py --model tiny --prompts 32 --new-tokens 32 --json out.json
     python benchmarks/bench_online.py --model gpt2-small --prompts 16 --new-tokens 32 --iterations 2
@@ -110,15 +111,25 @@ def run_hfrl(alg: str, path: str, n_prompts: int, new_tokens: int, iterations: i
 
 def floor(path: str, n_prompts: int, new_tokens: int, iterations: int, mask_policy: bool) -> dict:
     """The same generation and update work with nothing around it: generate, then the minibatch
-    forward+backward passes and optimizer steps (and, for NLPO, the mask policy's forwards)."""
+    forward+backward passes and optimizer steps (and, for NLPO, the mask policy's forwards).
+
+    Forwards compute logits at the completion positions only (``logits_to_keep``), as hfrl and TRL
+    do. NLPO's floor adds the mask policy's forwards that the algorithm cannot avoid: one per
+    generated token with its own KV cache (sampling token t needs the mask at t), one batched at
+    scoring and one per minibatch.
+    """
     from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from hfrl.policies import disable_dropout
 
     tok = AutoTokenizer.from_pretrained(path)
     model = AutoModelForCausalLM.from_pretrained(path)
     ref = AutoModelForCausalLM.from_pretrained(path).eval()
     masker = AutoModelForCausalLM.from_pretrained(path).eval() if mask_policy else None
+    disable_dropout(model)  # as hfrl's trainers do by default
     opt = torch.optim.AdamW(model.parameters(), lr=1e-5)
     ids = tok(["1 2 3 the movie was"] * n_prompts, return_tensors="pt", padding=True)
+    keep = new_tokens + 1
     times: dict[str, list[float]] = {"generate": [], "score": [], "update": []}
     for i in range(iterations + 1):
         t0 = time.perf_counter()
@@ -126,19 +137,24 @@ def floor(path: str, n_prompts: int, new_tokens: int, iterations: int, mask_poli
             model.eval()
             out = model.generate(**ids, max_new_tokens=new_tokens, min_new_tokens=new_tokens, do_sample=True,
                                  top_k=0, pad_token_id=tok.pad_token_id)  # fmt: skip
-            if masker is not None:  # the mask policy's forward per generated token (with its own cache)
-                masker(out, use_cache=False)
+            if masker is not None:  # the mask policy's forward per generated token, with its own cache
+                prompt_len = ids["input_ids"].shape[1]
+                step = masker(ids["input_ids"], use_cache=True, logits_to_keep=1)
+                for t in range(prompt_len, out.shape[1] - 1):
+                    step = masker(out[:, t : t + 1], past_key_values=step.past_key_values, use_cache=True)
         t1 = time.perf_counter()
         with torch.no_grad():  # rollout scoring: policy (+ value) and reference, one forward each
-            model(out)
-            ref(out)
+            model(out, logits_to_keep=keep)
+            ref(out, logits_to_keep=keep)
+            if masker is not None:
+                masker(out, logits_to_keep=keep)
         t2 = time.perf_counter()
         model.train()
         for chunk in out.split(max(n_prompts // 4, 1)):
             if masker is not None:
                 with torch.no_grad():
-                    masker(chunk)
-            model(chunk).logits.float().mean().backward()
+                    masker(chunk, logits_to_keep=keep)
+            model(chunk, logits_to_keep=keep).logits.float().mean().backward()
             opt.step()
             opt.zero_grad()
         t3 = time.perf_counter()

@@ -3,9 +3,10 @@
 The mask policy is a frozen copy of the policy (under PEFT: a second adapter holding a copy of the
 trained adapter's weights, not a second base model), refreshed from the current policy every
 ``mask_update_every`` rollouts. Generation samples through :class:`TopPMaskProcessor`, a logits
-processor that runs the mask policy incrementally with its own KV cache; the loss recomputes the
-same masks with one batched forward (:meth:`MaskPolicy.action_mask`) instead of storing a
-vocabulary-sized mask per token. Unlike RL4LMs (issues #28, #62), generation always masks with
+processor that runs the mask policy incrementally with its own KV cache and keeps each step's top-p
+threshold (one float per token); scoring and the loss rebuild the same masks from one batched
+forward and those thresholds (:meth:`MaskPolicy.action_mask`: a comparison, no sort) instead of
+storing a vocabulary-sized mask per token. Unlike RL4LMs (issues #28, #62), generation always masks with
 the *current* mask policy: the processor is built from it at every rollout.
 """
 
@@ -168,22 +169,6 @@ class MaskPolicy:
             thresholds = top_p_threshold(logits, self.top_p, self.min_tokens_to_keep)
         return mask_from_threshold(logits, thresholds, self.always_allowed)
 
-    @torch.no_grad()
-    def action_mask_and_thresholds(
-        self,
-        query_ids: torch.Tensor,
-        query_mask: torch.Tensor,
-        response_ids: torch.Tensor,
-        response_mask: torch.Tensor,
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        """The action mask and its per-position thresholds ``(B, T)``: what a rollout keeps instead
-        of a vocabulary-sized mask."""
-        with self.active() as model:
-            logits, _ = completion_forward(model, query_ids, query_mask, response_ids, response_mask)
-        logits = logits / self.temperature
-        thresholds = top_p_threshold(logits, self.top_p, self.min_tokens_to_keep)
-        return mask_from_threshold(logits, thresholds, self.always_allowed), thresholds
-
     def logits_processor(self, query_ids: torch.Tensor, query_mask: torch.Tensor) -> list[LogitsProcessor]:
         """A fresh processor for one ``generate`` call on these prompts."""
         return [TopPMaskProcessor(self, query_ids, query_mask)]
@@ -202,17 +187,29 @@ class TopPMaskProcessor(LogitsProcessor):
         self.past: Any = None
         self.encoder_outputs: Any = None
         self.attention_mask = query_mask
-        self.kept: list[float] = []  # mean number of allowed tokens per step (for logging)
+        self.thresholds: list[torch.Tensor] = []  # (B,) per generated token: the top-p set's smallest logit
+        self.kept: list[torch.Tensor] = []  # (B,) per generated token: allowed tokens (kept on device)
 
     @torch.no_grad()
     def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
         if input_ids.shape[0] != self.query_ids.shape[0]:
             raise ValueError("NLPO's action mask supports sampling one sequence per prompt (no beams)")
-        with self.mask_policy.active() as model:
-            logits = self._next_logits(model, input_ids)
-        mask = self.mask_policy.mask_from_logits(logits)[..., : scores.shape[-1]]
-        self.kept.append(mask.sum(-1).float().mean().item())
+        policy = self.mask_policy
+        with policy.active() as model:
+            logits = self._next_logits(model, input_ids) / policy.temperature
+        threshold = top_p_threshold(logits, policy.top_p, policy.min_tokens_to_keep)
+        mask = mask_from_threshold(logits, threshold, policy.always_allowed)[..., : scores.shape[-1]]
+        self.thresholds.append(threshold)
+        self.kept.append(mask.sum(-1))
         return cast(torch.FloatTensor, scores.masked_fill(~mask, -float("inf")))
+
+    def step_thresholds(self, width: int) -> torch.Tensor:
+        """``(B, width)``: each generated position's threshold, right-padded with +inf (nothing allowed)."""
+        out = torch.full((self.query_ids.shape[0], width), float("inf"), device=self.query_ids.device)
+        if self.thresholds:
+            steps = torch.stack(self.thresholds, dim=1)[:, :width]
+            out[:, : steps.shape[1]] = steps.to(out.device, out.dtype)
+        return out
 
     def _next_logits(self, model: Any, input_ids: torch.Tensor) -> torch.Tensor:
         if getattr(model.config, "is_encoder_decoder", False):

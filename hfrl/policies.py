@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import functools
+import inspect
 from collections.abc import Iterator
 from typing import Any
 
@@ -72,6 +74,7 @@ def completion_forward(
     Seq2seq: the prompt is the encoder input; the decoder reads ``[start] + response[:-1]``.
     """
     config = lm.config
+    query_ids, query_mask = trim_padding(query_ids, query_mask)
     if getattr(config, "is_encoder_decoder", False):
         start = config.decoder_start_token_id
         decoder_ids = torch.cat([torch.full_like(response_ids[:, :1], start), response_ids[:, :-1]], dim=1)
@@ -89,16 +92,46 @@ def completion_forward(
     input_ids = torch.cat([query_ids, response_ids], dim=1)
     attention_mask = torch.cat([query_mask, response_mask], dim=1)
     position_ids = (attention_mask.cumsum(1) - 1).clamp(min=0)
+    width = response_ids.shape[1]
+    # Only the completion positions need logits: the LM head and its softmax skip the prompt.
+    keep = {"logits_to_keep": width + 1} if _accepts_logits_to_keep(type(_base_lm(lm))) else {}
     out = lm(
         input_ids=input_ids,
         attention_mask=attention_mask,
         position_ids=position_ids,
         output_hidden_states=output_hidden_states,
         use_cache=False,
+        **keep,
     )
     start, stop = query_ids.shape[1] - 1, input_ids.shape[1] - 1  # logits at t predict token t+1
     hidden = out.hidden_states[-1][:, start:stop] if output_hidden_states else None
-    return out.logits[:, start:stop], hidden
+    return out.logits[:, -(width + 1) : -1], hidden
+
+
+def trim_padding(ids: torch.Tensor, mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Drop the columns that are padding in every row (a left-padded batch's leading columns, a
+    right-padded batch's trailing ones): a batch of short prompts does not pay for the rollout's
+    longest.
+
+    >>> trim_padding(torch.tensor([[0, 0, 5], [0, 6, 7]]), torch.tensor([[0, 0, 1], [0, 1, 1]]))[0].tolist()
+    [[0, 5], [6, 7]]
+    """
+    used = mask.any(0).nonzero()
+    if len(used) == 0 or (used[0] == 0 and used[-1] == mask.shape[1] - 1):
+        return ids, mask
+    first, last = int(used[0]), int(used[-1]) + 1
+    return ids[:, first:last], mask[:, first:last]
+
+
+def _base_lm(lm: Any) -> Any:
+    return lm.get_base_model() if is_peft_model(lm) else lm
+
+
+@functools.cache
+def _accepts_logits_to_keep(cls: type) -> bool:
+    """Whether a model class can compute logits for the last positions only (transformers' CausalLMs)."""
+    forward = getattr(cls, "forward", None)
+    return forward is not None and "logits_to_keep" in inspect.signature(forward).parameters
 
 
 class ActorCritic(nn.Module):

@@ -18,7 +18,7 @@ from torch import nn
 from transformers import PreTrainedModel
 
 from hfrl.advantages import Reduce, explained_variance, gae, masked_mean, masked_var, whiten
-from hfrl.policies import ActorCritic, ReferencePolicy, completion_forward
+from hfrl.policies import ActorCritic, ReferencePolicy, completion_forward, trim_padding
 
 
 @dataclass
@@ -92,21 +92,83 @@ def generate(
     (NLPO's action mask keeps per-batch state). Returns ``(response_ids, response_mask)``,
     ``(B, T)``, right-padded with ``pad_token_id``.
     """
+    response_ids, response_mask, _, _ = _generate(
+        lm, query_ids, query_mask, generation_kwargs, pad_token_id, batch_size, logits_processor
+    )
+    return response_ids, response_mask
+
+
+@torch.no_grad()
+def generate_and_capture(
+    lm: PreTrainedModel,
+    query_ids: torch.Tensor,
+    query_mask: torch.Tensor,
+    generation_kwargs: dict,
+    pad_token_id: int,
+    batch_size: int | None = None,
+    temperature: float = 1.0,
+    hidden: bool = True,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor | None]:
+    """:func:`generate`, also keeping what generation computed anyway (:class:`hfrl.capture.StepCapture`):
+    ``(response_ids, response_mask, logprobs (B, T), hidden (B, T, H) or None)``, the sampled
+    tokens' log-probs under ``softmax(logits / temperature)`` and the last hidden states that
+    predicted them. Zero at padded positions."""
+    return _generate(
+        lm, query_ids, query_mask, generation_kwargs, pad_token_id, batch_size, None, (temperature, hidden)
+    )  # type: ignore[return-value]
+
+
+def _generate(
+    lm: PreTrainedModel,
+    query_ids: torch.Tensor,
+    query_mask: torch.Tensor,
+    generation_kwargs: dict,
+    pad_token_id: int,
+    batch_size: int | None,
+    logits_processor: Callable[[torch.Tensor, torch.Tensor], list] | None,
+    capture: tuple[float, bool] | None = None,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
+    from hfrl.capture import StepCapture
+
     batch_size = batch_size or len(query_ids)
     eos = generation_kwargs.get("eos_token_id", lm.generation_config.eos_token_id)
     is_seq2seq = bool(getattr(lm.config, "is_encoder_decoder", False))
-    chunks = []
+    chunks, logprobs, hidden = [], [], []
     for start in range(0, len(query_ids), batch_size):
-        ids, mask = query_ids[start : start + batch_size], query_mask[start : start + batch_size]
+        ids, mask = trim_padding(query_ids[start : start + batch_size], query_mask[start : start + batch_size])
         kwargs = {"use_cache": True, "pad_token_id": pad_token_id, **generation_kwargs}
         if logits_processor is not None:
             kwargs["logits_processor"] = logits_processor(ids, mask)
-        out = lm.generate(input_ids=ids, attention_mask=mask, **kwargs)  # type: ignore[operator]
-        chunks.append(out[:, 1:] if is_seq2seq else out[:, ids.shape[1] :])  # drop decoder start / prompt
+        if capture is None:
+            out = lm.generate(input_ids=ids, attention_mask=mask, **kwargs)  # type: ignore[operator]
+        else:
+            with StepCapture(lm, *capture) as cap:
+                if capture[1]:
+                    kwargs["output_hidden_states"] = True
+                out = lm.generate(input_ids=ids, attention_mask=mask, **kwargs)  # type: ignore[operator]
+        chunk = out[:, 1:] if is_seq2seq else out[:, ids.shape[1] :]  # drop decoder start / prompt
+        chunks.append(chunk)
+        if capture is not None:
+            lp, h = cap.result(chunk)
+            logprobs.append(lp)
+            hidden.append(h)
     width = max(c.shape[1] for c in chunks)
-    response_ids = torch.cat([nn.functional.pad(c, (0, width - c.shape[1]), value=pad_token_id) for c in chunks], dim=0)
+
+    def cat(parts: list, value: float = 0) -> torch.Tensor:
+        return torch.cat([_pad_dim1(p, width, value) for p in parts], dim=0)
+
+    response_ids = cat(chunks, pad_token_id)
     response_mask = completion_mask(response_ids, eos)
-    return response_ids.masked_fill(response_mask == 0, pad_token_id), response_mask
+    response_ids = response_ids.masked_fill(response_mask == 0, pad_token_id)
+    if capture is None:
+        return response_ids, response_mask, None, None
+    return response_ids, response_mask, cat(logprobs), cat(hidden) if capture[1] else None
+
+
+def _pad_dim1(t: torch.Tensor, width: int, value: float) -> torch.Tensor:
+    """Right-pad dim 1 of a ``(B, T)`` or ``(B, T, H)`` tensor to ``width``."""
+    pad = (0, 0) * (t.dim() - 2) + (0, width - t.shape[1])
+    return nn.functional.pad(t, pad, value=value)
 
 
 def reward_name(func: Callable) -> str:
@@ -150,7 +212,7 @@ def compute_rewards(
     return scores, token_rewards, means
 
 
-ActionMaskFn = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]
+ActionMaskFn = Callable[..., torch.Tensor]  # (query_ids, query_mask, response_ids, response_mask[, thresholds])
 
 
 def action_logprobs(
@@ -184,27 +246,40 @@ def score(
     batch_size: int,
     temperature: float = 1.0,
     action_mask_fn: ActionMaskFn | None = None,
+    mask_thresholds: torch.Tensor | None = None,
+    policy_logprobs: torch.Tensor | None = None,
+    policy_values: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     """Log-probs and values under the current policy, log-probs under the reference: one forward per
-    model per batch (plus one of the mask policy with ``action_mask_fn``).
+    model per batch (plus one of the mask policy with ``action_mask_fn``). Given the policy's
+    ``policy_logprobs`` and ``policy_values (B, T)`` (captured during generation), only the
+    reference runs.
 
     Returns ``(logprobs, values, ref_logprobs, action_logprobs)``, each ``(B, T)``: ``logprobs``
     under the full distribution (for the KL penalty), ``action_logprobs`` under the action
-    distribution (masked by ``action_mask_fn(query_ids, query_mask, response_ids, response_mask)``
-    when given, else equal to ``logprobs``).
+    distribution (masked by ``action_mask_fn(query_ids, query_mask, response_ids, response_mask)``,
+    with the batch's rows of ``mask_thresholds (B, T)`` as a fifth argument when given; else equal
+    to ``logprobs``).
     """
     from trl.trainer.utils import selective_log_softmax
 
+    if policy_logprobs is not None and action_mask_fn is not None:
+        raise ValueError("score: captured policy log-probs are unmasked; an action mask needs the policy's logits")
     logprobs, values, ref_logprobs, masked = [], [], [], []
     for start in range(0, len(query_ids), batch_size):
         rows = slice(start, start + batch_size)
         args = (query_ids[rows], query_mask[rows], response_ids[rows], response_mask[rows])
-        logits, value = model(*args)
-        logits = logits / temperature
-        logprobs.append(selective_log_softmax(logits, response_ids[rows]))
-        values.append(value.float())
+        if policy_logprobs is not None and policy_values is not None:
+            logprobs.append(policy_logprobs[rows])
+            values.append(policy_values[rows].float())
+        else:
+            logits, value = model(*args)
+            logits = logits / temperature
+            logprobs.append(selective_log_softmax(logits, response_ids[rows]))
+            values.append(value.float())
         if action_mask_fn is not None:
-            masked.append(action_logprobs(logits, response_ids[rows], action_mask_fn(*args))[0])
+            extra = () if mask_thresholds is None else (mask_thresholds[rows],)
+            masked.append(action_logprobs(logits, response_ids[rows], action_mask_fn(*args, *extra))[0])
         if reference is not None:
             with reference.active() as ref:
                 ref_logits, _ = completion_forward(ref, *args)

@@ -166,19 +166,36 @@ def test_nlpo_resume_restores_mask_policy(tiny_causal_dir, nlpo_config):
 
 
 def test_loss_masks_from_rollout_thresholds_equal_the_sorted_top_p_sets(tiny_causal_dir, nlpo_config):
-    """The rollout keeps one threshold per position (B x T floats); the loss rebuilds the same masks
-    from one mask-policy forward and a comparison, without sorting the vocabulary again."""
+    """Generation keeps one threshold per position (B x T floats, from the mask policy's cached
+    step-by-step logits); scoring and the loss rebuild the same masks from one batched mask-policy
+    forward and a comparison, without sorting the vocabulary again."""
     trainer = NLPOTrainer(
-        model=tiny_causal_dir, args=nlpo_config(top_mask=0.5), reward_funcs=digit_reward, train_dataset=prompts()
+        model=tiny_causal_dir,
+        args=nlpo_config(top_mask=0.5, generation_batch_size=3),  # 3 generate calls of unequal lengths
+        reward_funcs=digit_reward,
+        train_dataset=prompts(),
     )
     rollout = trainer.collect_rollout([trainer.train_dataset[i] for i in range(8)])
     assert rollout.mask_thresholds.shape == rollout.response_ids.shape
-    minibatch = rollout[torch.tensor([5, 1, 3])]  # another batch composition than at scoring time
+    minibatch = rollout[torch.tensor([5, 1, 3])]  # another batch composition than at generation and scoring
+    real = minibatch.response_mask.bool()
     from_thresholds = trainer.loss_action_mask(minibatch)
     sorted_sets = trainer.mask_policy.action_mask(
         minibatch.query_ids, minibatch.query_mask, minibatch.response_ids, minibatch.response_mask
     )
-    assert torch.equal(from_thresholds, sorted_sets)
+    assert torch.equal(from_thresholds[real], sorted_sets[real])
+    # the generation-time thresholds are the batched forward's, up to float noise of the KV cache
+    with trainer.mask_policy.active() as model:
+        from hfrl.policies import completion_forward
+
+        logits, _ = completion_forward(
+            model, minibatch.query_ids, minibatch.query_mask, minibatch.response_ids, minibatch.response_mask
+        )
+    from hfrl.masking import top_p_threshold
+
+    batched = top_p_threshold(logits, 0.5, trainer.args.min_tokens_to_keep)
+    torch.testing.assert_close(minibatch.mask_thresholds[real], batched[real], atol=1e-4, rtol=0)
+    assert torch.isinf(minibatch.mask_thresholds[~real]).all()  # padding: nothing allowed
 
 
 def test_top_p_threshold_is_the_smallest_kept_logit():

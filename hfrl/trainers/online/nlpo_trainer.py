@@ -50,10 +50,9 @@ class NLPOTrainer(PPOTrainer):
             temperature=self.temperature,
         ).to(self.accelerator.device)
         self._mask_refreshed_at = 0  # iteration of the last refresh
-        self._processors: list = []
-        self._thresholds: list[torch.Tensor] = []
+        self._processors: list = []  # this rollout's generation processors, one per generate call
 
-    # ---- the mask in generation and in the loss ---------------------------------------------
+    # ---- the mask in generation, at scoring and in the loss --------------------------------
     def _logits_processor(self):
         def make(query_ids, query_mask):
             processors = self.mask_policy.logits_processor(query_ids, query_mask)
@@ -62,32 +61,25 @@ class NLPOTrainer(PPOTrainer):
 
         return make
 
+    def _generation_mask_thresholds(self, response_ids: torch.Tensor) -> torch.Tensor:
+        """The top-p thresholds generation used, ``(B, T)`` floats (not ``B x T x V`` booleans)."""
+        width = response_ids.shape[1]
+        return torch.cat([p.step_thresholds(width) for p in self._processors]).to(response_ids.device)
+
     def _action_mask_fn(self):
-        """At scoring time: the mask, keeping each position's top-p threshold for the loss."""
-
-        def mask_and_keep_thresholds(*batch):
-            mask, thresholds = self.mask_policy.action_mask_and_thresholds(*batch)
-            self._thresholds.append(thresholds)
-            return mask
-
-        return mask_and_keep_thresholds
-
-    def loss_action_mask(self, inputs):
-        """The minibatch's masks from one mask-policy forward and the rollout's thresholds: no sort."""
-        return self.mask_policy.action_mask(
-            inputs.query_ids, inputs.query_mask, inputs.response_ids, inputs.response_mask, inputs.mask_thresholds
-        )
+        """Scoring and the loss rebuild each mask from one mask-policy forward and the kept
+        thresholds: a comparison, no vocabulary sort."""
+        return self.mask_policy.action_mask
 
     def collect_rollout(self, batch):
         iteration = self.state.global_step // self.args.steps_per_iteration
         if iteration - self._mask_refreshed_at >= self.args.mask_update_every:
             self.mask_policy.refresh()  # from the current policy, used by this rollout's generation
             self._mask_refreshed_at = iteration
-        self._processors, self._thresholds = [], []
+        self._processors = []
         rollout = super().collect_rollout(batch)
-        rollout.mask_thresholds = torch.cat(self._thresholds)  # B x T floats, not B x T x V booleans
         kept = [k for p in self._processors for k in p.kept]
-        self._iteration["mask/kept_tokens"] = sum(kept) / max(len(kept), 1)
+        self._iteration["mask/kept_tokens"] = torch.cat(kept).float().mean().item() if kept else 0.0
         return rollout
 
     # ---- checkpoints ------------------------------------------------------------------------

@@ -46,6 +46,14 @@ class OnlineConfig(TrainingArguments):
         default_factory=lambda: {"do_sample": True, "top_k": 0, "top_p": 1.0, "temperature": 1.0},
         metadata={"help": "Keyword arguments of `generate` for rollouts (sampling)."},
     )
+    logprobs_from_generation: bool = field(
+        default=True,
+        metadata={
+            "help": "Keep the sampled tokens' log-probs and hidden states from generation instead of a second "
+            "policy forward at scoring (shared critic, no action mask). Exact in fp32; under bf16/fp16 the cached "
+            "forward of generation differs slightly from the update's, so the first ratio is not exactly 1."
+        },
+    )
     eval_max_new_tokens: int | None = field(
         default=None, metadata={"help": "Maximum completion length in evaluation (default: max_new_tokens)."}
     )

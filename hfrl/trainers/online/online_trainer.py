@@ -27,7 +27,17 @@ from hfrl.evaluation import NOT_REWARD_COLUMNS, PROMPT_IDS, encode_prompt, score
 from hfrl.kl import make_kl_controller
 from hfrl.policies import ActorCritic, ReferencePolicy, disable_dropout
 from hfrl.rewards import reward_list
-from hfrl.rollout import Rollout, action_logprobs, assemble, compute_rewards, generate, pad, rollout_stats, score
+from hfrl.rollout import (
+    Rollout,
+    action_logprobs,
+    assemble,
+    compute_rewards,
+    generate,
+    generate_and_capture,
+    pad,
+    rollout_stats,
+    score,
+)
 from hfrl.trainers.hub_mixin import HubMixin
 from hfrl.trainers.online.online_config import OnlineConfig
 
@@ -237,7 +247,9 @@ class OnlineTrainer(HubMixin, Trainer):
         ids, mask = pad([ex[PROMPT_IDS] for ex in batch], self.tokenizer.pad_token_id, side)
         return ids.to(self.accelerator.device), mask.to(self.accelerator.device)
 
-    def _generate(self, query_ids, query_mask, generation_kwargs: dict, logits_processor=None):
+    def _generate(self, query_ids, query_mask, generation_kwargs: dict, logits_processor=None, capture=False):
+        """``(response_ids, response_mask)``; with ``capture``, also the sampled tokens' log-probs and
+        values from what generation computed (:func:`hfrl.rollout.generate_and_capture`)."""
         from trl.models.utils import unwrap_model_for_generation
 
         with unwrap_model_for_generation(
@@ -245,17 +257,32 @@ class OnlineTrainer(HubMixin, Trainer):
         ) as unwrapped:
             was_training = unwrapped.training
             unwrapped.eval()
-            out = generate(
-                unwrapped.policy,
-                query_ids,
-                query_mask,
-                generation_kwargs,
-                self.tokenizer.pad_token_id,
-                self.args.generation_batch_size,
-                logits_processor,
-            )
+            batch = (query_ids, query_mask, generation_kwargs, self.tokenizer.pad_token_id)
+            with self._autocast():
+                if capture:
+                    *out, hidden = generate_and_capture(
+                        unwrapped.policy, *batch, self.args.generation_batch_size, self.temperature
+                    )
+                    out.append(unwrapped.value_head(hidden))
+                else:
+                    out = list(generate(unwrapped.policy, *batch, self.args.generation_batch_size, logits_processor))
             unwrapped.train(was_training)
-        return out
+        return tuple(out)
+
+    def _capture_at_generation(self) -> bool:
+        """Whether the rollout's policy log-probs and values come from generation (no scoring forward
+        of the policy): on by config, with the value head on the shared backbone and no action mask."""
+        return (
+            self.args.logprobs_from_generation
+            and not self.args.separate_critic
+            and self._action_mask_fn() is None
+            and self._logits_processor() is None
+        )
+
+    def _autocast(self):
+        """Rollout generation and scoring under the run's mixed precision (``bf16`` / ``fp16``), as
+        Accelerate runs the update's forward; a no-op in full precision."""
+        return self.accelerator.autocast()
 
     def _decode(self, response_ids: torch.Tensor) -> list[str]:
         return self.tokenizer.batch_decode(response_ids, skip_special_tokens=True)
@@ -269,8 +296,13 @@ class OnlineTrainer(HubMixin, Trainer):
         return None
 
     def _action_mask_fn(self):
-        """Hook: ``(query_ids, query_mask, response_ids, response_mask) -> bool (B, T, V)`` action
-        mask of the loss's distribution (NLPO), or None for the full vocabulary."""
+        """Hook: ``(query_ids, query_mask, response_ids, response_mask[, mask_thresholds]) -> bool
+        (B, T, V)`` action mask of the loss's distribution (NLPO), or None for the full vocabulary."""
+        return None
+
+    def _generation_mask_thresholds(self, response_ids: torch.Tensor) -> torch.Tensor | None:
+        """Hook: what the last generation kept to rebuild its action masks (NLPO: ``(B, T)``
+        top-p thresholds), handed to the action mask function at scoring and in the loss."""
         return None
 
     def action_logprobs(self, logits: torch.Tensor, inputs: Rollout) -> tuple[torch.Tensor, torch.Tensor]:
@@ -289,9 +321,10 @@ class OnlineTrainer(HubMixin, Trainer):
     def loss_action_mask(self, inputs: Rollout) -> torch.Tensor | None:
         """The boolean ``(B, T, V)`` action mask of a minibatch for the loss (None: full vocabulary)."""
         fn = self._action_mask_fn()
-        return (
-            None if fn is None else fn(inputs.query_ids, inputs.query_mask, inputs.response_ids, inputs.response_mask)
-        )
+        if fn is None:
+            return None
+        extra = () if inputs.mask_thresholds is None else (inputs.mask_thresholds,)
+        return fn(inputs.query_ids, inputs.query_mask, inputs.response_ids, inputs.response_mask, *extra)
 
     @property
     def temperature(self) -> float:
@@ -301,9 +334,16 @@ class OnlineTrainer(HubMixin, Trainer):
         """Generate, reward, score, penalise KL, estimate advantages, step the KL controller."""
         args, start = self.args, time.perf_counter()
         query_ids, query_mask = self._queries(batch)
-        response_ids, response_mask = self._generate(
-            query_ids, query_mask, self._rollout_generation_kwargs(), self._logits_processor()
-        )
+        captured: tuple = (None, None)
+        if self._capture_at_generation():
+            response_ids, response_mask, *captured = self._generate(
+                query_ids, query_mask, self._rollout_generation_kwargs(), capture=True
+            )
+        else:
+            response_ids, response_mask = self._generate(
+                query_ids, query_mask, self._rollout_generation_kwargs(), self._logits_processor()
+            )
+        mask_thresholds = self._generation_mask_thresholds(response_ids)
         t_generate = time.perf_counter()
 
         completions = self._decode(response_ids)
@@ -315,17 +355,20 @@ class OnlineTrainer(HubMixin, Trainer):
         t_reward = time.perf_counter()
 
         model = self.accelerator.unwrap_model(self.model)
-        logprobs, values, ref_logprobs, old_logprobs = score(
-            model,
-            self.reference,
-            query_ids,
-            query_mask,
-            response_ids,
-            response_mask,
-            args.scoring_batch_size or args.mini_batch_size,
-            self.temperature,
-            self._action_mask_fn(),
-        )
+        with self._autocast():
+            logprobs, values, ref_logprobs, old_logprobs = score(
+                model,
+                self.reference,
+                query_ids,
+                query_mask,
+                response_ids,
+                response_mask,
+                args.scoring_batch_size or args.mini_batch_size,
+                self.temperature,
+                self._action_mask_fn(),
+                mask_thresholds,
+                *captured,
+            )
         beta = self.kl_ctl.value
         device = logprobs.device
         rollout = assemble(
@@ -345,6 +388,7 @@ class OnlineTrainer(HubMixin, Trainer):
             old_logprobs,
             self._reduce,
         )
+        rollout.mask_thresholds = mask_thresholds
         stats = rollout_stats(rollout, self._reduce)  # over every process: the same on all of them
         self.kl_ctl.step(stats["kl"])
         t_score = time.perf_counter()

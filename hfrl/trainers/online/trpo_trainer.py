@@ -67,8 +67,7 @@ class TRPOTrainer(OnlineTrainer):
         params = [p for p in policy.parameters() if p.requires_grad]
         batch = (rollout.query_ids, rollout.query_mask, rollout.response_ids, rollout.response_mask)
         mask = rollout.response_mask
-        action_mask_fn = self._action_mask_fn()
-        action_mask = action_mask_fn(*batch) if action_mask_fn is not None else None
+        action_mask = self.loss_action_mask(rollout)
 
         def forward() -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
             logits = completion_forward(policy, *batch)[0] / self.temperature

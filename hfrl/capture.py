@@ -1,0 +1,89 @@
+"""Log-probs and last hidden states of the sampled tokens, captured while ``generate`` runs.
+
+Generation already computes, at every step, the logits that sampled the next token and the hidden
+state that produced them. Keeping the sampled token's log-prob (one float) and that hidden state
+(``H`` floats) per step spares the rollout a second forward of the policy over every completion:
+the log-probs are those of the distribution that actually sampled (the behaviour policy), and a
+value head applied to the hidden states gives the values.
+
+Two hooks on the transformers model that ``generate`` calls: after each forward, the last
+position's log-softmax (kept for one step only: ``(B, V)``) and last hidden state; before the next
+forward, its new input token (the one just sampled) picks its log-prob. The last token's
+log-prob is picked from the returned sequences.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+
+class StepCapture:
+    """Context manager around one ``lm.generate`` call (greedy or sampling, one sequence per row).
+
+    >>> # with StepCapture(model, temperature=0.7) as cap:
+    >>> #     out = model.generate(..., output_hidden_states=True)
+    >>> # logprobs, hidden = cap.result(out[:, prompt_len:])  # (B, T), (B, T, H)
+    """
+
+    def __init__(self, lm: Any, temperature: float = 1.0, hidden: bool = True) -> None:
+        from hfrl.policies import _base_lm
+
+        self.model = _base_lm(lm)  # the module whose forward generate calls (under a PeftModel too)
+        self.temperature = temperature
+        self.keep_hidden = hidden
+        self.is_seq2seq = bool(getattr(self.model.config, "is_encoder_decoder", False))
+        self._pending: torch.Tensor | None = None  # (B, V) log-softmax of the last step
+        self.logprobs: list[torch.Tensor] = []  # (B,) per generated token but the last
+        self.hidden: list[torch.Tensor] = []  # (B, H) per generated token
+        self._handles: list[Any] = []
+
+    def __enter__(self) -> StepCapture:
+        self._handles = [
+            self.model.register_forward_pre_hook(self._before, with_kwargs=True),
+            self.model.register_forward_hook(self._after),
+        ]
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for handle in self._handles:
+            handle.remove()
+        self._handles = []
+
+    @torch.no_grad()
+    def _before(self, module: Any, args: tuple, kwargs: dict) -> None:
+        if self._pending is None:
+            return
+        ids = kwargs.get("decoder_input_ids" if self.is_seq2seq else "input_ids")
+        if ids is None:
+            ids = args[0] if args else None
+        if ids is None:
+            raise RuntimeError("StepCapture: generate passed no input ids to the model's forward")
+        self.logprobs.append(self._pending.gather(-1, ids[:, -1:]).squeeze(-1))
+        self._pending = None
+
+    @torch.no_grad()
+    def _after(self, module: Any, args: tuple, output: Any) -> None:
+        logits = output.logits[:, -1].float()
+        self._pending = (logits / self.temperature).log_softmax(-1)
+        if self.keep_hidden:
+            states = output.decoder_hidden_states if self.is_seq2seq else output.hidden_states
+            if states is None:
+                raise RuntimeError("StepCapture: call generate with output_hidden_states=True")
+            self.hidden.append(states[-1][:, -1])
+
+    def result(self, response_ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """``(logprobs (B, T), hidden (B, T, H) or None)`` for the generated ``response_ids (B, T)``."""
+        if self._pending is not None:  # the last generated token
+            self.logprobs.append(self._pending.gather(-1, response_ids[:, -1:]).squeeze(-1))
+            self._pending = None
+        width = response_ids.shape[1]
+        if len(self.logprobs) != width or (self.keep_hidden and len(self.hidden) != width):
+            raise RuntimeError(
+                f"StepCapture saw {len(self.logprobs)} generation steps for {width} generated tokens "
+                "(beam search or assisted decoding are not supported here)"
+            )
+        logprobs = torch.stack(self.logprobs, dim=1)
+        hidden = torch.stack(self.hidden, dim=1) if self.keep_hidden else None
+        return logprobs, hidden

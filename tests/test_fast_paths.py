@@ -1,0 +1,126 @@
+"""The speed paths of the online rollout give the same numbers as the plain ones: log-probs and
+values captured during generation, logits at completion positions only, padding trimmed per
+batch, and rollouts under bf16 autocast."""
+
+import pytest
+import torch
+from datasets import Dataset
+from transformers import AutoModelForCausalLM, AutoModelForSeq2SeqLM, AutoTokenizer
+
+from hfrl import PPOTrainer
+from hfrl.policies import ActorCritic, completion_forward, disable_dropout
+from hfrl.rollout import generate_and_capture, pad, score
+from hfrl.testing import digit_reward
+
+
+def load(kind, causal_dir, seq2seq_dir):
+    path = causal_dir if kind == "causal" else seq2seq_dir
+    cls = AutoModelForCausalLM if kind == "causal" else AutoModelForSeq2SeqLM
+    lm = cls.from_pretrained(path).eval()
+    disable_dropout(lm)
+    return lm, AutoTokenizer.from_pretrained(path)
+
+
+@pytest.mark.parametrize("kind", ["causal", "seq2seq"])
+def test_captured_logprobs_and_values_equal_a_scoring_forward(kind, tiny_causal_dir, tiny_seq2seq_dir):
+    """Prompts of unequal lengths, two generate calls of unequal completion lengths, temperature
+    0.7: the log-probs and values kept from generation equal one batched forward's, position by
+    position, and are zero past each batch's end."""
+    torch.manual_seed(0)
+    lm, tok = load(kind, tiny_causal_dir, tiny_seq2seq_dir)
+    model = ActorCritic(lm).eval()
+    texts = ["1 2 3 4 5 6", "a", "the movie was", "7", "", "x y"]
+    ids = [tok(t)["input_ids"] or [tok.eos_token_id] for t in texts]
+    query_ids, query_mask = pad(ids, tok.pad_token_id, "left" if kind == "causal" else "right")
+    kwargs = {"do_sample": True, "top_k": 0, "temperature": 0.7, "max_new_tokens": 9}
+    response_ids, response_mask, logprobs, hidden = generate_and_capture(
+        lm, query_ids, query_mask, kwargs, tok.pad_token_id, batch_size=4, temperature=0.7
+    )
+    assert logprobs.shape == response_ids.shape and hidden.shape == (*response_ids.shape, lm.config.hidden_size)
+    forward_lp, forward_values, _, _ = score(
+        model, None, query_ids, query_mask, response_ids, response_mask, batch_size=6, temperature=0.7
+    )
+    real = response_mask.bool()
+    torch.testing.assert_close(logprobs[real], forward_lp[real], atol=1e-5, rtol=0)
+    torch.testing.assert_close(model.value_head(hidden)[real], forward_values[real], atol=1e-5, rtol=0)
+
+
+def test_capture_under_peft_hooks_the_base_model(tiny_causal_dir):
+    from peft import LoraConfig, get_peft_model
+
+    torch.manual_seed(0)
+    lm, tok = load("causal", tiny_causal_dir, None)
+    peft = get_peft_model(lm, LoraConfig(r=4, target_modules=["c_attn"], fan_in_fan_out=True, init_lora_weights=False))
+    query_ids, query_mask = pad([tok("1 2")["input_ids"], tok("3")["input_ids"]], tok.pad_token_id, "left")
+    response_ids, response_mask, logprobs, hidden = generate_and_capture(
+        peft, query_ids, query_mask, {"do_sample": True, "max_new_tokens": 5}, tok.pad_token_id, hidden=False
+    )
+    assert hidden is None
+    logits, _ = completion_forward(peft, query_ids, query_mask, response_ids, response_mask)
+    expected = logits.log_softmax(-1).gather(-1, response_ids.unsqueeze(-1)).squeeze(-1)
+    torch.testing.assert_close(logprobs[response_mask.bool()], expected[response_mask.bool()], atol=1e-5, rtol=0)
+
+
+def test_rollout_without_capture_gives_the_same_advantages(tiny_causal_dir, make_config):
+    """``logprobs_from_generation`` on and off: the same rollout numbers for the same samples."""
+    data = Dataset.from_dict({"prompt": ["1 2 3", "the movie", "", "a b"] * 2})
+    rollouts = []
+    for capture in (True, False):
+        torch.manual_seed(0)
+        trainer = PPOTrainer(
+            model=tiny_causal_dir,
+            args=make_config(logprobs_from_generation=capture, kl_coef=0.1),
+            reward_funcs=digit_reward,
+            train_dataset=data,
+        )
+        assert trainer._capture_at_generation() is capture
+        torch.manual_seed(1)
+        rollouts.append(trainer.collect_rollout([trainer.train_dataset[i] for i in range(8)]))
+    with_capture, without = rollouts
+    assert torch.equal(with_capture.response_ids, without.response_ids)
+    mask = without.response_mask.bool()
+    for name in ("logprobs", "values", "advantages", "returns", "kl"):
+        torch.testing.assert_close(getattr(with_capture, name)[mask], getattr(without, name)[mask], atol=1e-4, rtol=0)
+
+
+def test_lm_head_sees_completion_positions_only(tiny_causal_dir):
+    lm, _ = load("causal", tiny_causal_dir, None)
+    seen = []
+    lm.get_output_embeddings().register_forward_hook(lambda m, i, o: seen.append(o.shape))
+    query_ids, query_mask = torch.randint(3, 100, (2, 11)), torch.ones(2, 11, dtype=torch.long)
+    response_ids, response_mask = torch.randint(3, 100, (2, 4)), torch.ones(2, 4, dtype=torch.long)
+    logits, _ = completion_forward(lm, query_ids, query_mask, response_ids, response_mask)
+    assert seen == [torch.Size([2, 5, lm.config.vocab_size])]  # T + 1 positions, not P + T
+    full = lm(torch.cat([query_ids, response_ids], 1)).logits[:, 10:14]
+    torch.testing.assert_close(logits, full, atol=1e-5, rtol=0)
+
+
+def test_all_padding_prompt_columns_are_trimmed_without_changing_logits(tiny_causal_dir):
+    lm, tok = load("causal", tiny_causal_dir, None)
+    query_ids, query_mask = pad([[5, 6, 7], [8]], tok.pad_token_id, "left")
+    wide_ids = torch.cat([torch.full((2, 4), tok.pad_token_id), query_ids], 1)  # 4 extra all-pad columns
+    wide_mask = torch.cat([torch.zeros(2, 4, dtype=torch.long), query_mask], 1)
+    response_ids, response_mask = torch.tensor([[9, 10], [11, 12]]), torch.ones(2, 2, dtype=torch.long)
+    seen = []
+    lm.register_forward_pre_hook(lambda m, a, k: seen.append(k["input_ids"].shape[1]), with_kwargs=True)
+    narrow, _ = completion_forward(lm, query_ids, query_mask, response_ids, response_mask)
+    wide, _ = completion_forward(lm, wide_ids, wide_mask, response_ids, response_mask)
+    assert seen == [5, 5]
+    torch.testing.assert_close(narrow, wide)
+
+
+def test_bf16_rollouts_run_under_autocast(tiny_causal_dir, make_config):
+    """``bf16=True`` on CPU: generation and scoring run in bfloat16 like Accelerate's update forward."""
+    data = Dataset.from_dict({"prompt": ["1 2 3", "the movie", "", "a b"] * 2})
+    trainer = PPOTrainer(
+        model=tiny_causal_dir,
+        args=make_config(bf16=True, use_cpu=True, kl_coef=0.1),
+        reward_funcs=digit_reward,
+        train_dataset=data,
+    )
+    dtypes = set()
+    policy = trainer.accelerator.unwrap_model(trainer.model).policy
+    policy.get_output_embeddings().register_forward_hook(lambda m, i, o: dtypes.add(o.dtype))
+    rollout = trainer.collect_rollout([trainer.train_dataset[i] for i in range(8)])
+    assert dtypes == {torch.bfloat16}
+    assert rollout.logprobs.dtype == torch.float32 and torch.isfinite(rollout.advantages).all()
