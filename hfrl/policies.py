@@ -94,7 +94,7 @@ def completion_forward(
     position_ids = (attention_mask.cumsum(1) - 1).clamp(min=0)
     width = response_ids.shape[1]
     # Only the completion positions need logits: the LM head and its softmax skip the prompt.
-    keep = {"logits_to_keep": width + 1} if _accepts_logits_to_keep(type(_base_lm(lm))) else {}
+    keep = {"logits_to_keep": width + 1} if _accepts_logits_to_keep(_base_lm(lm).__class__) else {}
     out = lm(
         input_ids=input_ids,
         attention_mask=attention_mask,
@@ -128,7 +128,7 @@ def _base_lm(lm: Any) -> Any:
 
 
 @functools.cache
-def _accepts_logits_to_keep(cls: type) -> bool:
+def _accepts_logits_to_keep(cls: Any) -> bool:
     """Whether a model class can compute logits for the last positions only (transformers' CausalLMs)."""
     forward = getattr(cls, "forward", None)
     return forward is not None and "logits_to_keep" in inspect.signature(forward).parameters
