@@ -60,7 +60,7 @@ def ppo_loss(
     values: torch.Tensor,
     old_values: torch.Tensor,
     returns: torch.Tensor,
-    entropy: torch.Tensor,
+    entropy: torch.Tensor | None,
     mask: torch.Tensor,
     cliprange: float = 0.2,
     cliprange_value: float | None = None,
@@ -77,20 +77,20 @@ def ppo_loss(
 def _actor_critic_total(
     pg_loss: torch.Tensor,
     vf_loss: torch.Tensor,
-    entropy: torch.Tensor,
+    entropy: torch.Tensor | None,
     mask: torch.Tensor,
     vf_coef: float,
     ent_coef: float,
 ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
-    """``pg_loss + vf_coef * vf_loss - ent_coef * mean(H)`` (SB3's composition) and its statistics."""
-    mean_entropy = masked_mean(entropy, mask)
-    loss = pg_loss + vf_coef * vf_loss - ent_coef * mean_entropy
-    stats = {
-        "loss/policy": pg_loss.detach(),
-        "loss/value": vf_loss.detach(),
-        "loss/total": loss.detach(),
-        "entropy": mean_entropy.detach(),
-    }
+    """``pg_loss + vf_coef * vf_loss - ent_coef * mean(H)`` (SB3's composition) and its statistics.
+    ``entropy=None``: no entropy term (the trainers skip computing it when ``ent_coef`` is 0)."""
+    loss = pg_loss + vf_coef * vf_loss
+    stats = {"loss/policy": pg_loss.detach(), "loss/value": vf_loss.detach()}
+    if entropy is not None:
+        mean_entropy = masked_mean(entropy, mask)
+        loss = loss - ent_coef * mean_entropy
+        stats["entropy"] = mean_entropy.detach()
+    stats["loss/total"] = loss.detach()
     return loss, stats
 
 
@@ -99,7 +99,7 @@ def a2c_loss(
     advantages: torch.Tensor,
     values: torch.Tensor,
     returns: torch.Tensor,
-    entropy: torch.Tensor,
+    entropy: torch.Tensor | None,
     mask: torch.Tensor,
     vf_coef: float = 0.5,
     ent_coef: float = 0.0,

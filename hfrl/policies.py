@@ -124,6 +124,8 @@ def trim_padding(ids: torch.Tensor, mask: torch.Tensor) -> tuple[torch.Tensor, t
 
 
 def _base_lm(lm: Any) -> Any:
+    """The transformers model under a PEFT, DDP, DeepSpeed or FSDP-1 wrapper."""
+    lm = getattr(lm, "module", lm)
     return lm.get_base_model() if is_peft_model(lm) else lm
 
 
@@ -234,4 +236,23 @@ class ReferencePolicy:
     def to(self, device: torch.device) -> ReferencePolicy:
         if self.model is not None:
             self.model.to(device)
+        return self
+
+    def prepare(self, accelerator: Any) -> ReferencePolicy:
+        """Place a separate reference model as TRL does for its own: sharded for inference under
+        DeepSpeed ZeRO-3 (a stage-0 engine under ZeRO-1/2) or FSDP, else moved to the device.
+        Under PEFT there is nothing to place (the policy's base weights are the reference)."""
+        if self.model is None:
+            return self
+        state = accelerator.state
+        if getattr(state, "deepspeed_plugin", None) is not None:
+            from trl.models.utils import prepare_deepspeed
+
+            self.model = prepare_deepspeed(self.model, accelerator)
+        elif getattr(state, "fsdp_plugin", None) is not None:
+            from trl.models.utils import prepare_fsdp
+
+            self.model = prepare_fsdp(self.model, accelerator)
+        else:
+            self.model.to(accelerator.device)
         return self

@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple, cast
 
 import torch
 from torch import nn
@@ -39,6 +39,7 @@ class Rollout:
     advantages: torch.Tensor  # (B, T) GAE advantages (whitened if configured)
     returns: torch.Tensor  # (B, T) advantages + values (before whitening)
     mask_thresholds: torch.Tensor | None = None  # (B, T) NLPO: the smallest logit of each top-p action set
+    entropy: torch.Tensor | None = None  # (B, T) entropy of the action distribution at rollout time (logged)
 
     def __len__(self) -> int:
         return self.response_ids.shape[0]
@@ -92,7 +93,7 @@ def generate(
     (NLPO's action mask keeps per-batch state). Returns ``(response_ids, response_mask)``,
     ``(B, T)``, right-padded with ``pad_token_id``.
     """
-    response_ids, response_mask, _, _ = _generate(
+    response_ids, response_mask, *_ = _generate(
         lm, query_ids, query_mask, generation_kwargs, pad_token_id, batch_size, logits_processor
     )
     return response_ids, response_mask
@@ -108,11 +109,11 @@ def generate_and_capture(
     batch_size: int | None = None,
     temperature: float = 1.0,
     hidden: bool = True,
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor | None]:
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor | None, torch.Tensor]:
     """:func:`generate`, also keeping what generation computed anyway (:class:`hfrl.capture.StepCapture`):
-    ``(response_ids, response_mask, logprobs (B, T), hidden (B, T, H) or None)``, the sampled
-    tokens' log-probs under ``softmax(logits / temperature)`` and the last hidden states that
-    predicted them. Zero at padded positions."""
+    ``(response_ids, response_mask, logprobs (B, T), hidden (B, T, H) or None, entropy (B, T))``:
+    the sampled tokens' log-probs under ``softmax(logits / temperature)``, the last hidden states
+    that predicted them, and that distribution's entropy. Zero at padded positions."""
     return _generate(
         lm, query_ids, query_mask, generation_kwargs, pad_token_id, batch_size, None, (temperature, hidden)
     )  # type: ignore[return-value]
@@ -127,13 +128,13 @@ def _generate(
     batch_size: int | None,
     logits_processor: Callable[[torch.Tensor, torch.Tensor], list] | None,
     capture: tuple[float, bool] | None = None,
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None, torch.Tensor | None, torch.Tensor | None]:
     from hfrl.capture import StepCapture
 
     batch_size = batch_size or len(query_ids)
     eos = generation_kwargs.get("eos_token_id", lm.generation_config.eos_token_id)
     is_seq2seq = bool(getattr(lm.config, "is_encoder_decoder", False))
-    chunks, logprobs, hidden = [], [], []
+    chunks, logprobs, hidden, entropy = [], [], [], []
     for start in range(0, len(query_ids), batch_size):
         ids, mask = trim_padding(query_ids[start : start + batch_size], query_mask[start : start + batch_size])
         kwargs = {"use_cache": True, "pad_token_id": pad_token_id, **generation_kwargs}
@@ -143,15 +144,14 @@ def _generate(
             out = lm.generate(input_ids=ids, attention_mask=mask, **kwargs)  # type: ignore[operator]
         else:
             with StepCapture(lm, *capture) as cap:
-                if capture[1]:
-                    kwargs["output_hidden_states"] = True
                 out = lm.generate(input_ids=ids, attention_mask=mask, **kwargs)  # type: ignore[operator]
         chunk = out[:, 1:] if is_seq2seq else out[:, ids.shape[1] :]  # drop decoder start / prompt
         chunks.append(chunk)
         if capture is not None:
-            lp, h = cap.result(chunk)
+            lp, h, ent = cap.result(chunk)
             logprobs.append(lp)
             hidden.append(h)
+            entropy.append(ent)
     width = max(c.shape[1] for c in chunks)
 
     def cat(parts: list, value: float = 0) -> torch.Tensor:
@@ -161,8 +161,8 @@ def _generate(
     response_mask = completion_mask(response_ids, eos)
     response_ids = response_ids.masked_fill(response_mask == 0, pad_token_id)
     if capture is None:
-        return response_ids, response_mask, None, None
-    return response_ids, response_mask, cat(logprobs), cat(hidden) if capture[1] else None
+        return response_ids, response_mask, None, None, None
+    return response_ids, response_mask, cat(logprobs), cat(hidden) if capture[1] else None, cat(entropy)
 
 
 def _pad_dim1(t: torch.Tensor, width: int, value: float) -> torch.Tensor:
@@ -220,19 +220,33 @@ def action_logprobs(
     tokens: torch.Tensor,
     action_mask: torch.Tensor | None = None,
     entropy_grad: bool = True,
-) -> tuple[torch.Tensor, torch.Tensor]:
+    with_entropy: bool = True,
+) -> tuple[torch.Tensor, torch.Tensor | None]:
     """Log-probs of ``tokens`` and entropies under ``softmax(logits)``, or, with a boolean
     ``action_mask (B, T, V)``, under the masked and renormalised distribution (NLPO).
     The taken token is always allowed, so a log-prob is never -inf. ``entropy_grad=False`` keeps
-    the entropy out of the autograd graph (when it is only logged)."""
+    the entropy out of the autograd graph (when it is only logged); ``with_entropy=False`` skips
+    it (None)."""
     from trl.trainer.utils import entropy_from_logits, selective_log_softmax
 
     if action_mask is not None:
         action_mask = action_mask.scatter(-1, tokens.unsqueeze(-1), True)
         logits = logits.masked_fill(~action_mask, torch.finfo(logits.dtype).min)
-    with torch.set_grad_enabled(entropy_grad and torch.is_grad_enabled()):
-        entropy = entropy_from_logits(logits)
+    entropy = None
+    if with_entropy:
+        with torch.set_grad_enabled(entropy_grad and torch.is_grad_enabled()):
+            entropy = entropy_from_logits(logits)
     return selective_log_softmax(logits, tokens), entropy
+
+
+class Scores(NamedTuple):
+    """What :func:`score` returns, each ``(B, T)``."""
+
+    logprobs: torch.Tensor  # full distribution (the KL penalty's)
+    values: torch.Tensor
+    ref_logprobs: torch.Tensor
+    action_logprobs: torch.Tensor  # the action distribution's (NLPO: masked), the ratio's denominator
+    entropy: torch.Tensor | None  # the action distribution's entropy (None when captured without it)
 
 
 @torch.no_grad()
@@ -249,11 +263,12 @@ def score(
     mask_thresholds: torch.Tensor | None = None,
     policy_logprobs: torch.Tensor | None = None,
     policy_values: torch.Tensor | None = None,
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    policy_entropy: torch.Tensor | None = None,
+) -> Scores:
     """Log-probs and values under the current policy, log-probs under the reference: one forward per
     model per batch (plus one of the mask policy with ``action_mask_fn``). Given the policy's
-    ``policy_logprobs`` and ``policy_values (B, T)`` (captured during generation), only the
-    reference runs.
+    ``policy_logprobs``, ``policy_values`` and ``policy_entropy (B, T)`` (captured during
+    generation), only the reference runs.
 
     Returns ``(logprobs, values, ref_logprobs, action_logprobs)``, each ``(B, T)``: ``logprobs``
     under the full distribution (for the KL penalty), ``action_logprobs`` under the action
@@ -265,7 +280,11 @@ def score(
 
     if policy_logprobs is not None and action_mask_fn is not None:
         raise ValueError("score: captured policy log-probs are unmasked; an action mask needs the policy's logits")
-    logprobs, values, ref_logprobs, masked = [], [], [], []
+    logprobs: list[torch.Tensor] = []
+    values: list[torch.Tensor] = []
+    ref_logprobs: list[torch.Tensor] = []
+    masked: list[torch.Tensor] = []
+    entropies: list[torch.Tensor] = []
     for start in range(0, len(query_ids), batch_size):
         rows = slice(start, start + batch_size)
         args = (query_ids[rows], query_mask[rows], response_ids[rows], response_mask[rows])
@@ -275,18 +294,23 @@ def score(
         else:
             logits, value = model(*args)
             logits = logits / temperature
-            logprobs.append(selective_log_softmax(logits, response_ids[rows]))
             values.append(value.float())
-        if action_mask_fn is not None:
-            extra = () if mask_thresholds is None else (mask_thresholds[rows],)
-            masked.append(action_logprobs(logits, response_ids[rows], action_mask_fn(*args, *extra))[0])
+            mask = None
+            if action_mask_fn is not None:
+                extra = () if mask_thresholds is None else (mask_thresholds[rows],)
+                mask = action_mask_fn(*args, *extra)
+                logprobs.append(selective_log_softmax(logits, response_ids[rows]))
+            action_lp, entropy = action_logprobs(logits, response_ids[rows], mask, entropy_grad=False)
+            (masked if mask is not None else logprobs).append(action_lp)
+            entropies.append(cast(torch.Tensor, entropy))
         if reference is not None:
             with reference.active() as ref:
                 ref_logits, _ = completion_forward(ref, *args)
             ref_logprobs.append(selective_log_softmax(ref_logits / temperature, response_ids[rows]))
     lp = torch.cat(logprobs)
     ref_lp = torch.cat(ref_logprobs) if ref_logprobs else lp.clone()
-    return lp, torch.cat(values), ref_lp, torch.cat(masked) if masked else lp.clone()
+    entropy = torch.cat(entropies) if entropies else policy_entropy
+    return Scores(lp, torch.cat(values), ref_lp, torch.cat(masked) if masked else lp.clone(), entropy)
 
 
 def assemble(
@@ -305,6 +329,7 @@ def assemble(
     whiten_advantages: bool,
     old_logprobs: torch.Tensor | None = None,
     reduce: Reduce = None,
+    entropy: torch.Tensor | None = None,
 ) -> Rollout:
     """Per-token rewards ``r_t = -beta * (logp_t - ref_logp_t)`` (full distributions), plus the task
     score on the last completion token and any token-level rewards; then GAE and (optionally)
@@ -332,6 +357,7 @@ def assemble(
         rewards,
         advantages,
         returns,
+        entropy=None if entropy is None else entropy.float() * mask,
     )
 
 
@@ -343,7 +369,9 @@ def rollout_stats(rollout: Rollout, reduce: Reduce = None) -> dict[str, float]:
     scores = rollout.scores.float()
     lengths = mask.sum(1).float()
     reward = masked_mean(scores, ones, reduce=reduce)
+    entropy = {} if rollout.entropy is None else {"entropy": masked_mean(rollout.entropy, mask, reduce=reduce).item()}
     return {
+        **entropy,  # of the action distribution that sampled (the update's, when in the loss, replaces it)
         "reward": reward.item(),
         "reward_std": masked_var(scores, ones, reduce=reduce).sqrt().item(),
         "kl": masked_mean(rollout.kl, mask, reduce=reduce).item(),  # per-token mean KL(pi || pi_ref) estimate

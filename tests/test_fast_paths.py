@@ -33,16 +33,17 @@ def test_captured_logprobs_and_values_equal_a_scoring_forward(kind, tiny_causal_
     ids = [tok(t)["input_ids"] or [tok.eos_token_id] for t in texts]
     query_ids, query_mask = pad(ids, tok.pad_token_id, "left" if kind == "causal" else "right")
     kwargs = {"do_sample": True, "top_k": 0, "temperature": 0.7, "max_new_tokens": 9}
-    response_ids, response_mask, logprobs, hidden = generate_and_capture(
+    response_ids, response_mask, logprobs, hidden, entropy = generate_and_capture(
         lm, query_ids, query_mask, kwargs, tok.pad_token_id, batch_size=4, temperature=0.7
     )
     assert logprobs.shape == response_ids.shape and hidden.shape == (*response_ids.shape, lm.config.hidden_size)
-    forward_lp, forward_values, _, _ = score(
+    forward_lp, forward_values, _, _, forward_entropy = score(
         model, None, query_ids, query_mask, response_ids, response_mask, batch_size=6, temperature=0.7
     )
     real = response_mask.bool()
     torch.testing.assert_close(logprobs[real], forward_lp[real], atol=1e-5, rtol=0)
     torch.testing.assert_close(model.value_head(hidden)[real], forward_values[real], atol=1e-5, rtol=0)
+    torch.testing.assert_close(entropy[real], forward_entropy[real], atol=1e-4, rtol=0)
 
 
 def test_capture_under_peft_hooks_the_base_model(tiny_causal_dir):
@@ -52,7 +53,7 @@ def test_capture_under_peft_hooks_the_base_model(tiny_causal_dir):
     lm, tok = load("causal", tiny_causal_dir, None)
     peft = get_peft_model(lm, LoraConfig(r=4, target_modules=["c_attn"], fan_in_fan_out=True, init_lora_weights=False))
     query_ids, query_mask = pad([tok("1 2")["input_ids"], tok("3")["input_ids"]], tok.pad_token_id, "left")
-    response_ids, response_mask, logprobs, hidden = generate_and_capture(
+    response_ids, response_mask, logprobs, hidden, _ = generate_and_capture(
         peft, query_ids, query_mask, {"do_sample": True, "max_new_tokens": 5}, tok.pad_token_id, hidden=False
     )
     assert hidden is None
@@ -79,7 +80,7 @@ def test_rollout_without_capture_gives_the_same_advantages(tiny_causal_dir, make
     with_capture, without = rollouts
     assert torch.equal(with_capture.response_ids, without.response_ids)
     mask = without.response_mask.bool()
-    for name in ("logprobs", "values", "advantages", "returns", "kl"):
+    for name in ("logprobs", "values", "advantages", "returns", "kl", "entropy"):
         torch.testing.assert_close(getattr(with_capture, name)[mask], getattr(without, name)[mask], atol=1e-4, rtol=0)
 
 

@@ -98,7 +98,7 @@ def test_rollout_logprobs_equal_update_logprobs_at_start(tiny_seq2seq_dir):
     model = ActorCritic(lm).train()
     q, qm = torch.tensor([[5, 6, 7]]), torch.ones(1, 3, dtype=torch.long)
     r, rm = torch.tensor([[9, 10, 11]]), torch.ones(1, 3, dtype=torch.long)
-    logp, values, ref, action_lp = score(model, ReferencePolicy(lm), q, qm, r, rm, batch_size=1)
+    logp, values, ref, action_lp, _ = score(model, ReferencePolicy(lm), q, qm, r, rm, batch_size=1)
     logits, v2 = model(q, qm, r, rm)
     assert torch.allclose(selective_log_softmax(logits, r), logp, atol=1e-5)
     assert torch.allclose(v2, values, atol=1e-5)

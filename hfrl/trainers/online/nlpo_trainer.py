@@ -41,6 +41,7 @@ class NLPOTrainer(PPOTrainer):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
+        self._require_unsharded_policy("copies the policy's weights into its mask policy")
         policy = self.accelerator.unwrap_model(self.model).policy
         self.mask_policy = MaskPolicy(
             policy,

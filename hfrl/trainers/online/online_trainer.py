@@ -171,7 +171,7 @@ class OnlineTrainer(HubMixin, Trainer):
             optimizers=optimizers,
         )
         if self.reference is not None:
-            self.reference.to(self.accelerator.device)
+            self.reference.prepare(self.accelerator)
         self.kl_ctl = make_kl_controller(args.kl_coef, args.kl_target, args.kl_adapt_rate)
         self._buffer: list[Rollout] = []
         self._rollout: Rollout | None = None  # the current iteration's rollout
@@ -260,14 +260,23 @@ class OnlineTrainer(HubMixin, Trainer):
             batch = (query_ids, query_mask, generation_kwargs, self.tokenizer.pad_token_id)
             with self._autocast():
                 if capture:
-                    *out, hidden = generate_and_capture(
+                    ids, mask, logprobs, hidden, entropy = generate_and_capture(
                         unwrapped.policy, *batch, self.args.generation_batch_size, self.temperature
                     )
-                    out.append(unwrapped.value_head(hidden))
+                    out = [ids, mask, logprobs, unwrapped.value_head(hidden), entropy]
                 else:
                     out = list(generate(unwrapped.policy, *batch, self.args.generation_batch_size, logits_processor))
             unwrapped.train(was_training)
         return tuple(out)
+
+    def _require_unsharded_policy(self, what: str) -> None:
+        """One clear error instead of a silent failure where ``what`` needs the policy's full weights."""
+        plugin = getattr(self.accelerator.state, "deepspeed_plugin", None)
+        if self.is_fsdp_enabled or (plugin is not None and plugin.zero_stage == 3):
+            raise ValueError(
+                f"{self._name} {what}, which DeepSpeed ZeRO-3 and FSDP shard across processes: use DDP "
+                "(hfrl/accelerate_configs/multi_gpu.yaml) or ZeRO-2 (deepspeed_zero2.yaml)"
+            )
 
     def _capture_at_generation(self) -> bool:
         """Whether the rollout's policy log-probs and values come from generation (no scoring forward
@@ -305,15 +314,16 @@ class OnlineTrainer(HubMixin, Trainer):
         top-p thresholds), handed to the action mask function at scoring and in the loss."""
         return None
 
-    def action_logprobs(self, logits: torch.Tensor, inputs: Rollout) -> tuple[torch.Tensor, torch.Tensor]:
+    def action_logprobs(self, logits: torch.Tensor, inputs: Rollout) -> tuple[torch.Tensor, torch.Tensor | None]:
         """Log-probs of the taken tokens and entropies under the action distribution for the loss
-        (the full softmax; NLPO masks it). The entropy has a graph only when it is in the loss."""
+        (the full softmax; NLPO masks it). The entropy is computed only when it is in the loss
+        (``ent_coef``); the logged ``entropy`` is otherwise the rollout's."""
         return action_logprobs(
-            logits, inputs.response_ids, self.loss_action_mask(inputs), entropy_grad=bool(self.args.ent_coef)
+            logits, inputs.response_ids, self.loss_action_mask(inputs), with_entropy=bool(self.args.ent_coef)
         )
 
-    def policy_outputs(self, model, inputs: Rollout) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """One forward of the (wrapped) model over a minibatch: ``(logprobs, entropy, values)``."""
+    def policy_outputs(self, model, inputs: Rollout) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor]:
+        """One forward of the (wrapped) model over a minibatch: ``(logprobs, entropy or None, values)``."""
         logits, values = model(inputs.query_ids, inputs.query_mask, inputs.response_ids, inputs.response_mask)
         logprobs, entropy = self.action_logprobs(logits / self.temperature, inputs)
         return logprobs, entropy, values
@@ -334,7 +344,7 @@ class OnlineTrainer(HubMixin, Trainer):
         """Generate, reward, score, penalise KL, estimate advantages, step the KL controller."""
         args, start = self.args, time.perf_counter()
         query_ids, query_mask = self._queries(batch)
-        captured: tuple = (None, None)
+        captured: tuple = (None, None, None)
         if self._capture_at_generation():
             response_ids, response_mask, *captured = self._generate(
                 query_ids, query_mask, self._rollout_generation_kwargs(), capture=True
@@ -356,7 +366,7 @@ class OnlineTrainer(HubMixin, Trainer):
 
         model = self.accelerator.unwrap_model(self.model)
         with self._autocast():
-            logprobs, values, ref_logprobs, old_logprobs = score(
+            logprobs, values, ref_logprobs, old_logprobs, entropy = score(
                 model,
                 self.reference,
                 query_ids,
@@ -387,6 +397,7 @@ class OnlineTrainer(HubMixin, Trainer):
             args.whiten_advantages,
             old_logprobs,
             self._reduce,
+            entropy,
         )
         rollout.mask_thresholds = mask_thresholds
         stats = rollout_stats(rollout, self._reduce)  # over every process: the same on all of them

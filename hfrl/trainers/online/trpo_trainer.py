@@ -37,6 +37,10 @@ class TRPOTrainer(OnlineTrainer):
 }""",
     }
 
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self._require_unsharded_policy("takes second derivatives through every policy parameter at once")
+
     def create_optimizer(self, model=None):
         return super().create_optimizer(self.accelerator.unwrap_model(self.model).critic_modules())
 
