@@ -114,9 +114,9 @@ def floor(path: str, n_prompts: int, new_tokens: int, iterations: int, mask_poli
     forward+backward passes and optimizer steps (and, for NLPO, the mask policy's forwards).
 
     Forwards compute logits at the completion positions only (``logits_to_keep``), as hfrl and TRL
-    do. NLPO's floor adds the mask policy's forwards that the algorithm cannot avoid: one per
-    generated token with its own KV cache (sampling token t needs the mask at t), one batched at
-    scoring and one per minibatch.
+    do. NLPO's floor adds the work the algorithm cannot avoid: per generated token, the mask
+    policy's forward with its own KV cache and transformers' top-p filter on its logits (sampling
+    token t needs the mask at t); one batched mask-policy forward at scoring and one per minibatch.
     """
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -135,13 +135,9 @@ def floor(path: str, n_prompts: int, new_tokens: int, iterations: int, mask_poli
         t0 = time.perf_counter()
         with torch.no_grad():
             model.eval()
+            extra = {} if masker is None else {"logits_processor": [_BareTopPMask(masker)]}
             out = model.generate(**ids, max_new_tokens=new_tokens, min_new_tokens=new_tokens, do_sample=True,
-                                 top_k=0, pad_token_id=tok.pad_token_id)  # fmt: skip
-            if masker is not None:  # the mask policy's forward per generated token, with its own cache
-                prompt_len = ids["input_ids"].shape[1]
-                step = masker(ids["input_ids"], use_cache=True, logits_to_keep=1)
-                for t in range(prompt_len, out.shape[1] - 1):
-                    step = masker(out[:, t : t + 1], past_key_values=step.past_key_values, use_cache=True)
+                                 top_k=0, pad_token_id=tok.pad_token_id, **extra)  # fmt: skip
         t1 = time.perf_counter()
         with torch.no_grad():  # rollout scoring: policy (+ value) and reference, one forward each
             model(out, logits_to_keep=keep)
@@ -164,6 +160,25 @@ def floor(path: str, n_prompts: int, new_tokens: int, iterations: int, mask_poli
             times["update"].append(t3 - t2)
     phases = {k: statistics.mean(v) for k, v in times.items()}
     return {"seconds_per_iteration": sum(phases.values()), **{f"time/{k}": v for k, v in phases.items()}}
+
+
+class _BareTopPMask:
+    """NLPO's per-step work in its plainest form: the mask policy's forward with its own KV cache,
+    transformers' ``TopPLogitsWarper`` on its logits (top_p 0.9, 100 tokens kept: NLPOConfig's
+    defaults), and the policy's logits outside that set set to -inf."""
+
+    def __init__(self, masker) -> None:
+        from transformers import TopPLogitsWarper
+
+        self.masker, self.past = masker, None
+        self.warper = TopPLogitsWarper(top_p=0.9, min_tokens_to_keep=100)
+
+    def __call__(self, input_ids, scores):
+        step = input_ids if self.past is None else input_ids[:, -1:]
+        out = self.masker(step, past_key_values=self.past, use_cache=True, logits_to_keep=1)
+        self.past = out.past_key_values
+        allowed = self.warper(input_ids, out.logits[:, -1]) > -float("inf")
+        return scores.masked_fill(~allowed, -float("inf"))
 
 
 def run_trl_rloo(path: str, n_prompts: int, new_tokens: int, iterations: int, out: str) -> dict:

@@ -19,6 +19,8 @@ from typing import Any
 
 import torch
 
+from hfrl.policies import base_lm, tempered
+
 
 class StepCapture:
     """Context manager around one ``lm.generate`` call (greedy or sampling, one sequence per row).
@@ -29,9 +31,7 @@ class StepCapture:
     """
 
     def __init__(self, lm: Any, temperature: float = 1.0, hidden: bool = True) -> None:
-        from hfrl.policies import _base_lm
-
-        self.model = _base_lm(lm)  # the module whose forward generate calls (under a PeftModel too)
+        self.model = base_lm(lm)  # the module whose forward generate calls (under a PeftModel too)
         self.temperature = temperature
         self.keep_hidden = hidden
         self.is_seq2seq = bool(getattr(self.model.config, "is_encoder_decoder", False))
@@ -74,7 +74,7 @@ class StepCapture:
     @torch.no_grad()
     def _after(self, module: Any, args: tuple, output: Any) -> None:
         logits = output.logits[:, -1].float()
-        self._pending = (logits / self.temperature).log_softmax(-1)
+        self._pending = tempered(logits, self.temperature).log_softmax(-1)
         self.entropy.append(-(self._pending.exp() * self._pending).sum(-1))
         if self.keep_hidden:
             states = output.decoder_hidden_states if self.is_seq2seq else output.hidden_states

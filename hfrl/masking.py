@@ -20,7 +20,7 @@ from typing import Any, cast
 import torch
 from transformers import LogitsProcessor
 
-from hfrl.policies import completion_forward, is_peft_model
+from hfrl.policies import completion_forward, is_peft_model, tempered
 
 MASK_ADAPTER = "nlpo_mask"
 
@@ -149,7 +149,7 @@ class MaskPolicy:
 
     # ---- masks ------------------------------------------------------------------------------
     def mask_from_logits(self, logits: torch.Tensor) -> torch.Tensor:
-        return top_p_mask(logits / self.temperature, self.top_p, self.min_tokens_to_keep, self.always_allowed)
+        return top_p_mask(tempered(logits, self.temperature), self.top_p, self.min_tokens_to_keep, self.always_allowed)
 
     @torch.no_grad()
     def action_mask(
@@ -164,7 +164,7 @@ class MaskPolicy:
         top-p set, or, given the rollout's per-position ``thresholds (B, T)``, a comparison (no sort)."""
         with self.active() as model:
             logits, _ = completion_forward(model, query_ids, query_mask, response_ids, response_mask)
-        logits = logits / self.temperature
+        logits = tempered(logits, self.temperature)
         if thresholds is None:
             thresholds = top_p_threshold(logits, self.top_p, self.min_tokens_to_keep)
         return mask_from_threshold(logits, thresholds, self.always_allowed)
@@ -196,7 +196,7 @@ class TopPMaskProcessor(LogitsProcessor):
             raise ValueError("NLPO's action mask supports sampling one sequence per prompt (no beams)")
         policy = self.mask_policy
         with policy.active() as model:
-            logits = self._next_logits(model, input_ids) / policy.temperature
+            logits = tempered(self._next_logits(model, input_ids), policy.temperature)
         threshold = top_p_threshold(logits, policy.top_p, policy.min_tokens_to_keep)
         mask = mask_from_threshold(logits, threshold, policy.always_allowed)[..., : scores.shape[-1]]
         self.thresholds.append(threshold)

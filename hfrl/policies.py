@@ -94,7 +94,7 @@ def completion_forward(
     position_ids = (attention_mask.cumsum(1) - 1).clamp(min=0)
     width = response_ids.shape[1]
     # Only the completion positions need logits: the LM head and its softmax skip the prompt.
-    keep = {"logits_to_keep": width + 1} if _accepts_logits_to_keep(_base_lm(lm).__class__) else {}
+    keep = {"logits_to_keep": width + 1} if _accepts_logits_to_keep(base_lm(lm).__class__) else {}
     out = lm(
         input_ids=input_ids,
         attention_mask=attention_mask,
@@ -106,6 +106,11 @@ def completion_forward(
     start, stop = query_ids.shape[1] - 1, input_ids.shape[1] - 1  # logits at t predict token t+1
     hidden = out.hidden_states[-1][:, start:stop] if output_hidden_states else None
     return out.logits[:, -(width + 1) : -1], hidden
+
+
+def tempered(logits: torch.Tensor, temperature: float) -> torch.Tensor:
+    """``logits / temperature``, without a vocabulary-sized copy at temperature 1."""
+    return logits if temperature == 1.0 else logits / temperature
 
 
 def trim_padding(ids: torch.Tensor, mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -123,7 +128,7 @@ def trim_padding(ids: torch.Tensor, mask: torch.Tensor) -> tuple[torch.Tensor, t
     return ids[:, first:last], mask[:, first:last]
 
 
-def _base_lm(lm: Any) -> Any:
+def base_lm(lm: Any) -> Any:
     """The transformers model under a PEFT, DDP, DeepSpeed or FSDP-1 wrapper."""
     lm = getattr(lm, "module", lm)
     return lm.get_base_model() if is_peft_model(lm) else lm

@@ -18,7 +18,7 @@ from torch import nn
 from transformers import PreTrainedModel
 
 from hfrl.advantages import Reduce, explained_variance, gae, masked_mean, masked_var, whiten
-from hfrl.policies import ActorCritic, ReferencePolicy, completion_forward, trim_padding
+from hfrl.policies import ActorCritic, ReferencePolicy, completion_forward, tempered, trim_padding
 
 
 @dataclass
@@ -293,7 +293,7 @@ def score(
             values.append(policy_values[rows].float())
         else:
             logits, value = model(*args)
-            logits = logits / temperature
+            logits = tempered(logits, temperature)
             values.append(value.float())
             mask = None
             if action_mask_fn is not None:
@@ -306,7 +306,7 @@ def score(
         if reference is not None:
             with reference.active() as ref:
                 ref_logits, _ = completion_forward(ref, *args)
-            ref_logprobs.append(selective_log_softmax(ref_logits / temperature, response_ids[rows]))
+            ref_logprobs.append(selective_log_softmax(tempered(ref_logits, temperature), response_ids[rows]))
     lp = torch.cat(logprobs)
     ref_lp = torch.cat(ref_logprobs) if ref_logprobs else lp.clone()
     entropy = torch.cat(entropies) if entropies else policy_entropy

@@ -25,7 +25,7 @@ from transformers.trainer_callback import ProgressCallback
 
 from hfrl.evaluation import NOT_REWARD_COLUMNS, PROMPT_IDS, encode_prompt, score_completions
 from hfrl.kl import make_kl_controller
-from hfrl.policies import ActorCritic, ReferencePolicy, disable_dropout
+from hfrl.policies import ActorCritic, ReferencePolicy, disable_dropout, tempered
 from hfrl.rewards import reward_list
 from hfrl.rollout import (
     Rollout,
@@ -325,7 +325,7 @@ class OnlineTrainer(HubMixin, Trainer):
     def policy_outputs(self, model, inputs: Rollout) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor]:
         """One forward of the (wrapped) model over a minibatch: ``(logprobs, entropy or None, values)``."""
         logits, values = model(inputs.query_ids, inputs.query_mask, inputs.response_ids, inputs.response_mask)
-        logprobs, entropy = self.action_logprobs(logits / self.temperature, inputs)
+        logprobs, entropy = self.action_logprobs(tempered(logits, self.temperature), inputs)
         return logprobs, entropy, values
 
     def loss_action_mask(self, inputs: Rollout) -> torch.Tensor | None:

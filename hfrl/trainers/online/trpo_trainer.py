@@ -10,7 +10,7 @@ import torch
 from hfrl.advantages import masked_mean
 from hfrl.losses import categorical_kl, trpo_surrogate
 from hfrl.natural_gradient import backtracking_line_search, conjugate_gradient, flat, unflat
-from hfrl.policies import completion_forward
+from hfrl.policies import completion_forward, tempered
 from hfrl.rollout import Rollout, action_logprobs
 from hfrl.trainers.online.online_trainer import OnlineTrainer
 from hfrl.trainers.online.trpo_config import TRPOConfig
@@ -74,7 +74,7 @@ class TRPOTrainer(OnlineTrainer):
         action_mask = self.loss_action_mask(rollout)
 
         def forward() -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-            logits = completion_forward(policy, *batch)[0] / self.temperature
+            logits = tempered(completion_forward(policy, *batch)[0], self.temperature)
             logprobs, entropy = action_logprobs(logits, rollout.response_ids, action_mask, entropy_grad=False)
             return logits, logprobs, entropy
 
