@@ -40,3 +40,40 @@ def test_ppo_in_two_processes(tmp_path, tiny_causal_dir):
 
     model = AutoModelForCausalLM.from_pretrained(out)
     assert model.config.n_layer == 2
+
+
+def test_nlpo_and_trpo_refuse_sharded_weights_with_one_line(tiny_causal_dir, make_config):
+    """Under ZeRO-3 or FSDP the policy's weights are sharded: NLPO's mask-policy copy and TRPO's
+    second derivatives would silently misbehave, so they stop with what to use instead."""
+    from datasets import Dataset
+
+    from hfrl import PPOTrainer
+    from hfrl.testing import digit_reward
+
+    trainer = PPOTrainer(
+        model=tiny_causal_dir,
+        args=make_config(),
+        reward_funcs=digit_reward,
+        train_dataset=Dataset.from_dict({"prompt": ["1 2"] * 8}),
+    )
+    trainer._require_unsharded_policy("needs the whole policy")  # DDP / one process: fine
+    trainer.is_fsdp_enabled = True
+    with pytest.raises(ValueError) as err:
+        trainer._require_unsharded_policy("copies the policy's weights into its mask policy")
+    assert str(err.value) == (
+        "PPO copies the policy's weights into its mask policy, which DeepSpeed ZeRO-3 and FSDP shard across "
+        "processes: use DDP (hfrl/accelerate_configs/multi_gpu.yaml) or ZeRO-2 (deepspeed_zero2.yaml)"
+    )
+
+
+def test_reference_prepare_places_a_separate_reference_on_the_device(tiny_causal_dir):
+    from accelerate import Accelerator
+    from transformers import AutoModelForCausalLM
+
+    from hfrl.policies import ReferencePolicy
+
+    lm = AutoModelForCausalLM.from_pretrained(tiny_causal_dir)
+    accelerator = Accelerator(cpu=True)
+    reference = ReferencePolicy(lm).prepare(accelerator)
+    assert reference.model is not lm and not any(p.requires_grad for p in reference.model.parameters())
+    assert {p.device for p in reference.model.parameters()} == {accelerator.device}

@@ -125,3 +125,29 @@ def test_bf16_rollouts_run_under_autocast(tiny_causal_dir, make_config):
     rollout = trainer.collect_rollout([trainer.train_dataset[i] for i in range(8)])
     assert dtypes == {torch.bfloat16}
     assert rollout.logprobs.dtype == torch.float32 and torch.isfinite(rollout.advantages).all()
+
+
+def test_rollout_orders_prompts_by_length_when_generation_is_batched(tiny_causal_dir, make_config):
+    """Generation in batches of 2: prompts of similar length share a batch, so each batch's left
+    padding is trimmed to its own longest prompt; every completion stays with its prompt."""
+    data = Dataset.from_dict({"prompt": ["1 2 3 4 5 6 7 8", "a", "1 2 3 4 5 6 7", "b"]})
+    trainer = PPOTrainer(
+        model=tiny_causal_dir,
+        args=make_config(rollout_batch_size=4, mini_batch_size=2, generation_batch_size=2, log_completions=True),
+        reward_funcs=digit_reward,
+        train_dataset=data,
+    )
+    widths = []
+    policy = trainer.accelerator.unwrap_model(trainer.model).policy
+    generate = policy.generate
+
+    def recording_generate(input_ids, **kwargs):
+        widths.append(input_ids.shape[1])
+        return generate(input_ids=input_ids, **kwargs)
+
+    policy.generate = recording_generate
+    rollout = trainer.collect_rollout([trainer.train_dataset[i] for i in range(4)])
+    lengths = rollout.query_mask.sum(1).tolist()
+    assert lengths == sorted(lengths)
+    tok = trainer.tokenizer
+    assert widths == [len(tok("b")["input_ids"]), len(tok("1 2 3 4 5 6 7 8")["input_ids"])]

@@ -343,6 +343,9 @@ class OnlineTrainer(HubMixin, Trainer):
     def collect_rollout(self, batch: list[dict[str, Any]]) -> Rollout:
         """Generate, reward, score, penalise KL, estimate advantages, step the KL controller."""
         args, start = self.args, time.perf_counter()
+        chunk = min(args.generation_batch_size or len(batch), args.scoring_batch_size or args.mini_batch_size)
+        if chunk < len(batch):  # batches of similar prompt lengths: less padding to generate and score over
+            batch = sorted(batch, key=lambda ex: len(ex[PROMPT_IDS]))
         query_ids, query_mask = self._queries(batch)
         captured: tuple = (None, None, None)
         if self._capture_at_generation():
