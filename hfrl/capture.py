@@ -92,7 +92,7 @@ class StepCapture:
         if len(self.logprobs) != width or (self.keep_hidden and len(self.hidden) != width):
             raise RuntimeError(
                 f"StepCapture saw {len(self.logprobs)} generation steps for {width} generated tokens "
-                "(beam search or assisted decoding are not supported here)"
+                "(beam search or assisted decoding?): set logprobs_from_generation=False to score with a forward"
             )
         logprobs = torch.stack(self.logprobs, dim=1)
         hidden = torch.stack(self.hidden, dim=1) if self.keep_hidden else None

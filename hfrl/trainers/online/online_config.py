@@ -133,6 +133,12 @@ class OnlineConfig(TrainingArguments):
         for name in ("gamma", "lam"):
             if not 0 <= getattr(self, name) <= 1:
                 raise ValueError(f"{name} must be in [0, 1], got {getattr(self, name)}")
+        for name in ("num_beams", "num_return_sequences"):
+            if (self.generation_kwargs or {}).get(name, 1) != 1:
+                raise ValueError(
+                    f"generation_kwargs: {name} must be 1 in rollouts (one completion sampled from the policy per "
+                    f"prompt), got {self.generation_kwargs[name]}; repeat prompts in the dataset for more samples"
+                )
         for name in ("eval_every", "save_every"):
             if getattr(self, name) is not None and getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1 or None, got {getattr(self, name)}")
