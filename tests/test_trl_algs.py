@@ -33,6 +33,9 @@ def test_online_trl_trainer_on_a_task(alg, tmp_path, capsys):
     # the task's shared defaults reach TRL under TRL's names (numbers: 20 new tokens, min_new_tokens 20, top_k 0)
     assert saved["max_completion_length"] == 4 and saved["generation_kwargs"] == {"min_new_tokens": 20}
     assert (out / "model.safetensors").is_file()
+    card = (out / "README.md").read_text()  # hfrl's card, not TRL's
+    assert f"trained with {alg.upper()} on the hfrl task `numbers`" in card
+    assert "hfrl train --config config.yaml" in card and "tags:\n- hfrl\n- trl\n- " + alg in card
 
 
 def test_sft_on_task_references(tmp_path, capsys, monkeypatch):
@@ -57,6 +60,8 @@ def test_sft_on_task_references(tmp_path, capsys, monkeypatch):
     assert "loss: first" in stdout and len(logs(out)) == 2
     saved = yaml.safe_load((out / "config.yaml").read_text())
     assert saved["max_length"] == 148 and saved["learning_rate"] == 1e-5  # 128 + 20 tokens; the task's sft section
+    card = (out / "README.md").read_text()
+    assert "trained with SFT on the hfrl task `daily_dialog`" in card and "hfrl train --config config.yaml" in card
 
 
 def test_sft_pairs_and_prompt_preparation(tiny_causal_dir):
@@ -99,6 +104,7 @@ def test_dpo_on_preference_pairs(tmp_path, capsys):
     )
     assert code == 0, err
     assert "loss: first" in stdout and len(logs(out)) == 2
+    assert "trained with DPO" in (out / "README.md").read_text()
 
 
 def test_clear_errors(tmp_path, capsys, monkeypatch):

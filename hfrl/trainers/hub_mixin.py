@@ -46,7 +46,7 @@ class HubMixin:
             names = [*own, "learning_rate", "lr_scheduler_type", "max_grad_norm", "seed"]
             kwargs["hyperparameters"] = {name: getattr(self.args, name) for name in names}
         if self.train_dataset is not None and len(self.train_dataset):
-            prompt = self.train_dataset[0]["prompt"]
+            prompt = self.train_dataset[0].get("prompt")  # a TRL trainer may have tokenized it away
             if isinstance(prompt, str) and prompt:
                 kwargs["prompt"] = prompt
         return kwargs

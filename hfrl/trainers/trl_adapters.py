@@ -1,6 +1,8 @@
 """TRL's own trainers on hfrl tasks: ``GRPOTrainer`` and ``RLOOTrainer`` with the task's reward
 functions, ``SFTTrainer`` on the task's references (the supervised warm start RL4LMs offered) and
-``DPOTrainer`` on tasks with preference pairs. They configure TRL; nothing is re-implemented.
+``DPOTrainer`` on tasks with preference pairs. They configure TRL; nothing is re-implemented but
+the model card and Hub push, which are hfrl's (:class:`~hfrl.trainers.hub_mixin.HubMixin`: the task,
+rewards, resolved config and reward or loss curve, and never ``training_args.bin`` on the Hub).
 
     hfrl train --task numbers --alg grpo --model tiny --max_steps 20
     hfrl train --task daily_dialog --alg sft --model tiny --max_steps 20
@@ -23,6 +25,8 @@ from typing import Any
 
 import trl
 from transformers import TrainerCallback
+
+from hfrl.trainers.hub_mixin import HubMixin
 
 _GENERATION_FIELDS = ("temperature", "top_p", "top_k", "min_p", "repetition_penalty")
 
@@ -253,22 +257,25 @@ class _OnlineAdapter:
         return online_defaults_to_trl(defaults)
 
 
-class GRPOTrainer(_OnlineAdapter, trl.GRPOTrainer):
+class GRPOTrainer(HubMixin, _OnlineAdapter, trl.GRPOTrainer):
     """TRL's GRPOTrainer on an hfrl task: group-relative policy optimisation with the task's rewards."""
 
     config_class = GRPOConfig
+    _tag_names = ["hfrl", "trl", "grpo"]
 
 
-class RLOOTrainer(_OnlineAdapter, trl.RLOOTrainer):
+class RLOOTrainer(HubMixin, _OnlineAdapter, trl.RLOOTrainer):
     """TRL's RLOOTrainer on an hfrl task: REINFORCE leave-one-out with the task's rewards."""
 
     config_class = RLOOConfig
+    _tag_names = ["hfrl", "trl", "rloo"]
 
 
-class SFTTrainer(trl.SFTTrainer):
+class SFTTrainer(HubMixin, trl.SFTTrainer):
     """TRL's SFTTrainer on an hfrl task: supervised fine-tuning on its references (or completions)."""
 
     config_class = SFTConfig
+    _tag_names = ["hfrl", "trl", "sft"]
 
     def __init__(
         self,
@@ -318,10 +325,11 @@ def preference_pairs(dataset):
     return dataset.select_columns(["prompt", "chosen", "rejected"])
 
 
-class DPOTrainer(trl.DPOTrainer):
+class DPOTrainer(HubMixin, trl.DPOTrainer):
     """TRL's DPOTrainer on an hfrl task with preference pairs (``chosen`` / ``rejected`` columns)."""
 
     config_class = DPOConfig
+    _tag_names = ["hfrl", "trl", "dpo"]
 
     def __init__(
         self,
