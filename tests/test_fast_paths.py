@@ -115,10 +115,12 @@ def test_bf16_rollouts_run_under_autocast(tiny_causal_dir, make_config):
     data = Dataset.from_dict({"prompt": ["1 2 3", "the movie", "", "a b"] * 2})
     trainer = PPOTrainer(
         model=tiny_causal_dir,
-        args=make_config(bf16=True, use_cpu=True, kl_coef=0.1),
+        args=make_config(bf16=True, kl_coef=0.1),  # no GPU here: the config turns use_cpu on itself
         reward_funcs=digit_reward,
         train_dataset=data,
     )
+    if not torch.cuda.is_available():
+        assert trainer.args.use_cpu
     dtypes = set()
     policy = trainer.accelerator.unwrap_model(trainer.model).policy
     policy.get_output_embeddings().register_forward_hook(lambda m, i, o: dtypes.add(o.dtype))
