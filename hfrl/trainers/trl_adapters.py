@@ -32,10 +32,11 @@ _GENERATION_FIELDS = ("temperature", "top_p", "top_k", "min_p", "repetition_pena
 
 
 def _cpu_defaults(args: Any) -> None:
-    """Without a GPU: run on the CPU and leave bf16 off unless asked for (TRL turns it on by default)."""
-    import torch
+    """Without an accelerator: run on the CPU and leave bf16 off unless asked for (TRL turns it on
+    by default)."""
+    from hfrl.trainers.devices import has_accelerator
 
-    if not torch.cuda.is_available():
+    if not has_accelerator():
         args.use_cpu = True
         if args.bf16 is None:
             args.bf16 = False

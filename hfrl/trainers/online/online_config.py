@@ -7,6 +7,8 @@ from typing import Any
 
 from transformers import TrainingArguments
 
+from hfrl.trainers.devices import cpu_bf16
+
 
 @dataclass
 class OnlineConfig(TrainingArguments):
@@ -142,8 +144,7 @@ class OnlineConfig(TrainingArguments):
         for name in ("eval_every", "save_every"):
             if getattr(self, name) is not None and getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1 or None, got {getattr(self, name)}")
-        if self.bf16 and not self.use_cpu and not _has_accelerator():
-            self.use_cpu = True  # bf16 autocast on the CPU (transformers otherwise refuses bf16 without a GPU)
+        cpu_bf16(self)
         self.per_device_train_batch_size = self.mini_batch_size // self.gradient_accumulation_steps
         self.max_steps = self.num_iterations * self.steps_per_iteration
         self.logging_steps = self.steps_per_iteration
@@ -164,16 +165,3 @@ class OnlineConfig(TrainingArguments):
     def micro_steps_per_iteration(self) -> int:
         """Trainer micro-steps (forward/backward calls) per rollout."""
         return self.steps_per_iteration * self.gradient_accumulation_steps
-
-
-def _has_accelerator() -> bool:
-    """A CUDA, MPS or XPU device that transformers would train on."""
-    import torch
-
-    mps = getattr(torch.backends, "mps", None)
-    xpu = getattr(torch, "xpu", None)
-    return bool(
-        torch.cuda.is_available()
-        or (mps is not None and mps.is_available())
-        or (xpu is not None and xpu.is_available())
-    )
