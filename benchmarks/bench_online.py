@@ -1,12 +1,12 @@
-"""How close an hfrl iteration is to its compute floor, and how it compares with TRL's RLOO.
+"""How close an hfrl iteration is to its compute floor, and how it compares with TRL's RLOO and GRPO.
 
 For one model and rollout size, in one process: hfrl PPO and NLPO (seconds per iteration by phase,
 generated tokens per second over whole iterations, peak memory), the *floor* for the same work
 (bare ``generate`` of the same prompts and lengths, plus the forward+backward passes and optimizer
 steps the update needs over the same tokens, timed alone; NLPO's floor adds the mask policy's
 forward passes: one per generated token, one at scoring, one per minibatch), TRL's ``RLOOTrainer``
-doing the same generation and optimisation with the same reward, and peak memory of PPO with a
-LoRA adapter against plain supervised fine-tuning.
+and ``GRPOTrainer`` doing the same generation and optimisation with the same reward, and peak
+memory of PPO with a LoRA adapter against plain supervised fine-tuning.
 
     OMP_NUM_THREADS=1 python benchmarks/bench_online.py --model tiny --prompts 32 --new-tokens 32 --json out.json
     python benchmarks/bench_online.py --model gpt2-small --prompts 16 --new-tokens 32 --iterations 2
@@ -181,11 +181,16 @@ class _BareTopPMask:
         return scores.masked_fill(~allowed, -float("inf"))
 
 
-def run_trl_rloo(path: str, n_prompts: int, new_tokens: int, iterations: int, out: str) -> dict:
-    from trl import RLOOConfig, RLOOTrainer
+def run_trl(name: str, path: str, n_prompts: int, new_tokens: int, iterations: int, out: str) -> dict:
+    """TRL's ``RLOOTrainer`` or ``GRPOTrainer`` (``name``: rloo, grpo) on the same work."""
+    import trl
 
+    config_class, trainer_class = {
+        "rloo": (trl.RLOOConfig, trl.RLOOTrainer),
+        "grpo": (trl.GRPOConfig, trl.GRPOTrainer),
+    }[name]
     # The same work per iteration: n_prompts completions of new_tokens, one pass of updates in 4 minibatches.
-    args = RLOOConfig(
+    args = config_class(
         output_dir=out, per_device_train_batch_size=n_prompts // 4, steps_per_generation=4, num_generations=2,
         max_completion_length=new_tokens, max_steps=4 * (iterations + 1), learning_rate=1e-5, report_to="none",
         use_cpu=not torch.cuda.is_available(), bf16=False, beta=0.05, save_strategy="no", disable_tqdm=True,
@@ -193,7 +198,7 @@ def run_trl_rloo(path: str, n_prompts: int, new_tokens: int, iterations: int, ou
         generation_kwargs={"min_new_tokens": new_tokens},
     )  # fmt: skip
     data = Dataset.from_dict({"prompt": ["1 2 3 the movie was"] * (n_prompts * 2)})
-    trainer = RLOOTrainer(model=path, reward_funcs=length_reward, args=args, train_dataset=data)
+    trainer = trainer_class(model=path, reward_funcs=length_reward, args=args, train_dataset=data)
     step_times: list[float] = []
     last = [time.perf_counter()]
 
@@ -281,8 +286,11 @@ def main(argv: list[str] | None = None) -> dict:
             results["nlpo"]["seconds_per_iteration"] / results["nlpo_floor"]["seconds_per_iteration"]
         )
     if "trl" not in a.skip:
-        results["trl_rloo"] = run_trl_rloo(path, a.prompts, a.new_tokens, a.iterations, work("rloo"))
-        results["tokens_per_s_over_trl_rloo"] = results["ppo"]["tokens_per_s"] / results["trl_rloo"]["tokens_per_s"]
+        for name in ("rloo", "grpo"):
+            results[f"trl_{name}"] = run_trl(name, path, a.prompts, a.new_tokens, a.iterations, work(name))
+            results[f"tokens_per_s_over_trl_{name}"] = (
+                results["ppo"]["tokens_per_s"] / results[f"trl_{name}"]["tokens_per_s"]
+            )
     if "lora" not in a.skip:
         results["ppo_lora_peak_rss_mb"] = peak_memory_mb("ppo_lora", path, a.prompts, a.new_tokens)
         results["sft_peak_rss_mb"] = peak_memory_mb("sft", path, a.prompts, a.new_tokens)
@@ -297,7 +305,7 @@ def main(argv: list[str] | None = None) -> dict:
 def print_table(r: dict) -> None:
     print(f"\nmodel {r['model']}, {r['prompts']} prompts x {r['new_tokens']} new tokens, {r['threads']} threads")
     print(f"{'run':<12}{'s/iter':>9}{'generate':>10}{'reward':>9}{'score':>9}{'update':>9}{'tok/s':>9}")
-    for name in ("ppo", "ppo_floor", "nlpo", "nlpo_floor", "trl_rloo"):
+    for name in ("ppo", "ppo_floor", "nlpo", "nlpo_floor", "trl_rloo", "trl_grpo"):
         if name in r:
             x = r[name]
             cells = [f"{x.get(f'time/{k}', float('nan')):>9.3f}" for k in ("generate", "reward", "score", "update")]
@@ -306,7 +314,9 @@ def print_table(r: dict) -> None:
     for key in ("ppo_lora_peak_rss_mb", "sft_peak_rss_mb"):
         if key in r:
             print(f"{key}: {r[key]:.0f}")
-    for key in ("ppo_over_floor", "nlpo_over_floor", "tokens_per_s_over_trl_rloo", "lora_peak_memory_over_sft"):
+    keys = ("ppo_over_floor", "nlpo_over_floor", "tokens_per_s_over_trl_rloo", "tokens_per_s_over_trl_grpo",
+            "lora_peak_memory_over_sft")  # fmt: skip
+    for key in keys:
         if key in r:
             print(f"{key}: {r[key]:.2f}")
 
