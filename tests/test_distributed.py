@@ -10,7 +10,8 @@ import pytest
 
 
 @pytest.mark.slow
-def test_ppo_in_two_processes(tmp_path, tiny_causal_dir):
+@pytest.mark.parametrize("alg", ["ppo", "nlpo", "trpo"])
+def test_online_training_in_two_processes(alg, tmp_path, tiny_causal_dir):
     if shutil.which("accelerate") is None:
         pytest.skip("the accelerate CLI is not on PATH")
     out = tmp_path / "run"
@@ -18,7 +19,7 @@ def test_ppo_in_two_processes(tmp_path, tiny_causal_dir):
     cmd = [
         "accelerate", "launch", "--multi_gpu", "--num_processes", "2", "--num_machines", "1",
         "--mixed_precision", "no", "--dynamo_backend", "no",
-        "-m", "hfrl.cli", "train", "--task", "numbers", "--alg", "ppo", "--model", "tiny",
+        "-m", "hfrl.cli", "train", "--task", "numbers", "--alg", alg, "--model", "tiny",
         "--output-dir", str(out), "--num_iterations", "2", "--rollout_batch_size", "8", "--mini_batch_size", "4",
         "--num_ppo_epochs", "1", "--log_completions", "true", "--use_cpu", "true", "--disable_tqdm", "true",
     ]  # fmt: skip
