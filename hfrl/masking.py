@@ -25,20 +25,47 @@ from hfrl.policies import completion_forward, is_peft_model, tempered
 MASK_ADAPTER = "nlpo_mask"
 
 
-def top_p_threshold(logits: torch.Tensor, top_p: float, min_tokens_to_keep: int = 1) -> torch.Tensor:
+def top_p_threshold(
+    logits: torch.Tensor, top_p: float, min_tokens_to_keep: int = 1, candidates: int | None = None
+) -> torch.Tensor:
     """The smallest logit inside the top-p set, over the last dim: the set is ``logits >= threshold``.
 
     The set is the smallest group of most probable tokens whose cumulative probability reaches
     ``top_p`` (the token that crosses the threshold included), at least ``min_tokens_to_keep``.
+    ``candidates``: look among the ``candidates`` largest logits first (a ``topk`` instead of a
+    sort of the vocabulary); rows whose set is not complete within them fall back to the full
+    sort, so the result is the same either way.
 
     >>> top_p_threshold(torch.tensor([0.5, 0.3, 0.15, 0.05]).log(), top_p=0.7).exp()
     tensor(0.3000)
+    >>> top_p_threshold(torch.tensor([0.5, 0.3, 0.15, 0.05]).log(), top_p=0.7, candidates=3).exp()
+    tensor(0.3000)
     """
+    vocab = logits.shape[-1]
+    log_z = logits.logsumexp(-1, keepdim=True)
+    if candidates is not None and max(candidates, min_tokens_to_keep) < vocab:
+        top, _ = logits.topk(max(candidates, min_tokens_to_keep), dim=-1)  # sorted, largest first
+        threshold, complete = _threshold_in_prefix(top, log_z, top_p, min_tokens_to_keep)
+        if bool(complete.all()):
+            return threshold
+        rest = ~complete  # rows whose set reaches past the candidates: sort those rows only
+        threshold[rest] = top_p_threshold(logits[rest], top_p, min_tokens_to_keep)
+        return threshold
     sorted_logits, _ = logits.sort(dim=-1, descending=True)
-    probs = sorted_logits.softmax(-1)
+    return _threshold_in_prefix(sorted_logits, log_z, top_p, min_tokens_to_keep)[0]
+
+
+def _threshold_in_prefix(
+    prefix: torch.Tensor, log_z: torch.Tensor, top_p: float, min_tokens_to_keep: int
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Threshold from the largest logits in descending order, and whether each row's set ends
+    inside them (the last of them is already outside: the mass ranked above it reaches top_p)."""
+    probs = (prefix - log_z).exp()
     before = probs.cumsum(-1) - probs  # probability mass of the tokens ranked above each token
-    kept = (before < top_p).sum(-1).clamp(min=min_tokens_to_keep, max=logits.shape[-1])  # a prefix: `before` grows
-    return sorted_logits.gather(-1, (kept - 1).unsqueeze(-1)).squeeze(-1)
+    inside = (before < top_p).sum(-1)  # a prefix: `before` grows
+    complete = inside < prefix.shape[-1]
+    kept = inside.clamp(min=min_tokens_to_keep, max=prefix.shape[-1])
+    return prefix.gather(-1, (kept - 1).unsqueeze(-1)).squeeze(-1), complete
 
 
 def mask_from_threshold(
@@ -189,6 +216,7 @@ class TopPMaskProcessor(LogitsProcessor):
         self.attention_mask = query_mask
         self.thresholds: list[torch.Tensor] = []  # (B,) per generated token: the top-p set's smallest logit
         self.kept: list[torch.Tensor] = []  # (B,) per generated token: allowed tokens (kept on device)
+        self.candidates: int | None = None  # where the next step looks for its top-p set (None: sort all)
 
     @torch.no_grad()
     def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
@@ -197,10 +225,15 @@ class TopPMaskProcessor(LogitsProcessor):
         policy = self.mask_policy
         with policy.active() as model:
             logits = tempered(self._next_logits(model, input_ids), policy.temperature)
-        threshold = top_p_threshold(logits, policy.top_p, policy.min_tokens_to_keep)
+        threshold = top_p_threshold(logits, policy.top_p, policy.min_tokens_to_keep, self.candidates)
         mask = mask_from_threshold(logits, threshold, policy.always_allowed)[..., : scores.shape[-1]]
         self.thresholds.append(threshold)
-        self.kept.append(mask.sum(-1))
+        kept = mask.sum(-1)
+        self.kept.append(kept)
+        # Sets change slowly from one token to the next: look among twice the last step's largest set
+        # (a topk) while that is a small part of the vocabulary; a full sort otherwise. Exact either way.
+        widest = 2 * int(kept.max())
+        self.candidates = max(widest, 256) if 4 * widest < logits.shape[-1] else None
         return cast(torch.FloatTensor, scores.masked_fill(~mask, -float("inf")))
 
     def step_thresholds(self, width: int) -> torch.Tensor:

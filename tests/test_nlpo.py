@@ -205,3 +205,46 @@ def test_top_p_threshold_is_the_smallest_kept_logit():
     # kept {0.4, 0.3} for top_p 0.6 -> the threshold is log 0.3; min 3 kept -> log 0.2
     assert top_p_threshold(logits, 0.6).exp().tolist() == pytest.approx([0.3])
     assert top_p_threshold(logits, 0.1, min_tokens_to_keep=3).exp().tolist() == pytest.approx([0.2])
+
+
+@pytest.mark.parametrize("scale", [0.05, 1.0, 4.0, 20.0])
+def test_top_p_threshold_from_candidates_equals_the_full_sort(scale):
+    """The topk shortcut (and its per-row fallback to the sort) gives the sort's thresholds exactly,
+    from near-uniform rows (the set spills past the candidates) to peaked ones."""
+    from hfrl.masking import top_p_threshold
+
+    torch.manual_seed(0)
+    logits = torch.randn(6, 3000) * scale
+    logits[0] *= 0.01  # one near-uniform row among peaked ones: that row alone falls back
+    full = top_p_threshold(logits, 0.9, min_tokens_to_keep=20)
+    for candidates in (5, 64, 700):
+        assert torch.equal(top_p_threshold(logits, 0.9, 20, candidates=candidates), full)
+
+
+def test_generation_looks_among_candidates_once_sets_are_small(tiny_causal_dir, nlpo_config):
+    """A peaked mask policy (temperature 0.05): after the first step the processor looks for each
+    top-p set among twice the last step's largest set (a topk), and its thresholds are the sort's."""
+    from hfrl.masking import top_p_threshold
+
+    trainer = NLPOTrainer(
+        model=tiny_causal_dir,
+        args=nlpo_config(
+            top_mask=0.5, min_tokens_to_keep=1, generation_kwargs={"do_sample": True, "temperature": 0.05}
+        ),
+        reward_funcs=digit_reward,
+        train_dataset=prompts(),
+    )
+    batch = [trainer.train_dataset[i] for i in range(8)]
+    query_ids, query_mask = trainer._queries(batch)
+    processor = trainer._logits_processor()(query_ids, query_mask)[0]
+    assert processor.candidates is None  # the first step sorts
+    vocab = trainer.accelerator.unwrap_model(trainer.model).policy.config.vocab_size
+    processor(query_ids, torch.zeros(len(batch), vocab))
+    assert processor.candidates == 256  # 2 x (largest set + specials) is small: a topk next time
+    step = torch.cat([query_ids, torch.full((len(batch), 1), 7)], dim=1)
+    processor(step, torch.zeros(len(batch), vocab))
+    with trainer.mask_policy.active() as model:
+        response = torch.tensor([[7, 0]] * len(batch))  # logits at position 1 follow the token 7
+        logits, _ = completion_forward(model, query_ids, query_mask, response, torch.ones_like(response))
+    expected = top_p_threshold(logits[:, 1] / 0.05, 0.5, 1)
+    torch.testing.assert_close(processor.thresholds[1], expected, atol=1e-3, rtol=0)
