@@ -130,3 +130,36 @@ def test_trpo_with_peft_moves_only_the_adapter(tiny_causal_dir, tmp_path):
         assert changed and all("lora_" in n for n in changed)
     else:
         assert not changed
+
+
+@pytest.mark.parametrize("kind", ["causal", "seq2seq"])
+def test_trpo_fisher_chunks_give_the_same_step(kind, tiny_causal_dir, tiny_seq2seq_dir, tmp_path):
+    """``fisher_batch_size=3`` (chunks of 3, 3 and 2 completions, recomputed per Fisher-vector
+    product) takes the same natural-gradient step as one graph over the whole rollout."""
+    args = TRPOConfig(
+        output_dir=str(tmp_path), num_iterations=1, rollout_batch_size=8, mini_batch_size=8, num_ppo_epochs=1,
+        max_new_tokens=6, report_to="none", disable_tqdm=True, target_kl=0.01, cg_max_steps=5,
+    )  # fmt: skip
+    model = tiny_causal_dir if kind == "causal" else tiny_seq2seq_dir
+    trainer = TRPOTrainer(model=model, args=args, reward_funcs=digit_reward, train_dataset=prompts())
+    rollout = trainer.collect_rollout([trainer.train_dataset[i] for i in range(8)])
+    policy = trainer.model.policy
+    start = {n: p.detach().clone() for n, p in policy.named_parameters()}
+    steps, logs = [], []
+    for size in (None, 3):
+        with torch.no_grad():
+            for n, p in policy.named_parameters():
+                p.copy_(start[n])
+        trainer.args.fisher_batch_size = size
+        trainer.policy_step(rollout)
+        steps.append(torch.cat([(p.detach() - start[n]).flatten() for n, p in policy.named_parameters()]))
+        logs.append({k: trainer._iteration[k] for k in ("trpo/step_size", "trpo/kl", "loss/policy", "entropy")})
+    assert logs[0]["trpo/step_size"] > 0
+    torch.testing.assert_close(steps[1], steps[0], atol=1e-5, rtol=1e-3)
+    for key in logs[0]:
+        assert logs[1][key] == pytest.approx(logs[0][key], rel=1e-3, abs=1e-6), key
+
+
+def test_trpo_fisher_batch_size_must_be_positive(tmp_path):
+    with pytest.raises(ValueError, match="fisher_batch_size must be >= 1 or None, got 0"):
+        TRPOConfig(output_dir=str(tmp_path), fisher_batch_size=0)

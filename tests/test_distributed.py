@@ -78,3 +78,45 @@ def test_reference_prepare_places_a_separate_reference_on_the_device(tiny_causal
     reference = ReferencePolicy(lm).prepare(accelerator)
     assert reference.model is not lm and not any(p.requires_grad for p in reference.model.parameters())
     assert {p.device for p in reference.model.parameters()} == {accelerator.device}
+
+
+SYNC_SCRIPT = """
+import sys, torch
+from datasets import Dataset
+from hfrl import PPOConfig, PPOTrainer, TRPOConfig, TRPOTrainer
+from hfrl.testing import digit_reward
+
+for config_class, trainer_class, extra in ((PPOConfig, PPOTrainer, {"learning_rate": 1e-3}),
+                                           (TRPOConfig, TRPOTrainer, {"target_kl": 0.05})):
+    args = config_class(output_dir=sys.argv[2] + "/" + trainer_class.__name__, num_iterations=2,
+                        rollout_batch_size=4, mini_batch_size=4, num_ppo_epochs=1, max_new_tokens=5,
+                        report_to="none", disable_tqdm=True, use_cpu=True, save_strategy="no", **extra)
+    data = Dataset.from_dict({"prompt": ["1 2", "3", "a b c", "x"] * 4})
+    trainer = trainer_class(model=sys.argv[1], args=args, reward_funcs=digit_reward, train_dataset=data)
+    trainer.train()
+    policy = trainer.accelerator.unwrap_model(trainer.model).policy
+    checksum = sum(float(p.double().sum()) for p in policy.parameters())
+    moved = trainer.state.log_history[0].get("trpo/accepted", 1.0)
+    print(f"CHECKSUM {trainer_class.__name__} {trainer.accelerator.process_index} {checksum!r} {moved}", flush=True)
+"""
+
+
+@pytest.mark.slow
+def test_every_process_keeps_the_same_policy(tmp_path, tiny_causal_dir):
+    """Two processes on different prompts: after PPO (DDP's gradient all-reduce) and TRPO (its own
+    reductions: ``autograd.grad`` bypasses DDP) both processes hold the same policy weights."""
+    if shutil.which("accelerate") is None:
+        pytest.skip("the accelerate CLI is not on PATH")
+    script = tmp_path / "sync.py"
+    script.write_text(SYNC_SCRIPT)
+    cmd = ["accelerate", "launch", "--multi_gpu", "--num_processes", "2", "--num_machines", "1",
+           "--mixed_precision", "no", "--dynamo_backend", "no",
+           str(script), tiny_causal_dir, str(tmp_path)]  # fmt: skip
+    env = {**os.environ, "ACCELERATE_USE_CPU": "1", "OMP_NUM_THREADS": "1", "PYTHONPATH": os.pathsep.join(sys.path)}
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    rows = [line.split()[1:] for line in proc.stdout.splitlines() if line.startswith("CHECKSUM")]
+    for name in ("PPOTrainer", "TRPOTrainer"):
+        sums = {rank: float(value) for trainer, rank, value, _ in rows if trainer == name}
+        assert set(sums) == {"0", "1"}
+        assert sums["0"] == sums["1"], (name, sums)

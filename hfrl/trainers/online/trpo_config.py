@@ -30,6 +30,14 @@ class TRPOConfig(OnlineConfig):
     cg_damping: float = field(default=0.1, metadata={"help": "Damping added to the Fisher-vector product."})
     line_search_shrinking_factor: float = field(default=0.8, metadata={"help": "Step shrink per line-search try."})
     line_search_max_iter: int = field(default=10, metadata={"help": "Line-search tries."})
+    fisher_batch_size: int | None = field(
+        default=None,
+        metadata={
+            "help": "Completions per forward of the policy step. None: the whole rollout in one graph kept through "
+            "conjugate gradient (fastest, memory grows with the rollout); smaller bounds memory by one chunk's graph "
+            "at the cost of one forward per chunk per conjugate-gradient step."
+        },
+    )
     mini_batch_size: int | None = field(  # type: ignore[assignment]  # None: derived in __post_init__
         default=None, metadata={"help": "Critic minibatch (default: min(128, rollout_batch_size))."}
     )
@@ -43,6 +51,8 @@ class TRPOConfig(OnlineConfig):
             raise ValueError(f"target_kl must be > 0, got {self.target_kl}")
         if not 0 < self.line_search_shrinking_factor < 1:
             raise ValueError(f"line_search_shrinking_factor must be in (0, 1), got {self.line_search_shrinking_factor}")
+        if self.fisher_batch_size is not None and self.fisher_batch_size < 1:
+            raise ValueError(f"fisher_batch_size must be >= 1 or None, got {self.fisher_batch_size}")
         for name in ("cg_max_steps", "line_search_max_iter"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")

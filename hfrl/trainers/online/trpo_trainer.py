@@ -5,6 +5,8 @@ hfrl train --task numbers --alg trpo --model tiny
 
 from __future__ import annotations
 
+from typing import cast
+
 import torch
 
 from hfrl.advantages import masked_mean
@@ -65,26 +67,42 @@ class TRPOTrainer(OnlineTrainer):
         return (loss, {"values": values}) if return_outputs else loss
 
     def policy_step(self, rollout: Rollout) -> None:
-        """Conjugate gradient on Fisher-vector products, then the line search under ``target_kl``."""
+        """Conjugate gradient on Fisher-vector products, then the line search under ``target_kl``.
+
+        Every quantity is the masked mean over all completion tokens of every process: each chunk
+        of ``fisher_batch_size`` completions contributes its mean weighted by its share of the
+        tokens, and the sums are reduced over processes, so every process computes the same step
+        and the policies stay identical (``autograd.grad`` bypasses DDP's gradient all-reduce)."""
         args = self.args
         policy = self.accelerator.unwrap_model(self.model).policy
         params = [p for p in policy.parameters() if p.requires_grad]
-        batch = (rollout.query_ids, rollout.query_mask, rollout.response_ids, rollout.response_mask)
-        mask = rollout.response_mask
-        action_mask = self.loss_action_mask(rollout)
+        size = args.fisher_batch_size or len(rollout)
+        chunks = [rollout[torch.arange(i, min(i + size, len(rollout)))] for i in range(0, len(rollout), size)]
+        tokens = rollout.response_mask.sum().float()
+        total = self._reduce(tokens) if self._reduce is not None else tokens
+        weights = [chunk.response_mask.sum().float() / total for chunk in chunks]
 
-        def forward() -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        def forward(chunk: Rollout, with_entropy: bool = False) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+            batch = (chunk.query_ids, chunk.query_mask, chunk.response_ids, chunk.response_mask)
             logits = tempered(completion_forward(policy, *batch)[0], self.temperature)
-            logprobs, entropy = action_logprobs(logits, rollout.response_ids, action_mask, entropy_grad=False)
-            return logits, logprobs, entropy
+            mask = self.loss_action_mask(chunk)
+            logprobs, entropy = action_logprobs(logits, chunk.response_ids, mask, False, with_entropy)
+            return logits, logprobs, cast(torch.Tensor, entropy)
 
-        old_logits, old_objective, full_step, max_step, entropy = self._natural_gradient(forward, rollout, params)
+        old_logits, old_objective, full_step, max_step, entropy = self._natural_gradient(
+            forward, chunks, weights, params
+        )
 
         @torch.no_grad()
         def evaluate() -> tuple[float, float]:
-            new_logits, new_logprobs, _ = forward()
-            new_objective = trpo_surrogate(new_logprobs, rollout.logprobs, rollout.advantages, mask)
-            return new_objective.item(), categorical_kl(old_logits, new_logits, mask).item()
+            sums = torch.zeros(2, device=total.device)
+            for chunk, weight, old in zip(chunks, weights, old_logits, strict=True):
+                new_logits, new_logprobs, _ = forward(chunk)
+                mask = chunk.response_mask
+                surrogate = trpo_surrogate(new_logprobs, chunk.logprobs, chunk.advantages, mask)
+                sums += weight * torch.stack([surrogate, categorical_kl(old, new_logits, mask)])
+            objective, kl = self._global(sums).tolist()
+            return objective, kl
 
         result = backtracking_line_search(
             params, full_step, evaluate, old_objective, args.target_kl,
@@ -98,29 +116,59 @@ class TRPOTrainer(OnlineTrainer):
                 "trpo/accepted": float(result.accepted),
                 "loss/policy": -result.objective,
                 "approx_kl": result.kl if result.accepted else 0.0,
-                "entropy": masked_mean(entropy, mask).item(),
+                "entropy": entropy,
             }
         )
 
-    def _natural_gradient(self, forward, rollout: Rollout, params: list[torch.Tensor]):
+    def _global(self, local: torch.Tensor) -> torch.Tensor:
+        """Sum over processes (the identity in one process)."""
+        return self._reduce(local) if self._reduce is not None else local
+
+    def _natural_gradient(self, forward, chunks: list[Rollout], weights: list[torch.Tensor], params):
         """The full step ``sqrt(2 delta / s^T F s) * s`` with ``s`` solving ``F s = g`` by conjugate
-        gradient. The double-backward graph lives only inside this call."""
+        gradient. One chunk keeps its double-backward graph through conjugate gradient; several
+        chunks recompute each chunk's forward per Fisher-vector product, so memory is bounded by
+        one chunk's graph."""
         from torch.nn.attention import SDPBackend, sdpa_kernel
 
-        args, mask = self.args, rollout.response_mask
-        with sdpa_kernel([SDPBackend.MATH]):  # the fused CPU/flash kernels have no double backward
-            logits, logprobs, entropy = forward()
-        objective = trpo_surrogate(logprobs, rollout.logprobs, rollout.advantages, mask)
-        grad = flat(torch.autograd.grad(objective, params, retain_graph=True))
-        kl = categorical_kl(logits.detach(), logits, mask)  # KL(pi_old || pi), 0 here; its Hessian is F
-        grad_kl = flat(torch.autograd.grad(kl, params, create_graph=True))
+        args = self.args
+
+        def math_kernel():  # the fused CPU/flash attention kernels have no double backward
+            return sdpa_kernel([SDPBackend.MATH])
+
+        grad = torch.zeros(sum(p.numel() for p in params), device=weights[0].device)
+        sums = torch.zeros(2, device=grad.device)  # surrogate, entropy
+        old_logits: list[torch.Tensor] = []
+        retained = None  # (flat grad of the KL, with its graph): one chunk only
+        for chunk, weight in zip(chunks, weights, strict=True):
+            with math_kernel():
+                logits, logprobs, entropy = forward(chunk, with_entropy=True)
+            mask = chunk.response_mask
+            objective = trpo_surrogate(logprobs, chunk.logprobs, chunk.advantages, mask)
+            grad += weight * flat(torch.autograd.grad(objective, params, retain_graph=len(chunks) == 1))
+            sums += weight * torch.stack([objective.detach(), masked_mean(entropy, mask)])
+            old_logits.append(logits.detach())
+            if len(chunks) == 1:
+                kl = categorical_kl(logits.detach(), logits, mask)  # KL(pi_old || pi), 0 here; its Hessian is F
+                retained = flat(torch.autograd.grad(kl, params, create_graph=True))
+        grad = self._global(grad)
+        old_objective, entropy = self._global(sums).tolist()
 
         def fisher_vector_product(vector: torch.Tensor) -> torch.Tensor:
-            hvp = flat(torch.autograd.grad(grad_kl @ vector, params, retain_graph=True))
-            return hvp + args.cg_damping * vector
+            if retained is not None:
+                hvp = weights[0] * flat(torch.autograd.grad(retained @ vector, params, retain_graph=True))
+            else:
+                hvp = torch.zeros_like(vector)
+                for chunk, weight, old in zip(chunks, weights, old_logits, strict=True):
+                    with math_kernel():
+                        logits = forward(chunk)[0]
+                    kl = categorical_kl(old, logits, chunk.response_mask)
+                    grad_kl = flat(torch.autograd.grad(kl, params, create_graph=True))
+                    hvp += weight * flat(torch.autograd.grad(grad_kl @ vector, params))
+            return self._global(hvp) + args.cg_damping * vector
 
         direction = conjugate_gradient(fisher_vector_product, grad, args.cg_max_steps)
         curvature = direction @ fisher_vector_product(direction)
         max_step = torch.sqrt(2 * args.target_kl / curvature.clamp(min=1e-12)).item()  # 0.5 s^T F s = delta
         full_step = unflat((max_step * direction).detach(), params)
-        return logits.detach(), objective.item(), full_step, max_step, entropy.detach()
+        return old_logits, old_objective, full_step, max_step, entropy
