@@ -270,8 +270,9 @@ def score(
     ``policy_logprobs``, ``policy_values`` and ``policy_entropy (B, T)`` (captured during
     generation), only the reference runs.
 
-    Returns ``(logprobs, values, ref_logprobs, action_logprobs)``, each ``(B, T)``: ``logprobs``
-    under the full distribution (for the KL penalty), ``action_logprobs`` under the action
+    Returns :class:`Scores` ``(logprobs, values, ref_logprobs, action_logprobs, entropy)``, each
+    ``(B, T)``: ``logprobs`` under the full distribution (for the KL penalty), ``action_logprobs``
+    and ``entropy`` under the action
     distribution (masked by ``action_mask_fn(query_ids, query_mask, response_ids, response_mask)``,
     with the batch's rows of ``mask_thresholds (B, T)`` as a fifth argument when given; else equal
     to ``logprobs``).
