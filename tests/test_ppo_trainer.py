@@ -205,3 +205,25 @@ def test_save_from_a_gathered_state_dict(tiny_causal_dir, make_config, tmp_path)
 
     head = load_file(tmp_path / "saved" / "value_head.safetensors")
     assert torch.equal(head["summary.weight"], state["value_head.summary.weight"])
+
+
+def test_same_seed_same_value_head_and_adapter(tiny_causal_dir, make_config):
+    """The value head and a LoRA adapter are initialised under ``args.seed``, whatever the global
+    random state was when the trainer was built."""
+    from peft import LoraConfig
+
+    heads = []
+    for noise in (1, 1000):
+        torch.rand(noise)  # a different global random state each time
+        trainer = PPOTrainer(
+            model=tiny_causal_dir,
+            args=make_config(seed=3),
+            reward_funcs=digit_reward,
+            train_dataset=prompts(),
+            peft_config=LoraConfig(r=4, target_modules=["c_attn"], fan_in_fan_out=True, init_lora_weights=False),
+        )
+        wrapper = trainer.accelerator.unwrap_model(trainer.model)
+        lora = [p.detach().clone() for n, p in wrapper.policy.named_parameters() if "lora_" in n]
+        heads.append((wrapper.value_head.summary.weight.detach().clone(), lora))
+    assert torch.equal(heads[0][0], heads[1][0])
+    assert all(torch.equal(a, b) for a, b in zip(heads[0][1], heads[1][1], strict=True))

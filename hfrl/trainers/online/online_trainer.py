@@ -135,6 +135,11 @@ class OnlineTrainer(HubMixin, Trainer):
         self.reward_funcs, self.reward_weights = reward_list(reward_funcs, args.reward_weights)
         self.metrics = dict(metrics or {})
 
+        # Seeded before anything is initialised (value head, PEFT adapter): the Trainer only seeds
+        # in its own __init__, after the model exists, so the same seed gave different value heads.
+        from transformers.trainer_utils import enable_full_determinism, set_seed
+
+        enable_full_determinism(args.seed) if args.full_determinism else set_seed(args.seed)
         policy = load_policy(model, args.model_init_kwargs)
         if processing_class is None:
             from transformers import AutoTokenizer
