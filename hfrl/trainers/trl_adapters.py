@@ -272,16 +272,16 @@ class RLOOTrainer(HubMixin, _OnlineAdapter, trl.RLOOTrainer):
     _tag_names = ["hfrl", "trl", "rloo"]
 
 
-class SFTTrainer(HubMixin, trl.SFTTrainer):
-    """TRL's SFTTrainer on an hfrl task: supervised fine-tuning on its references (or completions)."""
+class _PairsAdapter:
+    """hfrl's constructor for TRL's SFT and DPO trainers (mixed in before the TRL class): the task's
+    data as the trainer's pairs (``_pairs``), a causal model, a right-padding tokenizer."""
 
-    config_class = SFTConfig
-    _tag_names = ["hfrl", "trl", "sft"]
+    _pairs: Any  # sft_pairs or preference_pairs (a staticmethod)
 
     def __init__(
         self,
         model: Any,
-        args: SFTConfig | None = None,
+        args: Any = None,
         reward_funcs: Any = None,
         train_dataset: Any = None,
         eval_dataset: Any = None,
@@ -289,18 +289,18 @@ class SFTTrainer(HubMixin, trl.SFTTrainer):
         processing_class: Any = None,
         peft_config: Any = None,
         callbacks: list | None = None,
-        **kwargs: Any,
+        **kwargs: Any,  # DPO: ref_model
     ) -> None:
-        model = causal_model_path(model, "SFTTrainer")
+        model = causal_model_path(model, f"{self._name}Trainer")  # type: ignore[attr-defined]
         self.reward_funcs, self.metrics = list(reward_funcs or []), dict(metrics or {})
         try:
-            evaluation = sft_pairs(eval_dataset)
+            evaluation = self._pairs(eval_dataset)
         except ValueError:  # a validation split without targets (a hidden test set): no eval loss
             evaluation = None
-        super().__init__(
+        super().__init__(  # type: ignore[call-arg]
             model=model,
             args=args,
-            train_dataset=sft_pairs(train_dataset),
+            train_dataset=self._pairs(train_dataset),
             eval_dataset=evaluation,
             processing_class=processing_class or load_tokenizer(model, padding_side="right"),
             peft_config=peft_config,
@@ -311,6 +311,14 @@ class SFTTrainer(HubMixin, trl.SFTTrainer):
     @staticmethod
     def translate_task_defaults(defaults: dict[str, Any]) -> dict[str, Any]:
         return lengths_to_max_length(defaults)
+
+
+class SFTTrainer(HubMixin, _PairsAdapter, trl.SFTTrainer):
+    """TRL's SFTTrainer on an hfrl task: supervised fine-tuning on its references (or completions)."""
+
+    config_class = SFTConfig
+    _tag_names = ["hfrl", "trl", "sft"]
+    _pairs = staticmethod(sft_pairs)
 
 
 def preference_pairs(dataset):
@@ -326,47 +334,12 @@ def preference_pairs(dataset):
     return dataset.select_columns(["prompt", "chosen", "rejected"])
 
 
-class DPOTrainer(HubMixin, trl.DPOTrainer):
+class DPOTrainer(HubMixin, _PairsAdapter, trl.DPOTrainer):
     """TRL's DPOTrainer on an hfrl task with preference pairs (``chosen`` / ``rejected`` columns)."""
 
     config_class = DPOConfig
     _tag_names = ["hfrl", "trl", "dpo"]
-
-    def __init__(
-        self,
-        model: Any,
-        args: DPOConfig | None = None,
-        reward_funcs: Any = None,
-        train_dataset: Any = None,
-        eval_dataset: Any = None,
-        metrics: dict | None = None,
-        processing_class: Any = None,
-        peft_config: Any = None,
-        callbacks: list | None = None,
-        ref_model: Any = None,
-        **kwargs: Any,
-    ) -> None:
-        model = causal_model_path(model, "DPOTrainer")
-        self.reward_funcs, self.metrics = list(reward_funcs or []), dict(metrics or {})
-        try:
-            evaluation = preference_pairs(eval_dataset)
-        except ValueError:
-            evaluation = None
-        super().__init__(
-            model=model,
-            ref_model=ref_model,
-            args=args,
-            train_dataset=preference_pairs(train_dataset),
-            eval_dataset=evaluation,
-            processing_class=processing_class or load_tokenizer(model, padding_side="right"),
-            peft_config=peft_config,
-            callbacks=[*(callbacks or []), SaveStateAtEnd()],
-            **kwargs,
-        )
-
-    @staticmethod
-    def translate_task_defaults(defaults: dict[str, Any]) -> dict[str, Any]:
-        return lengths_to_max_length(defaults)
+    _pairs = staticmethod(preference_pairs)
 
 
 __all__ = [
