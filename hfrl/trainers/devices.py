@@ -18,8 +18,13 @@ def has_accelerator() -> bool:
     )
 
 
-def cpu_bf16(args: Any) -> None:
-    """``bf16`` without an accelerator: autocast on the CPU (``use_cpu``), which transformers
-    otherwise refuses with "Your setup doesn't support bf16/gpu"."""
-    if args.bf16 and not args.use_cpu and not has_accelerator():
+def cpu_defaults(args: Any) -> None:
+    """A ``TrainingArguments`` on a machine without an accelerator, or with ``use_cpu``:
+    ``bf16`` autocasts on the CPU (``use_cpu``), which transformers otherwise refuses with "Your
+    setup doesn't support bf16/gpu"; and the dataloader does not pin memory, which only helps
+    host-to-GPU copies (torch warns about it on every run otherwise)."""
+    accelerator = has_accelerator()
+    if args.bf16 and not args.use_cpu and not accelerator:
         args.use_cpu = True
+    if args.use_cpu or not accelerator:
+        args.dataloader_pin_memory = False

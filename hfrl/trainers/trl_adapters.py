@@ -32,14 +32,15 @@ _GENERATION_FIELDS = ("temperature", "top_p", "top_k", "min_p", "repetition_pena
 
 
 def _cpu_defaults(args: Any) -> None:
-    """Without an accelerator: run on the CPU and leave bf16 off unless asked for (TRL turns it on
-    by default)."""
-    from hfrl.trainers.devices import has_accelerator
+    """Without an accelerator: run on the CPU, leave bf16 off unless asked for (TRL turns it on
+    by default), and pin no memory."""
+    from hfrl.trainers.devices import cpu_defaults, has_accelerator
 
     if not has_accelerator():
         args.use_cpu = True
         if args.bf16 is None:
             args.bf16 = False
+    cpu_defaults(args)
 
 
 # ---- configs: TRL's, with hfrl's CPU defaults ----------------------------------------------------

@@ -11,7 +11,7 @@ from typing import Any
 from transformers import TrainingArguments
 
 from hfrl.losses import ALOL_ALGORITHMS
-from hfrl.trainers.devices import cpu_bf16
+from hfrl.trainers.devices import cpu_defaults
 
 SAMPLINGS = ("none", "good_priority", "good_random")
 
@@ -169,7 +169,7 @@ class ALoLConfig(TrainingArguments):
             )
         if self.reward_weights is not None and not isinstance(self.reward_weights, (list, tuple)):
             raise ValueError(f"reward_weights must be a list of numbers, got {self.reward_weights!r}")
-        cpu_bf16(self)
+        cpu_defaults(self)
         super().__post_init__()
 
     @property

@@ -7,7 +7,7 @@ from typing import Any
 
 from transformers import TrainingArguments
 
-from hfrl.trainers.devices import cpu_bf16
+from hfrl.trainers.devices import cpu_defaults
 
 
 @dataclass
@@ -144,7 +144,7 @@ class OnlineConfig(TrainingArguments):
         for name in ("eval_every", "save_every"):
             if getattr(self, name) is not None and getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1 or None, got {getattr(self, name)}")
-        cpu_bf16(self)
+        cpu_defaults(self)
         self.per_device_train_batch_size = self.mini_batch_size // self.gradient_accumulation_steps
         self.max_steps = self.num_iterations * self.steps_per_iteration
         self.logging_steps = self.steps_per_iteration
