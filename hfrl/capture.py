@@ -11,34 +11,73 @@ its hidden states, which ``generate`` itself then discards): after each forward,
 position's log-softmax (kept for one step only: ``(B, V)``) and last hidden state; before the next
 forward, its new input token (the one just sampled) picks its log-prob. The last token's
 log-prob is picked from the returned sequences.
+
+With an action set (NLPO: the top-p set its logits processor sampled from), each step also keeps
+the sampled token's log-prob and the entropy under the policy renormalised over that set:
+``log p_S(a) = log p(a) - log P(S)``, where ``P(S)`` is the policy's mass on the set.
 """
 
 from __future__ import annotations
 
-from typing import Any
+import contextlib
+from collections.abc import Callable, Iterator
+from typing import Any, NamedTuple
 
 import torch
 
 from hfrl.policies import base_lm, tempered
 
+_suspended = 0  # > 0: forwards that are not generation's own (NLPO's mask policy on a shared PEFT base)
+
+
+@contextlib.contextmanager
+def suspended() -> Iterator[None]:
+    """Forwards inside are not generation steps: a :class:`StepCapture` on the same module ignores
+    them (NLPO's mask policy under PEFT is an adapter of the very model being captured)."""
+    global _suspended
+    _suspended += 1
+    try:
+        yield
+    finally:
+        _suspended -= 1
+
+
+class Captured(NamedTuple):
+    """What one ``generate`` call computed, per generated token: each ``(B, T)`` but ``hidden``."""
+
+    logprobs: torch.Tensor  # the sampled tokens' log-probs under softmax(logits / temperature)
+    hidden: torch.Tensor | None  # (B, T, H) last hidden states that predicted them
+    entropy: torch.Tensor  # of the action distribution (renormalised over the action set, if any)
+    action_logprobs: torch.Tensor | None  # under the action distribution (None: no action set)
+
 
 class StepCapture:
     """Context manager around one ``lm.generate`` call (greedy or sampling, one sequence per row).
+    ``action_set``: returns the ``(B, V)`` boolean set the current step samples from (read after
+    the logits processors ran), for log-probs and entropy under the renormalised distribution.
 
     >>> # with StepCapture(model, temperature=0.7) as cap:
     >>> #     out = model.generate(...)
-    >>> # logprobs, hidden, entropy = cap.result(out[:, prompt_len:])  # (B, T), (B, T, H), (B, T)
+    >>> # logprobs, hidden, entropy, _ = cap.result(out[:, prompt_len:])  # (B, T), (B, T, H), (B, T)
     """
 
-    def __init__(self, lm: Any, temperature: float = 1.0, hidden: bool = True) -> None:
+    def __init__(
+        self,
+        lm: Any,
+        temperature: float = 1.0,
+        hidden: bool = True,
+        action_set: Callable[[], torch.Tensor] | None = None,
+    ) -> None:
         self.model = base_lm(lm)  # the module whose forward generate calls (under a PeftModel too)
         self.temperature = temperature
         self.keep_hidden = hidden
+        self.action_set = action_set
         self.is_seq2seq = bool(getattr(self.model.config, "is_encoder_decoder", False))
         self._pending: torch.Tensor | None = None  # (B, V) log-softmax of the last step
         self.logprobs: list[torch.Tensor] = []  # (B,) per generated token but the last
+        self.action_logprobs: list[torch.Tensor] = []  # (B,) the same under the action set
         self.hidden: list[torch.Tensor] = []  # (B, H) per generated token
-        self.entropy: list[torch.Tensor] = []  # (B,) per generated token
+        self.entropy: list[torch.Tensor] = []  # (B,) per generated token but the last
         self._handles: list[Any] = []
 
     def __enter__(self) -> StepCapture:
@@ -55,6 +94,8 @@ class StepCapture:
 
     @torch.no_grad()
     def _before(self, module: Any, args: tuple, kwargs: dict) -> tuple[tuple, dict] | None:
+        if _suspended:
+            return None
         if self.keep_hidden:
             kwargs["output_hidden_states"] = True  # for this forward only: generate keeps nothing
         if self._pending is not None:
@@ -68,26 +109,39 @@ class StepCapture:
             ids = args[0] if args else None
         if ids is None:
             raise RuntimeError("StepCapture: generate passed no input ids to the model's forward")
-        self.logprobs.append(self._pending.gather(-1, ids[:, -1:]).squeeze(-1))
+        self._close(ids[:, -1:])
+
+    def _close(self, tokens: torch.Tensor) -> None:
+        """The pending step's sampled ``tokens (B, 1)``: their log-probs and the entropy."""
+        logp = self._pending
+        assert logp is not None
         self._pending = None
+        self.logprobs.append(logp.gather(-1, tokens).squeeze(-1))
+        if self.action_set is None:
+            self.entropy.append(-(logp.exp() * logp).sum(-1))
+            return
+        allowed = self.action_set()[..., : logp.shape[-1]].scatter(-1, tokens, True)  # as the loss's mask
+        log_mass = logp.masked_fill(~allowed, -float("inf")).logsumexp(-1, keepdim=True)  # log P(S)
+        masked = (logp - log_mass).masked_fill(~allowed, 0.0)
+        self.action_logprobs.append(masked.gather(-1, tokens).squeeze(-1))
+        self.entropy.append(-(masked.exp() * masked).masked_fill(~allowed, 0.0).sum(-1))
 
     @torch.no_grad()
     def _after(self, module: Any, args: tuple, output: Any) -> None:
+        if _suspended:
+            return
         logits = output.logits[:, -1].float()
         self._pending = tempered(logits, self.temperature).log_softmax(-1)
-        self.entropy.append(-(self._pending.exp() * self._pending).sum(-1))
         if self.keep_hidden:
             states = output.decoder_hidden_states if self.is_seq2seq else output.hidden_states
             if states is None:
                 raise RuntimeError(f"StepCapture: {type(module).__name__} returned no hidden states")
             self.hidden.append(states[-1][:, -1])
 
-    def result(self, response_ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor]:
-        """``(logprobs (B, T), hidden (B, T, H) or None, entropy (B, T))`` for the generated
-        ``response_ids (B, T)``."""
+    def result(self, response_ids: torch.Tensor) -> Captured:
+        """What generation computed for the generated ``response_ids (B, T)``."""
         if self._pending is not None:  # the last generated token
-            self.logprobs.append(self._pending.gather(-1, response_ids[:, -1:]).squeeze(-1))
-            self._pending = None
+            self._close(response_ids[:, -1:])
         width = response_ids.shape[1]
         if len(self.logprobs) != width or (self.keep_hidden and len(self.hidden) != width):
             raise RuntimeError(
@@ -96,4 +150,5 @@ class StepCapture:
             )
         logprobs = torch.stack(self.logprobs, dim=1)
         hidden = torch.stack(self.hidden, dim=1) if self.keep_hidden else None
-        return logprobs, hidden, torch.stack(self.entropy, dim=1)
+        action = torch.stack(self.action_logprobs, dim=1) if self.action_set is not None else None
+        return Captured(logprobs, hidden, torch.stack(self.entropy, dim=1), action)

@@ -20,6 +20,7 @@ from typing import Any, cast
 import torch
 from transformers import LogitsProcessor
 
+from hfrl.capture import suspended
 from hfrl.policies import completion_forward, is_peft_model, tempered
 
 MASK_ADAPTER = "nlpo_mask"
@@ -216,6 +217,7 @@ class TopPMaskProcessor(LogitsProcessor):
         self.attention_mask = query_mask
         self.thresholds: list[torch.Tensor] = []  # (B,) per generated token: the top-p set's smallest logit
         self.kept: list[torch.Tensor] = []  # (B,) per generated token: allowed tokens (kept on device)
+        self.last_allowed: torch.Tensor | None = None  # (B, V) the last step's set (for StepCapture)
         self.candidates: int | None = None  # where the next step looks for its top-p set (None: sort all)
 
     @torch.no_grad()
@@ -223,11 +225,12 @@ class TopPMaskProcessor(LogitsProcessor):
         if input_ids.shape[0] != self.query_ids.shape[0]:
             raise ValueError("NLPO's action mask supports sampling one sequence per prompt (no beams)")
         policy = self.mask_policy
-        with policy.active() as model:
+        with policy.active() as model, suspended():  # not a step of the generation it masks
             logits = tempered(self._next_logits(model, input_ids), policy.temperature)
         threshold = top_p_threshold(logits, policy.top_p, policy.min_tokens_to_keep, self.candidates)
         mask = mask_from_threshold(logits, threshold, policy.always_allowed)[..., : scores.shape[-1]]
         self.thresholds.append(threshold)
+        self.last_allowed = mask
         kept = mask.sum(-1)
         self.kept.append(kept)
         # Sets change slowly from one token to the next: look among twice the last step's largest set

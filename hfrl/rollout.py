@@ -18,6 +18,7 @@ from torch import nn
 from transformers import PreTrainedModel
 
 from hfrl.advantages import Reduce, explained_variance, gae, masked_mean, masked_var, whiten
+from hfrl.capture import Captured, StepCapture
 from hfrl.policies import ActorCritic, ReferencePolicy, completion_forward, tempered, trim_padding
 
 
@@ -109,14 +110,20 @@ def generate_and_capture(
     batch_size: int | None = None,
     temperature: float = 1.0,
     hidden: bool = True,
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor | None, torch.Tensor]:
+    logits_processor: Callable[[torch.Tensor, torch.Tensor], list] | None = None,
+) -> tuple[torch.Tensor, torch.Tensor, Captured]:
     """:func:`generate`, also keeping what generation computed anyway (:class:`hfrl.capture.StepCapture`):
-    ``(response_ids, response_mask, logprobs (B, T), hidden (B, T, H) or None, entropy (B, T))``:
-    the sampled tokens' log-probs under ``softmax(logits / temperature)``, the last hidden states
-    that predicted them, and that distribution's entropy. Zero at padded positions."""
-    return _generate(
-        lm, query_ids, query_mask, generation_kwargs, pad_token_id, batch_size, None, (temperature, hidden)
-    )  # type: ignore[return-value]
+    ``(response_ids, response_mask, captured)`` with :class:`hfrl.capture.Captured`'s ``(B, T)``
+    tensors: the sampled tokens' log-probs under ``softmax(logits / temperature)``, the last hidden
+    states that predicted them (``hidden``), and that distribution's entropy. A logits processor
+    with a ``last_allowed`` attribute (NLPO's :class:`hfrl.masking.TopPMaskProcessor`: the ``(B, V)``
+    set each step sampled from) adds the log-probs under the distribution renormalised over that
+    set, and the entropy is that distribution's. Zero at padded positions."""
+    response_ids, response_mask, captured = _generate(
+        lm, query_ids, query_mask, generation_kwargs, pad_token_id, batch_size, logits_processor, (temperature, hidden)
+    )
+    assert captured is not None
+    return response_ids, response_mask, captured
 
 
 def _generate(
@@ -128,41 +135,51 @@ def _generate(
     batch_size: int | None,
     logits_processor: Callable[[torch.Tensor, torch.Tensor], list] | None,
     capture: tuple[float, bool] | None = None,
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None, torch.Tensor | None, torch.Tensor | None]:
-    from hfrl.capture import StepCapture
-
+) -> tuple[torch.Tensor, torch.Tensor, Captured | None]:
     batch_size = batch_size or len(query_ids)
     eos = generation_kwargs.get("eos_token_id", lm.generation_config.eos_token_id)
     is_seq2seq = bool(getattr(lm.config, "is_encoder_decoder", False))
-    chunks, logprobs, hidden, entropy = [], [], [], []
+    chunks: list[torch.Tensor] = []
+    parts: list[Captured] = []
     for start in range(0, len(query_ids), batch_size):
         ids, mask = trim_padding(query_ids[start : start + batch_size], query_mask[start : start + batch_size])
         kwargs = {"use_cache": True, "pad_token_id": pad_token_id, **generation_kwargs}
-        if logits_processor is not None:
-            kwargs["logits_processor"] = logits_processor(ids, mask)
+        processors = logits_processor(ids, mask) if logits_processor is not None else []
+        if processors:
+            kwargs["logits_processor"] = processors
         if capture is None:
             out = lm.generate(input_ids=ids, attention_mask=mask, **kwargs)  # type: ignore[operator]
         else:
-            with StepCapture(lm, *capture) as cap:
+            sets = [p for p in processors if hasattr(p, "last_allowed")]
+            action_set = (lambda p=sets[0]: p.last_allowed) if sets else None
+            with StepCapture(lm, *capture, action_set=action_set) as cap:
                 out = lm.generate(input_ids=ids, attention_mask=mask, **kwargs)  # type: ignore[operator]
         chunk = out[:, 1:] if is_seq2seq else out[:, ids.shape[1] :]  # drop decoder start / prompt
         chunks.append(chunk)
         if capture is not None:
-            lp, h, ent = cap.result(chunk)
-            logprobs.append(lp)
-            hidden.append(h)
-            entropy.append(ent)
+            parts.append(cap.result(chunk))
     width = max(c.shape[1] for c in chunks)
 
-    def cat(parts: list, value: float = 0) -> torch.Tensor:
-        return torch.cat([_pad_dim1(p, width, value) for p in parts], dim=0)
+    def cat(tensors: list, value: float = 0) -> torch.Tensor:
+        return torch.cat([_pad_dim1(t, width, value) for t in tensors], dim=0)
 
     response_ids = cat(chunks, pad_token_id)
     response_mask = completion_mask(response_ids, eos)
     response_ids = response_ids.masked_fill(response_mask == 0, pad_token_id)
     if capture is None:
-        return response_ids, response_mask, None, None, None
-    return response_ids, response_mask, cat(logprobs), cat(hidden) if capture[1] else None, cat(entropy)
+        return response_ids, response_mask, None
+
+    def optional(name: str) -> torch.Tensor | None:
+        tensors = [getattr(part, name) for part in parts]
+        return None if tensors[0] is None else cat(tensors)
+
+    captured = Captured(
+        cat([p.logprobs for p in parts]),
+        optional("hidden"),
+        cat([p.entropy for p in parts]),
+        optional("action_logprobs"),
+    )
+    return response_ids, response_mask, captured
 
 
 def _pad_dim1(t: torch.Tensor, width: int, value: float) -> torch.Tensor:
@@ -264,11 +281,12 @@ def score(
     policy_logprobs: torch.Tensor | None = None,
     policy_values: torch.Tensor | None = None,
     policy_entropy: torch.Tensor | None = None,
+    policy_action_logprobs: torch.Tensor | None = None,
 ) -> Scores:
     """Log-probs and values under the current policy, log-probs under the reference: one forward per
     model per batch (plus one of the mask policy with ``action_mask_fn``). Given the policy's
     ``policy_logprobs``, ``policy_values`` and ``policy_entropy (B, T)`` (captured during
-    generation), only the reference runs.
+    generation; with an action set, also ``policy_action_logprobs``), only the reference runs.
 
     Returns :class:`Scores` ``(logprobs, values, ref_logprobs, action_logprobs, entropy)``, each
     ``(B, T)``: ``logprobs`` under the full distribution (for the KL penalty), ``action_logprobs``
@@ -280,7 +298,10 @@ def score(
     from trl.trainer.utils import selective_log_softmax
 
     if policy_logprobs is not None and action_mask_fn is not None:
-        raise ValueError("score: captured policy log-probs are unmasked; an action mask needs the policy's logits")
+        raise ValueError(
+            "score: with captured policy log-probs, pass the action distribution's as policy_action_logprobs "
+            "instead of an action_mask_fn"
+        )
     logprobs: list[torch.Tensor] = []
     values: list[torch.Tensor] = []
     ref_logprobs: list[torch.Tensor] = []
@@ -311,7 +332,11 @@ def score(
     lp = torch.cat(logprobs)
     ref_lp = torch.cat(ref_logprobs) if ref_logprobs else lp.clone()
     entropy = torch.cat(entropies) if entropies else policy_entropy
-    return Scores(lp, torch.cat(values), ref_lp, torch.cat(masked) if masked else lp.clone(), entropy)
+    if masked:
+        action_lp = torch.cat(masked)
+    else:
+        action_lp = policy_action_logprobs if policy_action_logprobs is not None else lp.clone()
+    return Scores(lp, torch.cat(values), ref_lp, action_lp, entropy)
 
 
 def assemble(

@@ -33,9 +33,10 @@ def test_captured_logprobs_and_values_equal_a_scoring_forward(kind, tiny_causal_
     ids = [tok(t)["input_ids"] or [tok.eos_token_id] for t in texts]
     query_ids, query_mask = pad(ids, tok.pad_token_id, "left" if kind == "causal" else "right")
     kwargs = {"do_sample": True, "top_k": 0, "temperature": 0.7, "max_new_tokens": 9}
-    response_ids, response_mask, logprobs, hidden, entropy = generate_and_capture(
+    response_ids, response_mask, (logprobs, hidden, entropy, action_logprobs) = generate_and_capture(
         lm, query_ids, query_mask, kwargs, tok.pad_token_id, batch_size=4, temperature=0.7
     )
+    assert action_logprobs is None  # no action set
     assert logprobs.shape == response_ids.shape and hidden.shape == (*response_ids.shape, lm.config.hidden_size)
     forward_lp, forward_values, _, _, forward_entropy = score(
         model, None, query_ids, query_mask, response_ids, response_mask, batch_size=6, temperature=0.7
@@ -53,7 +54,7 @@ def test_capture_under_peft_hooks_the_base_model(tiny_causal_dir):
     lm, tok = load("causal", tiny_causal_dir, None)
     peft = get_peft_model(lm, LoraConfig(r=4, target_modules=["c_attn"], fan_in_fan_out=True, init_lora_weights=False))
     query_ids, query_mask = pad([tok("1 2")["input_ids"], tok("3")["input_ids"]], tok.pad_token_id, "left")
-    response_ids, response_mask, logprobs, hidden, _ = generate_and_capture(
+    response_ids, response_mask, (logprobs, hidden, _, _) = generate_and_capture(
         peft, query_ids, query_mask, {"do_sample": True, "max_new_tokens": 5}, tok.pad_token_id, hidden=False
     )
     assert hidden is None
@@ -62,17 +63,29 @@ def test_capture_under_peft_hooks_the_base_model(tiny_causal_dir):
     torch.testing.assert_close(logprobs[response_mask.bool()], expected[response_mask.bool()], atol=1e-5, rtol=0)
 
 
-def test_rollout_without_capture_gives_the_same_advantages(tiny_causal_dir, make_config):
-    """``logprobs_from_generation`` on and off: the same rollout numbers for the same samples."""
+@pytest.mark.parametrize("alg", ["ppo", "nlpo", "nlpo-peft", "nlpo-t5"])
+def test_rollout_without_capture_gives_the_same_advantages(alg, tiny_causal_dir, tiny_seq2seq_dir, make_config):
+    """``logprobs_from_generation`` on and off: the same rollout numbers for the same samples. NLPO:
+    the log-probs and entropy under the top-p set generation sampled from equal the scoring
+    forward's under the rebuilt masks (the mask policy under PEFT is an adapter of the captured
+    model itself: its forwards inside generation are not steps)."""
+    from peft import LoraConfig
+
+    from hfrl import NLPOConfig, NLPOTrainer
+
     data = Dataset.from_dict({"prompt": ["1 2 3", "the movie", "", "a b"] * 2})
+    trainer_class, config_class = (PPOTrainer, None) if alg == "ppo" else (NLPOTrainer, NLPOConfig)
+    extra = {} if alg == "ppo" else {"config_class": config_class, "top_mask": 0.5, "min_tokens_to_keep": 5}
+    peft = LoraConfig(r=4, target_modules=["c_attn"], fan_in_fan_out=True) if alg == "nlpo-peft" else None
     rollouts = []
     for capture in (True, False):
         torch.manual_seed(0)
-        trainer = PPOTrainer(
-            model=tiny_causal_dir,
-            args=make_config(logprobs_from_generation=capture, kl_coef=0.1),
+        trainer = trainer_class(
+            model=tiny_seq2seq_dir if alg == "nlpo-t5" else tiny_causal_dir,
+            args=make_config(logprobs_from_generation=capture, kl_coef=0.1, **extra),
             reward_funcs=digit_reward,
             train_dataset=data,
+            peft_config=peft,
         )
         assert trainer._capture_at_generation() is capture
         torch.manual_seed(1)
@@ -82,6 +95,8 @@ def test_rollout_without_capture_gives_the_same_advantages(tiny_causal_dir, make
     mask = without.response_mask.bool()
     for name in ("logprobs", "values", "advantages", "returns", "kl", "entropy"):
         torch.testing.assert_close(getattr(with_capture, name)[mask], getattr(without, name)[mask], atol=1e-4, rtol=0)
+    if alg != "ppo":  # the masked distribution differs from the full one: the test sees the mask
+        assert (with_capture.logprobs - with_capture.kl - with_capture.ref_logprobs)[mask].abs().max() > 1e-2
 
 
 def test_lm_head_sees_completion_positions_only(tiny_causal_dir):

@@ -70,9 +70,18 @@ def test_seq2seq_trains_and_logs(tiny_seq2seq_dir, make_config):
     assert logs[1]["beta"] != 0.05  # the adaptive controller moved
 
 
-def test_first_minibatch_ratio_is_one(tiny_causal_dir, make_config):
-    """Right after a rollout, the update's log-probs equal the rollout's (dropout off, same forward)."""
-    trainer = PPOTrainer(model=tiny_causal_dir, args=make_config(), reward_funcs=digit_reward, train_dataset=prompts())
+@pytest.mark.parametrize("alg", ["ppo", "nlpo"])
+def test_first_minibatch_ratio_is_one(alg, tiny_causal_dir, make_config):
+    """Right after a rollout, the update's log-probs equal the rollout's (dropout off), which come
+    from generation; NLPO's under the top-p set generation sampled from, the update's under the
+    set rebuilt from the rollout's thresholds."""
+    from hfrl import NLPOConfig, NLPOTrainer
+
+    trainer_class, args = (
+        (PPOTrainer, make_config()) if alg == "ppo" else (NLPOTrainer, make_config(NLPOConfig, top_mask=0.5))
+    )
+    trainer = trainer_class(model=tiny_causal_dir, args=args, reward_funcs=digit_reward, train_dataset=prompts())
+    assert trainer._capture_at_generation()
     rollout = trainer.collect_rollout([trainer.train_dataset[i] for i in range(8)])
     trainer.model.train()
     trainer.compute_loss(trainer.model, rollout)

@@ -25,6 +25,7 @@ class NLPOTrainer(PPOTrainer):
     config_class = NLPOConfig
     _name = "NLPO"
     _tag_names = ["hfrl", "nlpo"]
+    _generation_keeps_action_set = True  # TopPMaskProcessor.last_allowed
     _paper = {
         "title": "Is Reinforcement Learning (Not) for Natural Language Processing: Benchmarks, Baselines, "
         "and Building Blocks for Natural Language Policy Optimization",

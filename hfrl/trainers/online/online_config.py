@@ -52,8 +52,9 @@ class OnlineConfig(TrainingArguments):
         default=True,
         metadata={
             "help": "Keep the sampled tokens' log-probs and hidden states from generation instead of a second "
-            "policy forward at scoring (shared critic, no action mask). Exact in fp32; under bf16/fp16 the cached "
-            "forward of generation differs slightly from the update's, so the first ratio is not exactly 1."
+            "policy forward at scoring (shared critic; NLPO: also under the top-p set each step sampled from). "
+            "Exact in fp32; under bf16/fp16 the cached forward of generation differs slightly from the update's, "
+            "so the first ratio is not exactly 1."
         },
     )
     eval_max_new_tokens: int | None = field(

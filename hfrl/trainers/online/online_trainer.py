@@ -253,8 +253,8 @@ class OnlineTrainer(HubMixin, Trainer):
         return ids.to(self.accelerator.device), mask.to(self.accelerator.device)
 
     def _generate(self, query_ids, query_mask, generation_kwargs: dict, logits_processor=None, capture=False):
-        """``(response_ids, response_mask)``; with ``capture``, also the sampled tokens' log-probs and
-        values from what generation computed (:func:`hfrl.rollout.generate_and_capture`)."""
+        """``(response_ids, response_mask)``; with ``capture``, also ``(logprobs, values, entropy,
+        action_logprobs)`` from what generation computed (:func:`hfrl.rollout.generate_and_capture`)."""
         from trl.models.utils import unwrap_model_for_generation
 
         with unwrap_model_for_generation(
@@ -265,10 +265,14 @@ class OnlineTrainer(HubMixin, Trainer):
             batch = (query_ids, query_mask, generation_kwargs, self.tokenizer.pad_token_id)
             with self._autocast():
                 if capture:
-                    ids, mask, logprobs, hidden, entropy = generate_and_capture(
-                        unwrapped.policy, *batch, self.args.generation_batch_size, self.temperature
+                    ids, mask, cap = generate_and_capture(
+                        unwrapped.policy,
+                        *batch,
+                        self.args.generation_batch_size,
+                        self.temperature,
+                        logits_processor=logits_processor,
                     )
-                    out = [ids, mask, logprobs, unwrapped.value_head(hidden), entropy]
+                    out = [ids, mask, cap.logprobs, unwrapped.value_head(cap.hidden), cap.entropy, cap.action_logprobs]
                 else:
                     out = list(generate(unwrapped.policy, *batch, self.args.generation_batch_size, logits_processor))
             unwrapped.train(was_training)
@@ -283,14 +287,18 @@ class OnlineTrainer(HubMixin, Trainer):
                 "(hfrl/accelerate_configs/multi_gpu.yaml) or ZeRO-2 (deepspeed_zero2.yaml)"
             )
 
+    #: whether generation's logits processor exposes the action set each step samples from
+    #: (``last_allowed``), so that log-probs under the action distribution are captured too (NLPO)
+    _generation_keeps_action_set = False
+
     def _capture_at_generation(self) -> bool:
         """Whether the rollout's policy log-probs and values come from generation (no scoring forward
-        of the policy): on by config, with the value head on the shared backbone and no action mask."""
+        of the policy): on by config, with the value head on the shared backbone, and any action
+        mask the one generation sampled from."""
         return (
             self.args.logprobs_from_generation
             and not self.args.separate_critic
-            and self._action_mask_fn() is None
-            and self._logits_processor() is None
+            and (self._action_mask_fn() is None or self._generation_keeps_action_set)
         )
 
     def _autocast(self):
@@ -352,11 +360,15 @@ class OnlineTrainer(HubMixin, Trainer):
         if chunk < len(batch):  # batches of similar prompt lengths: less padding to generate and score over
             batch = sorted(batch, key=lambda ex: len(ex[PROMPT_IDS]))
         query_ids, query_mask = self._queries(batch)
-        captured: tuple = (None, None, None)
+        captured: tuple = (None, None, None, None)
+        action_mask_fn = self._action_mask_fn()
         if self._capture_at_generation():
             response_ids, response_mask, *captured = self._generate(
-                query_ids, query_mask, self._rollout_generation_kwargs(), capture=True
+                query_ids, query_mask, self._rollout_generation_kwargs(), self._logits_processor(), capture=True
             )
+            if action_mask_fn is not None and captured[3] is None:
+                raise RuntimeError(f"{self._name}: generation's logits processor kept no action set to capture")
+            action_mask_fn = None  # the action distribution's log-probs came from generation
         else:
             response_ids, response_mask = self._generate(
                 query_ids, query_mask, self._rollout_generation_kwargs(), self._logits_processor()
@@ -383,7 +395,7 @@ class OnlineTrainer(HubMixin, Trainer):
                 response_mask,
                 args.scoring_batch_size or args.mini_batch_size,
                 self.temperature,
-                self._action_mask_fn(),
+                action_mask_fn,
                 mask_thresholds,
                 *captured,
             )
