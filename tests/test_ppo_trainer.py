@@ -236,3 +236,20 @@ def test_same_seed_same_value_head_and_adapter(tiny_causal_dir, make_config):
         heads.append((wrapper.value_head.summary.weight.detach().clone(), lora))
     assert torch.equal(heads[0][0], heads[1][0])
     assert all(torch.equal(a, b) for a, b in zip(heads[0][1], heads[1][1], strict=True))
+
+
+def test_dataloader_hands_over_prompts_without_walking_their_token_ids(tiny_causal_dir, make_config):
+    """Accelerate's send_to_device would recurse into every prompt token id at every micro-step;
+    the trainer's batches pass through it untouched and the rollout reads their examples."""
+    from accelerate.utils import send_to_device
+
+    from hfrl.trainers.online.online_trainer import PromptBatch
+
+    trainer = PPOTrainer(model=tiny_causal_dir, args=make_config(), reward_funcs=digit_reward, train_dataset=prompts())
+    batch = next(iter(trainer.get_train_dataloader()))
+    assert isinstance(batch, PromptBatch) and len(batch) == trainer.args.rollout_batch_size
+    assert send_to_device(batch, torch.device("cpu")) is batch
+    assert "labels" not in batch  # what the Trainer asks before counting label tokens
+    assert {"prompt", "prompt_ids"} <= set(batch.examples[0])
+    rollout = trainer._prepare_inputs(batch)
+    assert len(rollout) == trainer.args.per_device_train_batch_size

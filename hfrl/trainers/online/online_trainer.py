@@ -104,6 +104,23 @@ class _SaveStateAtEnd(TrainerCallback):
             state.save_to_json(os.path.join(args.output_dir, "trainer_state.json"))
 
 
+class PromptBatch:
+    """One micro-step's examples, as the dataloader hands them over (the data collator): opaque to
+    Accelerate's ``send_to_device``, which would otherwise walk every prompt token id at every
+    micro-step; the rollout moves to the device what it uses."""
+
+    __slots__ = ("examples",)
+
+    def __init__(self, examples: list[dict[str, Any]]) -> None:
+        self.examples = examples
+
+    def __contains__(self, key: object) -> bool:  # the Trainer asks whether a batch holds "labels"
+        return False
+
+    def __len__(self) -> int:
+        return len(self.examples)
+
+
 class OnlineTrainer(HubMixin, Trainer):
     """Base of PPO / NLPO / A2C / TRPO. Subclasses set ``config_class`` and write ``compute_loss``."""
 
@@ -163,12 +180,10 @@ class OnlineTrainer(HubMixin, Trainer):
         self.tokenizer = processing_class
         self.args = args  # set early: _tokenize reads it before Trainer.__init__ runs
 
-        from trl.trainer.utils import identity
-
         super().__init__(
             model=wrapped,
             args=args,
-            data_collator=identity,
+            data_collator=PromptBatch,
             train_dataset=self._tokenize(train_dataset),
             eval_dataset=self._tokenize(eval_dataset),
             processing_class=processing_class,
@@ -233,9 +248,9 @@ class OnlineTrainer(HubMixin, Trainer):
         )
 
     # ---- rollout ----------------------------------------------------------------------------
-    def _prepare_inputs(self, batch: list[dict[str, Any]]) -> Rollout:
+    def _prepare_inputs(self, batch: PromptBatch | list[dict[str, Any]]) -> Rollout:
         if not self._buffer:
-            self._rollout = self.collect_rollout(batch)
+            self._rollout = self.collect_rollout(batch.examples if isinstance(batch, PromptBatch) else batch)
             self._buffer = self._minibatches(self._rollout)
         return self._buffer.pop(0)
 
