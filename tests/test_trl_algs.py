@@ -2,6 +2,7 @@
 classes behind the config keys, the task defaults translated to TRL's names, and clear errors."""
 
 import json
+import warnings
 
 import pytest
 import yaml
@@ -159,7 +160,11 @@ def test_configs_are_trls_with_cpu_defaults(tmp_path):
                          (DPOConfig, trl.DPOConfig)):  # fmt: skip
         extra = {f.name for f in dataclasses.fields(ours)} - {f.name for f in dataclasses.fields(theirs)}
         assert issubclass(ours, theirs) and extra <= {"max_prompt_length", "truncation_side"}
-        args = ours(output_dir=str(tmp_path), report_to="none")
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", FutureWarning)  # TRL's default under transformers' current name
+            args = ours(output_dir=str(tmp_path), report_to="none")
+        assert args.activation_checkpointing is True and args.gradient_checkpointing is True  # TRL's default
+        assert ours(output_dir=str(tmp_path), gradient_checkpointing=False).activation_checkpointing is False
         if not torch.cuda.is_available():
             assert args.use_cpu is True and args.bf16 is False
     with pytest.raises(ValueError, match="truncation_side must be 'left' or 'right'"):

@@ -31,9 +31,11 @@ from hfrl.trainers.hub_mixin import HubMixin
 _GENERATION_FIELDS = ("temperature", "top_p", "top_k", "min_p", "repetition_penalty")
 
 
-def _cpu_defaults(args: Any) -> None:
+def _hfrl_defaults(args: Any) -> None:
     """Without an accelerator: run on the CPU, leave bf16 off unless asked for (TRL turns it on
-    by default), and pin no memory."""
+    by default), and pin no memory. And TRL's default ``gradient_checkpointing=True`` under the
+    name transformers 5 reads (``activation_checkpointing``): with the deprecated name alone, every
+    config warned that the user should rename an argument they never passed."""
     from hfrl.trainers.devices import cpu_defaults, has_accelerator
 
     if not has_accelerator():
@@ -41,6 +43,12 @@ def _cpu_defaults(args: Any) -> None:
         if args.bf16 is None:
             args.bf16 = False
     cpu_defaults(args)
+    for old, new in (
+        ("gradient_checkpointing", "activation_checkpointing"),
+        ("gradient_checkpointing_kwargs", "activation_checkpointing_kwargs"),
+    ):
+        if hasattr(args, new) and getattr(args, new) is None and getattr(args, old, None) is not None:
+            setattr(args, new, getattr(args, old))
 
 
 # ---- configs: TRL's, with hfrl's CPU defaults ----------------------------------------------------
@@ -56,7 +64,7 @@ class _PromptTruncation:
     def __post_init__(self) -> None:
         if self.truncation_side not in ("left", "right"):
             raise ValueError(f"truncation_side must be 'left' or 'right', got {self.truncation_side!r}")
-        _cpu_defaults(self)
+        _hfrl_defaults(self)
         super().__post_init__()  # type: ignore[misc]  # TRL's config, next in the MRO
 
 
@@ -75,7 +83,7 @@ class SFTConfig(trl.SFTConfig):
     """TRL's ``SFTConfig`` with hfrl's CPU defaults."""
 
     def __post_init__(self) -> None:
-        _cpu_defaults(self)
+        _hfrl_defaults(self)
         super().__post_init__()
 
 
@@ -84,7 +92,7 @@ class DPOConfig(trl.DPOConfig):
     """TRL's ``DPOConfig`` with hfrl's CPU defaults."""
 
     def __post_init__(self) -> None:
-        _cpu_defaults(self)
+        _hfrl_defaults(self)
         super().__post_init__()
 
 
