@@ -75,7 +75,9 @@ def test_rollout_without_capture_gives_the_same_advantages(alg, tiny_causal_dir,
 
     data = Dataset.from_dict({"prompt": ["1 2 3", "the movie", "", "a b"] * 2})
     trainer_class, config_class = (PPOTrainer, None) if alg == "ppo" else (NLPOTrainer, NLPOConfig)
-    extra = {} if alg == "ppo" else {"config_class": config_class, "top_mask": 0.5, "min_tokens_to_keep": 5}
+    extra = {"generation_batch_size": 4}  # two generate calls: one processor (and action set) each for NLPO
+    if alg != "ppo":
+        extra.update(config_class=config_class, top_mask=0.5, min_tokens_to_keep=5)
     peft = LoraConfig(r=4, target_modules=["c_attn"], fan_in_fan_out=True) if alg == "nlpo-peft" else None
     rollouts = []
     for capture in (True, False):
