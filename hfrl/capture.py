@@ -122,9 +122,9 @@ class StepCapture:
             return
         allowed = self.action_set()[..., : logp.shape[-1]].scatter(-1, tokens, True)  # as the loss's mask
         log_mass = logp.masked_fill(~allowed, -float("inf")).logsumexp(-1, keepdim=True)  # log P(S)
-        masked = (logp - log_mass).masked_fill(~allowed, 0.0)
+        masked = (logp - log_mass).masked_fill(~allowed, 0.0)  # log p_S on S, 0 elsewhere (adds 1 * 0 below)
         self.action_logprobs.append(masked.gather(-1, tokens).squeeze(-1))
-        self.entropy.append(-(masked.exp() * masked).masked_fill(~allowed, 0.0).sum(-1))
+        self.entropy.append(-(masked.exp() * masked).sum(-1))
 
     @torch.no_grad()
     def _after(self, module: Any, args: tuple, output: Any) -> None:
