@@ -279,7 +279,15 @@ class EvalBeforeAfter(TrainerCallback):
             self._run(args, state, model, processing_class, base=True)
 
     def on_train_end(self, args, state, control, model=None, processing_class=None, **kwargs):
-        self._run(args, state, model, processing_class, base=False)
+        try:
+            self._run(args, state, model, processing_class, base=False)
+        except Exception as err:  # noqa: BLE001 - training is done: the model must still be saved
+            from transformers.utils import logging
+
+            logging.get_logger(__name__).warning(
+                f"the evaluation on {self.task_name}'s {self.split} split after training failed ({err}); the model "
+                f"is saved as usual: evaluate it later with `hfrl eval {args.output_dir} --split {self.split}`"
+            )
 
 
 __all__ = ["EvalBeforeAfter", "EvalReport", "eval_settings", "evaluate", "evaluate_model", "format_table"]

@@ -232,3 +232,24 @@ def test_template_is_package_data():
 
     assert TEMPLATE.is_file() and TEMPLATE.parent.name == "templates" and TEMPLATE.suffix == ".md"
     assert Path(TEMPLATE).read_text().startswith("---\n{{ card_data }}\n---")
+
+
+def test_a_card_that_fails_never_loses_the_model(tmp_path, tiny_causal_dir, make_config, monkeypatch, caplog):
+    """The model is saved before the card; a card error is reported as a warning, not raised."""
+    import hfrl.cards
+    from hfrl import PPOTrainer
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("the card template is broken")
+
+    monkeypatch.setattr(hfrl.cards, "write_card", broken)
+    trainer = PPOTrainer(
+        model=tiny_causal_dir,
+        args=make_config(num_iterations=1),
+        reward_funcs=digit_reward,
+        train_dataset=Dataset.from_dict({"prompt": ["1 2"] * 8}),
+    )
+    trainer.save_model()
+    out = Path(trainer.args.output_dir)
+    assert (out / "model.safetensors").is_file() and not (out / "README.md").exists()
+    assert "its card could not be written: the card template is broken" in caplog.text

@@ -10,14 +10,25 @@ import yaml
 from hfrl.tasks.data import DATA_DIR_ENV, FIXTURES
 from hfrl.testing import run_cli
 
+# TRL's default saving (save_strategy "steps"), every step: checkpoints and the end of training
 COMMON = ["--model", "tiny", "--max_steps", "2", "--logging_steps", "1", "--report_to", "none",
-          "--disable_tqdm", "true", "--save_strategy", "no"]  # fmt: skip
+          "--disable_tqdm", "true", "--save_steps", "1"]  # fmt: skip
 ONLINE = ["--per_device_train_batch_size", "4", "--num_generations", "2", "--max_completion_length", "4"]
 
 
 def logs(out):
     state = json.loads((out / "trainer_state.json").read_text())
     return [h for h in state["log_history"] if "loss" in h]
+
+
+def assert_saved(out, alg):
+    """Checkpoints at both steps, the final model loadable, hfrl's card beside it."""
+    from hfrl.runs import open_run
+
+    assert (out / "checkpoint-1" / "model.safetensors").is_file() and (out / "checkpoint-2").is_dir()
+    model, tokenizer = open_run(out).load()
+    assert model.config.model_type == "gpt2" and tokenizer.pad_token is not None
+    assert f"trained with {alg.upper()}" in (out / "README.md").read_text()
 
 
 @pytest.mark.parametrize("alg", ["grpo", "rloo"])
@@ -33,7 +44,7 @@ def test_online_trl_trainer_on_a_task(alg, tmp_path, capsys):
     saved = yaml.safe_load((out / "config.yaml").read_text())
     # the task's shared defaults reach TRL under TRL's names (numbers: 20 new tokens, min_new_tokens 20, top_k 0)
     assert saved["max_completion_length"] == 4 and saved["generation_kwargs"] == {"min_new_tokens": 20}
-    assert (out / "model.safetensors").is_file()
+    assert_saved(out, alg)
     card = (out / "README.md").read_text()  # hfrl's card, not TRL's
     assert f"trained with {alg.upper()} on the hfrl task `numbers`" in card
     assert "hfrl train --config config.yaml" in card and "tags:\n- hfrl\n- trl\n- " + alg in card
@@ -59,6 +70,7 @@ def test_sft_on_task_references(tmp_path, capsys, monkeypatch):
     )
     assert code == 0, err
     assert "loss: first" in stdout and len(logs(out)) == 2
+    assert_saved(out, "sft")
     saved = yaml.safe_load((out / "config.yaml").read_text())
     assert saved["max_length"] == 148 and saved["learning_rate"] == 1e-5  # 128 + 20 tokens; the task's sft section
     card = (out / "README.md").read_text()
@@ -105,7 +117,7 @@ def test_dpo_on_preference_pairs(tmp_path, capsys):
     )
     assert code == 0, err
     assert "loss: first" in stdout and len(logs(out)) == 2
-    assert "trained with DPO" in (out / "README.md").read_text()
+    assert_saved(out, "dpo")
 
 
 def test_clear_errors(tmp_path, capsys, monkeypatch):
@@ -125,7 +137,7 @@ def test_clear_errors(tmp_path, capsys, monkeypatch):
             "grpo",
             "--output-dir",
             str(tmp_path),
-            *COMMON[:-2],
+            *COMMON,
             "--model",
             "tiny-t5",
         ],

@@ -11,17 +11,31 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from transformers.utils import logging
+
+logger = logging.get_logger(__name__)
+
 
 class HubMixin:
     """Mixed into a ``transformers.Trainer`` subclass (before ``Trainer`` in the bases)."""
 
+    _checkpointing = False  # inside _save_checkpoint: the run directory holds no final model yet
+
     # ---- model card and Hub (hfrl.cards, hfrl.hub) -------------------------------------------
     def save_model(self, output_dir: str | None = None, _internal_call: bool = False) -> None:
-        """Save as the Trainer does, then write the model card into the run directory. A push asked
-        for by ``args.push_to_hub`` goes through :meth:`push_to_hub` (the model or adapter and its card)."""
+        """Save as the Trainer does, then write the model card into the run directory. The model is
+        saved first: a card that cannot be written is reported, never a lost model. A push asked for
+        by ``args.push_to_hub`` goes through :meth:`push_to_hub` (the model or adapter and its card)."""
         super().save_model(output_dir, _internal_call=True)
         if output_dir is None or os.path.abspath(output_dir) == os.path.abspath(self.args.output_dir):
-            self.create_model_card()
+            try:
+                self.create_model_card()
+            except Exception as err:  # noqa: BLE001 - the model is saved; the card is secondary
+                logger.warning(
+                    f"the model is saved in {self.args.output_dir}, but its card could not be written: {err} "
+                    f'(write it later with: python -c "from hfrl.cards import write_card; '
+                    f"write_card('{self.args.output_dir}')\")"
+                )
         if self.args.push_to_hub and not _internal_call:
             self._push_run(self.args.output_dir, "Model save", self.args.hub_token, self.args.hub_revision, None)
 
@@ -60,8 +74,11 @@ class HubMixin:
         dataset: str | list[str] | None = None,
         **kwargs: Any,
     ) -> None:
-        """Write ``README.md`` (and ``reward_curve.png``) into the output directory (``hfrl.cards``)."""
-        if not self.is_world_process_zero():
+        """Write ``README.md`` (and ``reward_curve.png``) into the output directory (``hfrl.cards``).
+
+        Not while a checkpoint is saved: TRL's trainers call this at every checkpoint, before the run
+        directory holds a model; hfrl writes the card when the model is saved (:meth:`save_model`)."""
+        if not self.is_world_process_zero() or self._checkpointing:
             return
         from hfrl.cards import write_card
 
@@ -90,6 +107,13 @@ class HubMixin:
         self.save_model(_internal_call=True)
         token, revision = token or self.args.hub_token, revision or self.args.hub_revision
         return self._push_run(self.args.output_dir, commit_message, token, revision, private)
+
+    def _save_checkpoint(self, model: Any, trial: Any) -> None:
+        self._checkpointing = True
+        try:
+            super()._save_checkpoint(model, trial)  # type: ignore[misc]
+        finally:
+            self._checkpointing = False
 
     def _push_from_checkpoint(self, checkpoint_folder: str) -> None:
         """Pushes during training (``hub_strategy``): the checkpoint's model and card through
