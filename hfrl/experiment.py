@@ -191,11 +191,13 @@ def resolve_run(
     run.setdefault("model", task_obj.default_model)
 
     fields = config_fields(trainer_class.config_class)
+    from hfrl.model_args import MODEL_KEYS
+
     for source, cfg in ((f"config file {config_file}", file_cfg), ("command line", overrides)):
         for key in cfg:
-            if key not in fields:
-                hint = f"; the fields are those of {trainer_class.config_class.__name__}"
-                raise unknown(f"config key (from the {source})", key, fields, hint=hint)
+            if key not in fields and key not in MODEL_KEYS:
+                hint = f"; the fields are those of {trainer_class.config_class.__name__} and trl.ModelConfig's (LoRA)"
+                raise unknown(f"config key (from the {source})", key, fields | set(MODEL_KEYS), hint=hint)
     task_run, task_fields = task_config(task_obj, run["alg"], trainer_class)
     for key, value in task_run.items():  # e.g. a task's own rewards for one algorithm: lowest precedence
         run.setdefault(key, value)
@@ -217,11 +219,19 @@ def split_run(run: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
 
 def build_trainer(run: dict[str, Any], **trainer_kwargs: Any):
     """The trainer for a resolved run: task dataset, rewards and metrics, model, config."""
+    from hfrl.model_args import model_loading, split_model_fields
     from hfrl.tasks import load_task
 
     run_keys, fields = split_run(run)
     trainer_class = algorithm_trainer(run_keys["alg"])
     task = load_task(run_keys["task"], **task_kwargs(run_keys))
+    peft_config, init_kwargs = model_loading(
+        run_keys["model"], split_model_fields(fields, config_fields(trainer_class.config_class))
+    )
+    if init_kwargs:
+        fields["model_init_kwargs"] = {**(fields.get("model_init_kwargs") or {}), **init_kwargs}
+    if peft_config is not None:
+        trainer_kwargs.setdefault("peft_config", peft_config)
     args = trainer_class.config_class(**fields)
     if run_keys.get("eval_test"):
         from hfrl.run_eval import EvalBeforeAfter
@@ -249,7 +259,11 @@ def save_run_config(run: dict[str, Any], trainer) -> str:
         f.name for f in dataclasses.fields(__import__("transformers").TrainingArguments)
     }
     # never a secret in a file that is pushed with the model
-    resolved = {name: getattr(args, name) for name in sorted(own | set(explicit)) if not name.endswith("_token")}
+    resolved = {
+        name: getattr(args, name) if hasattr(args, name) else explicit[name]  # ModelConfig flags: not args
+        for name in sorted(own | set(explicit))
+        if not name.endswith("_token")
+    }
     path = os.path.join(args.output_dir, CONFIG_NAME)
     os.makedirs(args.output_dir, exist_ok=True)
     with open(path, "w") as fh:

@@ -80,7 +80,8 @@ def test_fixture_loads_through_the_same_code(monkeypatch, tiny_reward_model):
         load_task("hh", data_dir="/nonexistent/hh")
 
 
-def test_hfrl_train_task_hh_alg_a_lol(monkeypatch, tmp_path, tiny_causal_dir, tiny_reward_model, capsys):
+@pytest.mark.parametrize("lora", [False, True], ids=["full", "lora"])
+def test_hfrl_train_task_hh_alg_a_lol(lora, monkeypatch, tmp_path, tiny_causal_dir, tiny_reward_model, capsys):
     from hfrl.cli.app import main
 
     monkeypatch.setenv("HFRL_DATA_DIR", FIXTURES)
@@ -93,6 +94,8 @@ def test_hfrl_train_task_hh_alg_a_lol(monkeypatch, tmp_path, tiny_causal_dir, ti
     args += ["--max_prompt_length", "64", "--max_completion_length", "16", "--max_new_tokens", "8"]
     args += ["--value_epochs", "2", "--warmup_steps", "0", "--report_to", "none", "--use_cpu", "true"]
     args += ["--disable_tqdm", "true"]
+    if lora:  # TRL's ModelConfig flags: an adapter on the starting policy, pi_ref = the adapter switched off
+        args += ["--use_peft", "--lora_r", "4", "--max_steps", "2"]
     with pytest.raises(SystemExit) as exc:
         main(args)
         raise SystemExit(0)
@@ -102,5 +105,6 @@ def test_hfrl_train_task_hh_alg_a_lol(monkeypatch, tmp_path, tiny_causal_dir, ti
     state = json.loads((out / "trainer_state.json").read_text())
     first = state["log_history"][0]
     assert first["prepare/examples"] == 42 and 0 < first["prepare/positive_fraction"] <= 1
-    assert os.path.isfile(out / "model.safetensors") and os.path.isfile(out / "README.md")
+    weights = "adapter_model.safetensors" if lora else "model.safetensors"
+    assert os.path.isfile(out / weights) and os.path.isfile(out / "README.md")
     assert "A-LoL" in (out / "README.md").read_text()
