@@ -19,9 +19,17 @@ or a module:attr path to your own task. --task-arg KEY=VALUE passes an argument 
 The env variable HFRL_DATA_DIR=DIR makes the GRUE tasks read DIR/<task>/ instead of the Hub.
 
 Any config field can be overridden after the named options, as --FIELD VALUE or --FIELD=VALUE
-(values are read as YAML: 1e-3, true, null, [1, 2], {top_k: 20}); see the fields of the
-algorithm's config class (e.g. hfrl.PPOConfig, trl.GRPOConfig for --alg grpo). Precedence: task
-defaults < --config < flags.
+(values are read as YAML: 1e-3, true, null, [1, 2], {top_k: 20}). `hfrl list fields --alg ALG`
+lists the algorithm's fields with their defaults (hfrl.PPOConfig, trl.GRPOConfig for --alg grpo,
+...); every transformers.TrainingArguments field works too, e.g. --report_to tensorboard (or wandb,
+trackio; default none) and --logging_dir DIR. LoRA and 4/8-bit loading take TRL's ModelConfig flags:
+--use_peft --lora_r 16 --lora_alpha 32 --lora_dropout 0.05 --lora_target_modules "[q_proj, v_proj]".
+Precedence: task defaults < --config < flags.
+
+Online algorithms count in iterations (one rollout and its updates): --num_iterations, --save_every,
+--eval_every. Checkpoints and logging steps keep the Trainer's optimizer-step numbering: iteration k
+ends at step k x steps_per_iteration (num_ppo_epochs x rollout_batch_size / mini_batch_size), and
+each log entry carries its `iteration`.
 
 \b
 Examples:
@@ -33,6 +41,7 @@ Examples:
   hfrl train --task daily_dialog --alg nlpo --task-arg reward_config=openrl
   hfrl train --task my.jsonl --alg ppo --model tiny --prompt-column question
   hfrl train --task numbers --alg grpo --model tiny --max_steps 20
+  hfrl train --task numbers --alg ppo --model tiny --use_peft --lora_r 8 --report_to tensorboard
 """
 
 TaskOpt = Annotated[str | None, typer.Option("--task", "-t", help="Task name (hfrl list tasks), or module:attr.")]
@@ -54,6 +63,14 @@ ReferencesColumnOpt = Annotated[
 TaskArgOpt = Annotated[
     list[str] | None, typer.Option("--task-arg", help="KEY=VALUE argument of the task's builder (repeatable).")
 ]
+ThreadsOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--threads",
+        help="CPU threads for torch (default: 1 for a model under 50M parameters on the CPU when OMP_NUM_THREADS "
+        "is unset, else one per core).",
+    ),
+]
 EvalTestOpt = Annotated[
     bool, typer.Option("--eval-test", help="Evaluate on the task's test split before and after training.")
 ]
@@ -72,6 +89,7 @@ def train(
     prompt_column: PromptColumnOpt = None,
     references_column: ReferencesColumnOpt = None,
     task_arg: TaskArgOpt = None,
+    threads: ThreadsOpt = None,
 ) -> None:
     from hfrl.experiment import build_trainer, last_checkpoint, parse_overrides, resolve_run, save_run_config
 
@@ -85,6 +103,9 @@ def train(
         run["eval_test"] = True
     checkpoint = last_checkpoint(run["output_dir"]) if resume else run.pop("resume_from_checkpoint", None)
     trainer = build_trainer(run)
+    from hfrl.trainers.devices import set_cpu_threads
+
+    set_cpu_threads(trainer.model, threads, use_cpu=trainer.args.use_cpu or trainer.args.device.type == "cpu")
     save_run_config(run, trainer)
     trainer.train(resume_from_checkpoint=checkpoint)
     trainer.save_model()

@@ -25,6 +25,36 @@ def test_train_help_has_examples_and_override_form(capsys):
     _, out, _ = run_cli(["train", "--help"], capsys)
     assert "hfrl train --task numbers --alg ppo --model tiny" in out
     assert "--FIELD VALUE" in out
+    flat = " ".join(out.split())  # help paragraphs are re-flowed to the terminal's width
+    assert "`hfrl list fields --alg ALG` lists the algorithm's fields" in flat
+    assert "--report_to tensorboard" in flat and '--lora_target_modules "[q_proj, v_proj]"' in flat
+    assert "iteration k ends at step k x steps_per_iteration" in flat and "--threads" in flat
+
+
+def test_list_fields_of_an_algorithm(capsys):
+    code, out, _ = run_cli(["list", "fields", "--alg", "nlpo"], capsys)
+    assert code == 0
+    rows = {line.split()[0]: line for line in out.splitlines()}
+    assert "Cumulative probability of the mask policy's top-p action set" in rows["--top_mask"]
+    assert rows["--top_mask"].endswith("(default: 0.9)") and "(default: 1e-06)" in rows["--learning_rate"]
+    assert "lora_r" in rows["--use_peft"] and "TrainingArguments" in out and "--output_dir" not in rows
+    code, _, err = run_cli(["list", "fields", "--alg", "ppp"], capsys)
+    assert code == 2 and "unknown algorithm 'ppp'; did you mean 'ppo'?" in err
+
+
+def test_threads_default_to_one_for_small_models_on_the_cpu(monkeypatch):
+    import torch
+
+    from hfrl.trainers.devices import cpu_threads
+
+    small, big = torch.nn.Linear(8, 8), torch.nn.Embedding(50_000, 1024)  # 51M parameters
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    assert (cpu_threads(small), cpu_threads(big), cpu_threads(small, use_cpu=False)) == (1, None, None)
+    assert cpu_threads(big, requested=2) == 2
+    monkeypatch.setenv("OMP_NUM_THREADS", "2")  # the user's setting wins
+    assert cpu_threads(small) is None
+    with pytest.raises(ValueError, match="--threads must be >= 1, got 0"):
+        cpu_threads(small, requested=0)
 
 
 @pytest.mark.parametrize(

@@ -157,7 +157,8 @@ def test_list_algs_shows_trl_trainers(capsys):
     assert code == 0
     names = {line.split()[0] for line in out.splitlines()}
     assert {"ppo", "nlpo", "a2c", "trpo", "grpo", "rloo", "sft", "dpo"} <= names
-    assert "TRL's GRPOTrainer on an hfrl task" in out
+    assert "grpo            TRL's GRPOTrainer: group-relative advantages over several completions per prompt." in out
+    assert "``" not in out and all(line.endswith(".") for line in out.splitlines())  # whole sentences, plain text
 
 
 def test_configs_are_trls_with_cpu_defaults(tmp_path):

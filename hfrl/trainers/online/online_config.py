@@ -94,7 +94,11 @@ class OnlineConfig(TrainingArguments):
     # ---- Evaluation and checkpoints, in iterations ----
     eval_every: int | None = field(default=None, metadata={"help": "Evaluate every N iterations (None: never)."})
     save_every: int | None = field(
-        default=None, metadata={"help": "Save a checkpoint every N iterations (None: no checkpoints)."}
+        default=None,
+        metadata={
+            "help": "Save a checkpoint every N iterations (None: no checkpoints). Checkpoints keep the Trainer's "
+            "optimizer-step numbering: iteration k is checkpoint-(k x steps_per_iteration)."
+        },
     )
     log_completions: bool = field(
         default=False,

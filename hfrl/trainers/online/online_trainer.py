@@ -85,7 +85,7 @@ class _IterationProgress(TrainerCallback):
         if self.bar is not None and logs and "reward" in logs:
             postfix = {"reward": f"{logs['reward']:.3f}"}
             if logs.get("beta"):  # the KL is measured only when there is a reference model
-                postfix["kl"] = f"{logs['kl']:.3f}"
+                postfix["kl"] = f"{round(logs['kl'], 3) + 0.0:.3f}"  # + 0.0: no "-0.000"
             self.bar.set_postfix(postfix, refresh=False)
             self.bar.update(1)
 
