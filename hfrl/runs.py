@@ -197,9 +197,10 @@ class Run:
 
 def tiny_name(name_or_path: str) -> str:
     """``tiny`` / ``tiny-t5`` for the directory a built-in model was built in, else the argument."""
+    from hfrl.cache import cache_root
     from hfrl.tiny import _VERSION, TINY_MODELS
 
-    root = Path(os.environ.get("HFRL_CACHE", Path.home() / ".cache" / "hfrl"))
+    root = cache_root()
     for name in TINY_MODELS:
         if os.path.realpath(name_or_path) == os.path.realpath(root / f"{name}-{_VERSION}"):
             return name

@@ -159,7 +159,9 @@ def tiny_model_path(name: str = "tiny", cache_dir: str | os.PathLike | None = No
     """
     if name not in TINY_MODELS:
         raise ValueError(f"unknown built-in model {name!r}; built-in models are {', '.join(TINY_MODELS)}")
-    root = Path(cache_dir or os.environ.get("HFRL_CACHE", Path.home() / ".cache" / "hfrl"))
+    from hfrl.cache import cache_root
+
+    root = Path(cache_dir) if cache_dir else cache_root()
     out = root / f"{name}-{_VERSION}"
     if not (out / "config.json").exists():
         out.parent.mkdir(parents=True, exist_ok=True)

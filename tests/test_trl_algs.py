@@ -194,3 +194,28 @@ def test_translate_task_defaults():
         "max_prompt_length": 64, "truncation_side": "left",
     }  # fmt: skip
     assert SFTTrainer.translate_task_defaults(defaults) == {"max_length": 112}
+
+
+def test_task_rewards_and_prompts_in_trls_own_trainer(tmp_path, tiny_causal_dir):
+    """The README's recipe: TRL's GRPOTrainer with a task's reward functions and its prompts. The
+    `numbers` prompts are empty (generation starts from BOS, as in RL4LMs), which TRL cannot generate
+    from: prepare_prompts gives them the tokenizer's BOS text."""
+    import trl
+    from transformers import AutoTokenizer
+
+    from hfrl.tasks import load_task
+    from hfrl.trainers.trl_adapters import prepare_prompts
+
+    task = load_task("numbers")
+    tokenizer = AutoTokenizer.from_pretrained(tiny_causal_dir, padding_side="left")
+    trainer = trl.GRPOTrainer(
+        model=tiny_causal_dir,
+        reward_funcs=task.reward_funcs,
+        train_dataset=prepare_prompts(task.dataset["train"], tokenizer),
+        processing_class=tokenizer,
+        args=trl.GRPOConfig(output_dir=str(tmp_path), max_steps=1, per_device_train_batch_size=4, num_generations=2,
+                            max_completion_length=4, use_cpu=True, bf16=False, report_to="none", save_strategy="no",
+                            disable_tqdm=True),
+    )  # fmt: skip
+    trainer.train()
+    assert "rewards/increasing_numbers/mean" in trainer.state.log_history[0]

@@ -27,6 +27,8 @@ def cpu_defaults(args: Any) -> None:
     accelerator = has_accelerator()
     if args.bf16 and not args.use_cpu and not accelerator:
         args.use_cpu = True
+    if int(os.environ.get("WORLD_SIZE", "1")) > 1 and not accelerator:
+        args.use_cpu = True  # launched as several processes on a CPU-only machine: gloo, not N lone runs
     if args.use_cpu or not accelerator:
         args.dataloader_pin_memory = False
 

@@ -99,7 +99,9 @@ class ALoLConfig(TrainingArguments):
     # ---- Preparation cache ----
     preparation_cache_dir: str | None = field(
         default=None,
-        metadata={"help": "Where prepared datasets are cached (default: $HFRL_CACHE/offline, ~/.cache/hfrl/offline)."},
+        metadata={
+            "help": "Where prepared datasets are cached (default: $HFRL_CACHE/offline, else $HF_HOME/hfrl/offline)."
+        },
     )
     overwrite_preparation_cache: bool = field(
         default=False, metadata={"help": "Recompute the preparation even when a cached one matches."}
