@@ -8,8 +8,10 @@ re-scoring anywhere.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
-from collections.abc import Callable, Sequence
+import logging
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple, cast
 
@@ -147,16 +149,14 @@ def _generate(
         processors = logits_processor(ids, mask) if logits_processor is not None else []
         if processors:
             kwargs["logits_processor"] = processors
-        if capture is None:
+        sets = [p for p in processors if hasattr(p, "last_allowed")]
+        action_set = (lambda p=sets[0]: p.last_allowed) if sets else None
+        cap = StepCapture(lm, *capture, action_set=action_set) if capture is not None else contextlib.nullcontext()
+        with cap, _without_dropped_mask_warning():
             out = lm.generate(input_ids=ids, attention_mask=mask, **kwargs)  # type: ignore[operator]
-        else:
-            sets = [p for p in processors if hasattr(p, "last_allowed")]
-            action_set = (lambda p=sets[0]: p.last_allowed) if sets else None
-            with StepCapture(lm, *capture, action_set=action_set) as cap:
-                out = lm.generate(input_ids=ids, attention_mask=mask, **kwargs)  # type: ignore[operator]
         chunk = out[:, 1:] if is_seq2seq else out[:, ids.shape[1] :]  # drop decoder start / prompt
         chunks.append(chunk)
-        if capture is not None:
+        if isinstance(cap, StepCapture):
             parts.append(cap.result(chunk))
     width = max(c.shape[1] for c in chunks)
 
@@ -180,6 +180,27 @@ def _generate(
         optional("action_logprobs"),
     )
     return response_ids, response_mask, captured
+
+
+class _DroppedMaskFilter(logging.Filter):
+    """transformers' ``generate`` drops an all-ones attention mask (no padding: faster), and then the
+    model's forward warns "We strongly recommend passing in an `attention_mask`" whenever the latest
+    sampled token is the pad id (a random-weight model samples it as an ordinary token). hfrl passes
+    every mask and builds completion masks from EOS: nothing for the user to do."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "strongly recommend passing in an `attention_mask`" not in record.getMessage()
+
+
+@contextlib.contextmanager
+def _without_dropped_mask_warning() -> Iterator[None]:
+    log = logging.getLogger("transformers.modeling_utils")
+    quiet = _DroppedMaskFilter()
+    log.addFilter(quiet)
+    try:
+        yield
+    finally:
+        log.removeFilter(quiet)
 
 
 def _pad_dim1(t: torch.Tensor, width: int, value: float) -> torch.Tensor:

@@ -81,8 +81,12 @@ def test_fixture_loads_through_the_same_code(monkeypatch, tiny_reward_model):
 
 
 @pytest.mark.parametrize("lora", [False, True], ids=["full", "lora"])
-def test_hfrl_train_task_hh_alg_a_lol(lora, monkeypatch, tmp_path, tiny_causal_dir, tiny_reward_model, capsys):
+def test_hfrl_train_task_hh_alg_a_lol(lora, monkeypatch, tmp_path, tiny_causal_dir, tiny_reward_model, capsys, caplog):
+    import transformers
+
     from hfrl.cli.app import main
+
+    transformers.utils.logging.enable_propagation()
 
     monkeypatch.setenv("HFRL_DATA_DIR", FIXTURES)
     config = tmp_path / "config.yaml"
@@ -105,6 +109,7 @@ def test_hfrl_train_task_hh_alg_a_lol(lora, monkeypatch, tmp_path, tiny_causal_d
     state = json.loads((out / "trainer_state.json").read_text())
     first = state["log_history"][0]
     assert first["prepare/examples"] == 42 and 0 < first["prepare/positive_fraction"] <= 1
+    assert "missing keys" not in caplog.text  # the best model's tied lm_head is re-tied, not reported
     weights = "adapter_model.safetensors" if lora else "model.safetensors"
     assert os.path.isfile(out / weights) and os.path.isfile(out / "README.md")
     assert "A-LoL" in (out / "README.md").read_text()

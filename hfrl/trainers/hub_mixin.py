@@ -21,6 +21,12 @@ class HubMixin:
 
     _checkpointing = False  # inside _save_checkpoint: the run directory holds no final model yet
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        from hfrl.trainers.quiet import quiet_dependency_warnings
+
+        quiet_dependency_warnings()
+        super().__init__(*args, **kwargs)
+
     # ---- model card and Hub (hfrl.cards, hfrl.hub) -------------------------------------------
     def save_model(self, output_dir: str | None = None, _internal_call: bool = False) -> None:
         """Save as the Trainer does, then write the model card into the run directory. The model is
@@ -107,6 +113,18 @@ class HubMixin:
         self.save_model(_internal_call=True)
         token, revision = token or self.args.hub_token, revision or self.args.hub_revision
         return self._push_run(self.args.output_dir, commit_message, token, revision, private)
+
+    def _issue_warnings_after_load(self, load_result: Any) -> None:
+        """The Trainer's check after loading a checkpoint (the best model at the end), without its
+        false alarm for tied weights: safetensors stores a tied ``lm_head.weight`` once, under the
+        embedding's name, and transformers 5 lists it as missing. Tied keys are re-tied instead."""
+        model = getattr(self.model, "policy", self.model)
+        tied = set(getattr(model, "all_tied_weights_keys", None) or {})
+        prefix = "policy." if model is not self.model else ""
+        missing = [k for k in load_result.missing_keys if k.removeprefix(prefix) not in tied]
+        if len(missing) < len(load_result.missing_keys):
+            model.tie_weights()
+        super()._issue_warnings_after_load(load_result._replace(missing_keys=missing))  # type: ignore[misc]
 
     def _save_checkpoint(self, model: Any, trial: Any) -> None:
         self._checkpointing = True

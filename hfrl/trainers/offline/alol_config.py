@@ -131,6 +131,12 @@ class ALoLConfig(TrainingArguments):
     remove_unused_columns: bool = field(
         default=False, metadata={"help": "Keep dataset columns: rewards and metrics receive them as keyword arguments."}
     )
+    ddp_find_unused_parameters: bool | None = field(
+        default=False,
+        metadata={
+            "help": "DDP: every trained parameter takes part in each forward, so DDP need not search for unused ones."
+        },
+    )
 
     def __post_init__(self) -> None:
         if self.algorithm not in ALOL_ALGORITHMS:

@@ -116,6 +116,12 @@ class OnlineConfig(TrainingArguments):
         default=False, metadata={"help": "Keep dataset columns: rewards receive them as keyword arguments."}
     )
     logging_strategy: str = field(default="steps", metadata={"help": "Log once per iteration (derived)."})
+    ddp_find_unused_parameters: bool | None = field(
+        default=False,
+        metadata={
+            "help": "DDP: every trained parameter takes part in each forward, so DDP need not search for unused ones."
+        },
+    )
 
     def __post_init__(self) -> None:
         for name in ("num_iterations", "rollout_batch_size", "mini_batch_size", "num_ppo_epochs", "max_new_tokens"):
