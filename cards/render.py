@@ -25,6 +25,7 @@ from hfrl.runs import PREDICTIONS_DIR, Run, is_hub_id, open_run, sanitize_config
 TEMPLATE = Path(__file__).parent / "templates" / "model_card.md"
 HFRL_URL = "https://github.com/hfrl/hfrl"
 VERSIONED = ("hfrl", "transformers", "trl", "peft", "accelerate", "datasets", "torch", "huggingface_hub")
+MACHINE_PATHS = ("output_dir", "logging_dir")  # where this machine wrote the run: not in a card
 TINY_LICENSE = "apache-2.0"  # hfrl's built-in tiny models: random weights built by hfrl itself
 
 
@@ -202,6 +203,60 @@ def usage_code(
     return "\n".join(lines)
 
 
+def local_ref(path: str) -> str:
+    """How the usage snippet names a local run: relative to the working directory when inside it
+    (``runs/numbers-ppo``), else its folder name; never an absolute path of this machine."""
+    resolved = Path(path).resolve()
+    try:
+        return str(resolved.relative_to(Path.cwd()))
+    except ValueError:
+        return resolved.name
+
+
+def reward_summary(iterations: list[dict[str, Any]], window: int = 10) -> str:
+    """The headline of a reward history: the mean over the last ``window`` iterations (one
+    iteration's reward is noisy), the first iteration's and the peak.
+
+    >>> reward_summary([{"reward": r, "iteration": i + 1} for i, r in enumerate([0.1, 0.5, 0.3, 0.4])], window=2)
+    'mean reward 0.3500 over the last 2 iterations (first iteration 0.1000; peak 0.5000 at iteration 2)'
+    """
+    if not iterations:
+        return ""
+    last = [h["reward"] for h in iterations[-window:]]
+    peak = max(iterations, key=lambda h: h["reward"])
+    over = f"the last {len(last)} iterations" if len(last) > 1 else "the last iteration"
+    return (
+        f"mean reward {sum(last) / len(last):.4f} over {over} (first iteration {iterations[0]['reward']:.4f}; "
+        f"peak {peak['reward']:.4f} at iteration {peak.get('iteration', iterations.index(peak) + 1)})"
+    )
+
+
+def install_command() -> str:
+    """``pip install`` of the hfrl that is writing the card: its git commit when it runs from a git
+    checkout or a git install (hfrl is not on PyPI), else its version."""
+    import subprocess
+
+    try:
+        dist = metadata.distribution("hfrl")
+    except metadata.PackageNotFoundError:
+        return "pip install hfrl"
+    commit, url = None, HFRL_URL
+    direct = json.loads(dist.read_text("direct_url.json") or "{}")
+    if direct.get("vcs_info", {}).get("commit_id"):
+        commit, url = direct["vcs_info"]["commit_id"], direct.get("url", HFRL_URL).removeprefix("git+")
+    else:
+        source = Path(__file__).resolve().parent.parent
+        try:
+            commit = subprocess.run(
+                ["git", "-C", str(source), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10, check=True
+            ).stdout.strip()
+        except (OSError, subprocess.SubprocessError):
+            commit = None
+    if commit:
+        return f'pip install "hfrl @ git+{url}@{commit}"  # hfrl {dist.version}, the version that wrote this card'
+    return f'pip install "hfrl=={dist.version}"  # from {HFRL_URL}'
+
+
 def eval_table(run: Run) -> tuple[list[str], list[dict[str, Any]]]:
     """Columns (``before``/``after``, those present) and one row per split and metric."""
     results = run.eval_results()
@@ -252,11 +307,12 @@ def card_context(
     base = base_model or run.base_model
     base_ref = base_model or (base if base in ("tiny", "tiny-t5") or not run.is_adapter else run.adapter_base)
     name = model_name or (repo_id.split("/")[-1] if repo_id else Path(run.model_ref).resolve().name)
-    ref = repo_id or model_ref or str(Path(run.model_ref).resolve())
+    ref = repo_id or model_ref or local_ref(run.model_ref)
     history = log_history if log_history is not None else run.log_history()
     iterations = [h for h in history if "reward" in h and "iteration" in h]
     pipeline_tag = "text2text-generation" if seq2seq else "text-generation"
     config = plain_values(sanitize_config(hyperparameters if hyperparameters is not None else run.config))
+    config = {k: v for k, v in config.items() if k not in MACHINE_PATHS}
     max_new = generation_kwargs(eval_settings(config)).get("max_new_tokens", 20)
 
     columns, rows = eval_table(run)
@@ -309,7 +365,7 @@ def card_context(
     has_config_file = run.has_config_file and hyperparameters is None
     reproduce, note = None, ""
     if has_config_file:
-        reproduce = "pip install hfrl\nhfrl train --config config.yaml"
+        reproduce = f"{install_command()}\nhfrl train --config config.yaml"
         if base and not is_hub_id(base) and base not in ("tiny", "tiny-t5"):
             reproduce += "  # `model:` in config.yaml is a local path: point it at your copy of the base model"
     else:
@@ -334,8 +390,7 @@ def card_context(
         "hfrl_url": HFRL_URL,
         "curve": curve if iterations else None,
         "iterations": len(iterations),
-        "first_reward": iterations[0]["reward"] if iterations else 0.0,
-        "last_reward": iterations[-1]["reward"] if iterations else 0.0,
+        "reward_summary": reward_summary(iterations),
         "hyperparameters": yaml.safe_dump(config, sort_keys=False).strip() if config else "",
         "has_config_file": has_config_file,
         "reproduce": reproduce,

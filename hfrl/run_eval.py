@@ -210,6 +210,10 @@ def evaluate(
     }
     out = Path(output_dir) if output_dir is not None else _default_output_dir(run)
     metrics_path, predictions_path = save_eval(out, split, report, records, base=base)
+    if run.path is not None and out.resolve() == run.path.resolve() and (run.path / "README.md").is_file():
+        from hfrl.cards import write_card
+
+        write_card(run.path)  # the run's card shows the new results (its table and model-index)
     return EvalReport(metrics, report, metrics_path, predictions_path)
 
 
