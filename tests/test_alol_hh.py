@@ -113,3 +113,19 @@ def test_hfrl_train_task_hh_alg_a_lol(lora, monkeypatch, tmp_path, tiny_causal_d
     weights = "adapter_model.safetensors" if lora else "model.safetensors"
     assert os.path.isfile(out / weights) and os.path.isfile(out / "README.md")
     assert "A-LoL" in (out / "README.md").read_text()
+
+
+def test_offline_without_the_reward_model_says_what_is_missing(monkeypatch, tmp_path, capsys):
+    """HH's reward model is a Hub model: offline, the error names it and the ways to replace it
+    (it was a bare `[Errno -2] Name or service not known`)."""
+    from hfrl.testing import run_cli
+
+    monkeypatch.setenv("HFRL_DATA_DIR", FIXTURES)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    args = ["train", "--task", "hh", "--alg", "a_lol", "--model", "tiny", "-o", str(tmp_path / "run")]
+    args += ["--preparation_cache_dir", str(tmp_path / "cache"), "--max_prompt_length", "64"]
+    code, _, err = run_cli(args, capsys)
+    err = err[err.index("error: ") :]  # after the datasets progress bars
+    assert code == 1 and len(err.splitlines()) == 2  # one line, and the HFRL_DEBUG hint
+    assert err.startswith("error: cannot load the classifier 'OpenAssistant/oasst-rm-2.1-pythia-1.4b-epoch-2.5'")
+    assert "--task-arg classifier=DIR" in err and "hf download OpenAssistant/oasst-rm-2.1-pythia-1.4b-epoch-2.5" in err
