@@ -10,6 +10,8 @@ from typing import Annotated
 
 import typer
 
+from hfrl.cli._options import SeedOpt, TrustCodeOpt
+
 HELP = """Train a model on a task with an RL algorithm.
 
 The task is a registered name (hfrl list tasks), your own data (a .jsonl / .json / .csv / .tsv /
@@ -51,7 +53,6 @@ ModelOpt = Annotated[
 ]
 ConfigOpt = Annotated[str | None, typer.Option("--config", "-c", help="YAML file of config fields.")]
 OutOpt = Annotated[str | None, typer.Option("--output-dir", "-o", help="Run directory (default runs/TASK-ALG).")]
-SeedOpt = Annotated[int | None, typer.Option("--seed", help="Random seed.")]
 ResumeOpt = Annotated[bool, typer.Option("--resume", help="Resume from the last checkpoint in the output dir.")]
 PromptColumnOpt = Annotated[
     str | None, typer.Option("--prompt-column", help="Own data: the column holding the prompts (default prompt).")
@@ -90,19 +91,22 @@ def train(
     references_column: ReferencesColumnOpt = None,
     task_arg: TaskArgOpt = None,
     threads: ThreadsOpt = None,
+    trust_code: TrustCodeOpt = False,
 ) -> None:
     from hfrl.experiment import build_trainer, last_checkpoint, parse_overrides, resolve_run, save_run_config
+    from hfrl.trust import trusted_code
 
     task_args = parse_task_args(task_arg or [])
     task_args.update(
         {k: v for k, v in (("prompt_column", prompt_column), ("references_column", references_column)) if v}
     )
     overrides = parse_overrides(list(ctx.args))
-    run = resolve_run(task, alg, model, config, overrides, output_dir, seed, task_args=task_args)
-    if eval_test:
-        run["eval_test"] = True
-    checkpoint = last_checkpoint(run["output_dir"]) if resume else run.pop("resume_from_checkpoint", None)
-    trainer = build_trainer(run)
+    with trusted_code(trust_code):  # names are resolved (code imported) up to here, never later
+        run = resolve_run(task, alg, model, config, overrides, output_dir, seed, task_args=task_args)
+        if eval_test:
+            run["eval_test"] = True
+        checkpoint = last_checkpoint(run["output_dir"]) if resume else run.pop("resume_from_checkpoint", None)
+        trainer = build_trainer(run)
     from hfrl.trainers.devices import set_cpu_threads
 
     set_cpu_threads(trainer.model, threads, use_cpu=trainer.args.use_cpu or trainer.args.device.type == "cpu")

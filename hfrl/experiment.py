@@ -52,7 +52,8 @@ class ConfigFileError(ValueError):
 
 
 def read_config_file(path: str | os.PathLike) -> dict[str, Any]:
-    """A YAML mapping; a syntax error is reported with the file and line."""
+    """A YAML mapping; a syntax error is reported with the file and line. A file that names code to
+    run is refused unless the user trusts it (:mod:`hfrl.trust`)."""
     try:
         text = Path(path).read_text()
     except OSError as err:
@@ -68,7 +69,9 @@ def read_config_file(path: str | os.PathLike) -> dict[str, Any]:
         return {}
     if not isinstance(data, dict):
         raise ConfigFileError(f"{path}: a config file is a mapping of field: value, got {type(data).__name__}")
-    return data
+    from hfrl.trust import check_file
+
+    return check_file(data, f"config file {path}")
 
 
 def parse_overrides(tokens: list[str]) -> dict[str, Any]:

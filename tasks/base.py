@@ -46,9 +46,11 @@ class Task:
 
 def read_task_yaml(module_file: str) -> dict[str, Any]:
     """The YAML file beside a task module (``tasks/numbers.py`` -> ``tasks/numbers.yaml``)."""
+    from hfrl.trust import check_file
+
     path = Path(module_file).with_suffix(".yaml")
     with open(path) as fh:
-        return yaml.safe_load(fh) or {}
+        return check_file(yaml.safe_load(fh) or {}, f"task file {path}")
 
 
 def spec_id(spec: Any) -> str:

@@ -182,5 +182,5 @@ def build(
     source = read_task_yaml(__file__)["dataset"]
     dataset = load_hh(data_root(data_dir, source), list(subsets or source["subsets"]), validation_size, seed)
     if classifier is not None and "rewards" not in overrides:
-        overrides["rewards"] = [{"id": f"{__name__}:OpenAssistantReward", "args": {"model": classifier}}]
+        overrides["rewards"] = [{"id": "openassistant_reward", "args": {"model": classifier}}]
     return task_from_yaml(__file__, dataset, **overrides)

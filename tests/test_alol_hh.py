@@ -90,7 +90,7 @@ def test_hfrl_train_task_hh_alg_a_lol(lora, monkeypatch, tmp_path, tiny_causal_d
 
     monkeypatch.setenv("HFRL_DATA_DIR", FIXTURES)
     config = tmp_path / "config.yaml"
-    rewards = [{"id": "hfrl.tasks.hh:OpenAssistantReward", "args": {"model": tiny_reward_model}}]
+    rewards = [{"id": "openassistant_reward", "args": {"model": tiny_reward_model}}]
     config.write_text(yaml.safe_dump({"rewards": rewards}))
     out = tmp_path / "run"
     args = ["train", "--task", "hh", "--alg", "a_lol", "--model", tiny_causal_dir, "--config", str(config)]

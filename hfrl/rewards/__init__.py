@@ -37,6 +37,7 @@ REWARDS: dict[str, str] = {
     # learned classifiers
     "learned_classifier": f"{_M}:LearnedClassifier",
     "intent_accuracy": f"{_M}:IntentAccuracy",
+    "openassistant_reward": "hfrl.tasks.hh:OpenAssistantReward",  # HH (A-LoL): a reward model through a sigmoid
     # any `evaluate` module with per-sample scores
     "evaluate": f"{_M}:EvaluateReward",
 }

@@ -8,12 +8,30 @@ declares ``_name``, ``_tag_names`` and ``_paper`` (its card metadata) and ``rewa
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import os
+from collections.abc import Iterator
 from typing import Any
 
 from transformers.utils import logging
 
 logger = logging.get_logger(__name__)
+
+
+@contextlib.contextmanager
+def secrets_removed(args: Any) -> Iterator[Any]:
+    """``args`` with every string field named ``*_token`` (``hub_token``) set to None inside: what
+    ``training_args.bin`` pickles never holds a secret. The values come back on exit."""
+    names = [f.name for f in dataclasses.fields(args) if f.name.endswith("_token")]
+    saved = {name: getattr(args, name) for name in names if isinstance(getattr(args, name, None), str)}
+    for name in saved:
+        setattr(args, name, None)
+    try:
+        yield args
+    finally:
+        for name, value in saved.items():
+            setattr(args, name, value)
 
 
 class HubMixin:
@@ -113,6 +131,11 @@ class HubMixin:
         self.save_model(_internal_call=True)
         token, revision = token or self.args.hub_token, revision or self.args.hub_revision
         return self._push_run(self.args.output_dir, commit_message, token, revision, private)
+
+    def _save(self, output_dir: str | None = None, state_dict: Any = None) -> None:
+        """The Trainer's save, with no secret in the ``training_args.bin`` it writes."""
+        with secrets_removed(self.args):
+            super()._save(output_dir, state_dict)  # type: ignore[misc]
 
     def _issue_warnings_after_load(self, load_result: Any) -> None:
         """The Trainer's check after loading a checkpoint (the best model at the end), without its

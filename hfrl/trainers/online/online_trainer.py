@@ -580,7 +580,10 @@ class OnlineTrainer(HubMixin, Trainer):
         if model.critic is not None:
             model.critic.save_pretrained(os.path.join(output_dir, "critic"), state_dict=parts.get("critic"))
         self.tokenizer.save_pretrained(output_dir)
-        torch.save(self.args, os.path.join(output_dir, "training_args.bin"))
+        from hfrl.trainers.hub_mixin import secrets_removed
+
+        with secrets_removed(self.args) as args:  # the pickle never holds hub_token
+            torch.save(args, os.path.join(output_dir, "training_args.bin"))
 
     def _save_checkpoint(self, model: nn.Module, trial: Any) -> None:
         super()._save_checkpoint(model, trial)
