@@ -32,7 +32,7 @@ def standins(tmp_path_factory):
     root = tmp_path_factory.mktemp("lol-standins")
     return {
         "cola": save_sequence_classifier(root / "cola", "roberta", ["LABEL_0", "LABEL_1"], logits=(0.0, LN3)),
-        "faith": save_sequence_classifier(root / "faith", "roberta", ["Entailment", "Hallucination"], logits=(LN3, 0.0)),
+        "faith": save_sequence_classifier(root / "faith", "roberta", ["Entailment", "Hallucination"], (LN3, 0.0)),
         "rpt": save_sequence_classifier(root / "rpt", "gpt2", ["LABEL_0"], logits=(LN3,)),
         "toxichat": save_toxichat(root / "toxichat", logits=(LN3, 0.0)),
         "critic": save_comet_critic(root / "critic", logit=LN3),
@@ -154,10 +154,8 @@ def test_diversity_by_hand_and_against_scikit_learn():
     counts = sklearn.CountVectorizer().fit(documents)  # LoL-RL's get_batch_tfidf_reward, as written there
     tfidf = sklearn.TfidfTransformer(smooth_idf=True, use_idf=True).fit(counts.transform(documents))
     vectors = tfidf.transform(counts.transform(texts))
-    lolrl = [
-        (float(vectors[i].data.mean()) if vectors[i].nnz else 0.0) * (vectors[i].nnz / 10 if vectors[i].nnz < 5 else 1.0)
-        for i in range(len(texts))
-    ]
+    nnz = [vectors[i].nnz for i in range(len(texts))]
+    lolrl = [(float(vectors[i].data.mean()) if k else 0.0) * (k / 10 if k < 5 else 1.0) for i, k in enumerate(nnz)]
     assert scores == pytest.approx(lolrl, abs=1e-9)
     with pytest.raises(ValueError, match=r"diversity is not fitted: pass documents=\[...\]"):
         TfidfDiversity()(prompts=[""], completions=["a b"])

@@ -19,4 +19,5 @@ ALGORITHMS: dict[str, str] = {
     "a_lol_ref_free": "hfrl.trainers.offline:ALoLTrainer",
     "a_lol_seq": "hfrl.trainers.offline:ALoLTrainer",
     "a_lol_kl": "hfrl.trainers.offline:ALoLTrainer",
+    "pro": "hfrl.trainers.offline.pro_trainer:PROTrainer",
 }
