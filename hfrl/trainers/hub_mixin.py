@@ -63,6 +63,10 @@ class HubMixin:
         """Write ``README.md`` (and ``reward_curve.png``) into the output directory (``hfrl.cards``)."""
         if not self.is_world_process_zero():
             return
+        # TRL's trainers call this at each checkpoint, before the run dir holds a model: the final save writes it
+        saved = ("config.json", "adapter_config.json")
+        if not any(os.path.isfile(os.path.join(self.args.output_dir, name)) for name in saved):
+            return
         from hfrl.cards import write_card
 
         write_card(
