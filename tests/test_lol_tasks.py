@@ -162,6 +162,14 @@ def test_every_offline_algorithm_has_a_config(fixtures, classifiers):
     assert "pro" in load_task("comet", **task_args("comet", classifiers)).configs
 
 
+def test_readme_lists_each_task_with_its_command():
+    from pathlib import Path
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    for task in LOL_TASKS:
+        assert f"| `{task}` |" in readme and f"hfrl train --task {task} --alg a_lol --model runs/{task}-nll" in readme
+
+
 # ---- training: nll, then a_lol from it, then ppo ------------------------------------------------
 COMMON = ["--report_to", "none", "--disable_tqdm", "true", "--max_new_tokens", "6", "--max_prompt_length", "48"]
 OFFLINE = [
