@@ -143,8 +143,10 @@ class CometCritic:
             pairs = [parse_prompt(text_of(p)) for p in prompts]
         out = [float(self.empty_score)] * len(completions)
         todo = [i for i, c in enumerate(completions) if c.strip()]
+        if not todo:
+            return out
         device = self.device or default_device()
-        tokenizer, body, head = load_critic(self.model, device) if todo else (None, None, None)
+        tokenizer, body, head = load_critic(self.model, device)
         for start in range(0, len(todo), self.batch_size):
             rows = todo[start : start + self.batch_size]
             texts = [critic_texts(*pairs[i], completions[i], self.names) for i in rows]

@@ -121,6 +121,7 @@ class PROTrainer(ALoLTrainer):
     ```
     """
 
+    args: PROConfig
     config_class = PROConfig
     _name = "PRO"
     _tag_names = ["hfrl", "pro", "offline-rl", "preference-ranking"]
