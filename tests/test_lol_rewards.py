@@ -35,6 +35,7 @@ def standins(tmp_path_factory):
         "faith": save_sequence_classifier(root / "faith", "roberta", ["Entailment", "Hallucination"], (LN3, 0.0)),
         "rpt": save_sequence_classifier(root / "rpt", "gpt2", ["LABEL_0"], logits=(LN3,)),
         "toxichat": save_toxichat(root / "toxichat", logits=(LN3, 0.0)),
+        "safety": save_sequence_classifier(root / "safety", "roberta", ["not offensive", "offensive"], (LN3, 0.0)),
         "critic": save_comet_critic(root / "critic", logit=LN3),
         "random_toxichat": save_toxichat(root / "random_toxichat", seed=3),
         "random_critic": save_comet_critic(root / "random_critic", seed=3),
@@ -54,6 +55,7 @@ def expected(value: float) -> list:
         ("dialogrpt_depth", "rpt", {"context": "history"}),  # sigmoid(ln 3) = 3/4
         ("dialogrpt_updown", "rpt", {}),
         ("offensive_safety", "toxichat", {}),  # P(0 safe) = 3/4
+        ("offensive_safety", "safety", {"label": "not offensive"}),  # any other sequence classifier: label named
     ],
 )
 def test_each_attribute_reads_its_published_label(standins, reward_id, standin, args):
