@@ -50,6 +50,7 @@ class _Classifier:
     """Base: a sequence classifier (Hub id or local folder) scoring the non-empty completions of a batch."""
 
     __name__ = "classifier"
+    truncation_side = "right"  # which end of a long input to cut (dialogue contexts: "left")
 
     def __init__(
         self,
@@ -77,8 +78,6 @@ class _Classifier:
         if logits.shape[1] == 1:
             return torch.sigmoid(logits[:, 0])
         return torch.softmax(logits, dim=-1)[:, label_index(self.label, config, self.__name__)]
-
-    truncation_side = "right"
 
     def logits(self, texts: list[str], pairs: list[str] | None):
         """``(logits (B, num_labels), model config)`` in batches (:func:`hfrl.metrics.learned.classifier_logits`)."""
