@@ -19,6 +19,7 @@ from typing import Any
 import yaml
 
 from hfrl.cards.curve import CURVE_NAME, plot_reward_curve
+from hfrl.cards.lineage import lineage_text, root_model
 from hfrl.experiment import plain_values
 from hfrl.runs import PREDICTIONS_DIR, Run, is_hub_id, open_run, sanitize_config
 
@@ -335,7 +336,7 @@ def card_context(
         all_tags.append("lora")
     all_tags += list(tags or [])
     card_data = ModelCardData(
-        base_model=base if is_hub_id(base) else None,
+        base_model=base if is_hub_id(base) else (root if is_hub_id(root := root_model(base)) else None),
         library_name="peft" if adapter else "transformers",
         pipeline_tag=pipeline_tag,
         license=license or base_license(base) or task["license"],
@@ -351,6 +352,7 @@ def card_context(
         base_text = f"[{base}](https://huggingface.co/{base})"
     else:
         base_text = f"`{base}`" if base else "a language model"
+    base_text += lineage_text(base)  # a model trained by earlier hfrl runs (nll -> A-LoL) names them
     if adapter:
         kind = f"A {'LoRA' if 'lora' in all_tags else 'PEFT'} adapter for {base_text}"
     else:

@@ -54,7 +54,9 @@ def _task_rows() -> list[tuple[str, str]]:
     for name, path in TASKS.items():
         spec = read_task_yaml(import_path(path.partition(":")[0]).__file__)
         dataset = spec.get("dataset") or {}
-        source = f"{dataset['path']}@{str(dataset.get('revision', 'main'))[:10]}" if dataset else "built in"
+        source = dataset.get("source") or (
+            f"{dataset['path']}@{str(dataset.get('revision', 'main'))[:10]}" if dataset else "built in"
+        )  # `source`: data that is not on the Hub (a local folder in its publisher's layout)
         rewards = ", ".join(_reward_text(r) for r in spec.get("rewards", []))
         metrics = ", ".join(spec_id(m) for m in spec.get("metrics", []))
         algs = ", ".join(k for k in spec.get("configs", {}) if k != "defaults")

@@ -203,6 +203,8 @@ def resolve_run(
                 raise unknown(f"config key (from the {source})", key, fields | set(MODEL_KEYS), hint=hint)
     task_run, task_fields = task_config(task_obj, run["alg"], trainer_class)
     for key, value in task_run.items():  # e.g. a task's own rewards for one algorithm: lowest precedence
+        if key == "task_args" and isinstance(value, dict):  # merged under the user's task arguments
+            run[key] = {**value, **(run.get("task_args") or {})}
         run.setdefault(key, value)
     merged = coerce_numbers({**task_fields, **file_cfg, **overrides}, trainer_class.config_class)
     if output_dir is not None:

@@ -31,6 +31,13 @@ TASKS: dict[str, str] = {
     "iwslt2017": "hfrl.tasks.iwslt2017:build",
     "wmt16": "hfrl.tasks.wmt16:build",
     "daily_dialog": "hfrl.tasks.daily_dialog:build",
+    # Leftover Lunch (A-LoL's tasks beyond hh)
+    "reddit_pos": "hfrl.tasks.reddit_pos:build",
+    "reddit_neg": "hfrl.tasks.reddit_neg:build",
+    "wow": "hfrl.tasks.wow:build",
+    "faithdial": "hfrl.tasks.faithdial:build",
+    "faithdial_wow": "hfrl.tasks.faithdial_wow:build",
+    "comet": "hfrl.tasks.comet:build",
 }
 
 UNKNOWN_HINT = (

@@ -59,6 +59,7 @@ def test_hub_files_are_pinned_and_the_yaml_declares_the_paper_setup():
     files = hh.data_files(hh.data_root(None, source), source["subsets"])
     assert files["train"][0] == f"hf://datasets/Anthropic/hh-rlhf@{source['revision']}/harmless-base/train.jsonl*"
     reward = spec["rewards"][0]
+    assert reward["id"] == "openassistant_reward"  # by registry id: task YAML imports no code path
     assert reward["args"]["model"] == "OpenAssistant/oasst-rm-2.1-pythia-1.4b-epoch-2.5"
     assert hh.OpenAssistantReward().metric.output == "probability"  # through a sigmoid
     assert spec["configs"]["a_lol_seq"] == spec["configs"]["a_lol"]  # every algorithm of the family

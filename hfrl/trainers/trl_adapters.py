@@ -89,10 +89,20 @@ class SFTConfig(trl.SFTConfig):
 
 @dataclass
 class DPOConfig(trl.DPOConfig):
-    """TRL's ``DPOConfig`` with hfrl's CPU defaults."""
+    """TRL's ``DPOConfig`` with hfrl's CPU defaults and DPO's reference-free option."""
+
+    reference_free: bool = field(
+        default=False,
+        metadata={
+            "help": "hfrl: DPO without a reference model, log pi_ref = 0 for every response (the DPO authors' "
+            "reference_free; TRL 1.16 dropped it): the loss is -log sigmoid(beta (log pi(y_w) - log pi(y_l)))."
+        },
+    )
 
     def __post_init__(self) -> None:
         _hfrl_defaults(self)
+        if self.reference_free:
+            self.precompute_ref_log_probs = True  # TRL then loads no reference and reads the zeros below
         super().__post_init__()
 
 
@@ -349,6 +359,13 @@ class DPOTrainer(HubMixin, _PairsAdapter, trl.DPOTrainer):
     config_class = DPOConfig
     _tag_names = ["hfrl", "trl", "dpo"]
     _pairs = staticmethod(preference_pairs)
+
+    def _precompute_ref_logps(self, dataset, name: str, batch_size: int):
+        """With ``reference_free``, every reference log-prob is 0 (nothing is computed)."""
+        if not self.args.reference_free:
+            return super()._precompute_ref_logps(dataset, name, batch_size)
+        zeros = [0.0] * len(dataset)
+        return dataset.add_column("ref_chosen_logps", zeros).add_column("ref_rejected_logps", zeros)
 
 
 __all__ = [
