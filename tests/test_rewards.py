@@ -177,12 +177,19 @@ def test_missing_reference_gives_no_score_or_the_chosen_value():
     assert zero(prompts=["", ""], completions=["the cat", "the cat"], references=refs) == [1.0, 0.0]
 
 
-def test_none_and_nan_count_as_zero_in_a_weighted_sum():
+def test_none_counts_as_zero_in_a_weighted_sum_and_nan_is_an_error():
     def holes(prompts, completions, **kw):
-        return [None, float("nan"), 1.0]
+        return [None, 0.0, 1.0]  # None: the reward does not apply to that completion
 
     total = load_reward({"id": "weighted", "args": {"rewards": [{"id": holes, "weight": 2.0}, "contains_date"]}})
     assert total(prompts=[""] * 3, completions=["2020-01-01", "x", "x"]) == [1.0, 0.0, 2.0]
+
+    def broken(prompts, completions, **kw):
+        return [1.0, float("nan"), 1.0]
+
+    total = load_reward({"id": "weighted", "args": {"rewards": [broken, "contains_date"]}})
+    with pytest.raises(ValueError, match="^reward function 'broken' returned nan for completion 1; fix the reward"):
+        total(prompts=[""] * 3, completions=["2020-01-01", "x", "x"])
 
 
 def test_wrong_length_user_reward_is_an_error_naming_it():

@@ -34,6 +34,10 @@ def secrets_removed(args: Any) -> Iterator[Any]:
             setattr(args, name, value)
 
 
+class NonFiniteError(FloatingPointError):
+    """A loss or gradient that is NaN or infinite: the run stops before the optimizer step."""
+
+
 class HubMixin:
     """Mixed into a ``transformers.Trainer`` subclass (before ``Trainer`` in the bases)."""
 
@@ -136,6 +140,27 @@ class HubMixin:
         """The Trainer's save, with no secret in the ``training_args.bin`` it writes."""
         with secrets_removed(self.args):
             super()._save(output_dir, state_dict)  # type: ignore[misc]
+
+    def _iteration_text(self) -> str:
+        per = getattr(self.args, "steps_per_iteration", None)
+        step = self.state.global_step
+        return f"iteration {step // per + 1}" if per else f"step {step + 1}"
+
+    def non_finite(self, what: str) -> NonFiniteError:
+        """The error for a NaN / inf ``what`` (loss terms, gradient norm) at the current step."""
+        return NonFiniteError(
+            f"{self._iteration_text()}: {what}, before the optimizer step (nothing of it was applied or saved): "
+            f"lower learning_rate (now {self.args.learning_rate:g}) or check the rewards' scale"
+        )
+
+    def _get_grad_norm(self, model: Any, grad_norm: Any = None) -> Any:
+        """The Trainer's gradient norm, checked: a NaN or infinite norm stops the run before
+        ``optimizer.step()`` would write it into the weights."""
+        norm = super()._get_grad_norm(model, grad_norm=grad_norm)  # type: ignore[misc]
+        value = float(norm) if norm is not None else 0.0
+        if value != value or value in (float("inf"), float("-inf")):
+            raise self.non_finite(f"the gradient norm is {value}")
+        return norm
 
     def _issue_warnings_after_load(self, load_result: Any) -> None:
         """The Trainer's check after loading a checkpoint (the best model at the end), without its

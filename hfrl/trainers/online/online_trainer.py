@@ -10,11 +10,13 @@ only their ``compute_loss``. State that is not a model tensor (KL coefficient, i
 
 from __future__ import annotations
 
+import contextlib
 import json
+import math
 import os
 import time
 from collections import defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import torch
@@ -278,7 +280,7 @@ class OnlineTrainer(HubMixin, Trainer):
             was_training = unwrapped.training
             unwrapped.eval()
             batch = (query_ids, query_mask, generation_kwargs, self.tokenizer.pad_token_id)
-            with self._autocast():
+            with self._autocast(), self._diverged_weights_named():
                 if capture:
                     ids, mask, cap = generate_and_capture(
                         unwrapped.policy,
@@ -292,6 +294,19 @@ class OnlineTrainer(HubMixin, Trainer):
                     out = list(generate(unwrapped.policy, *batch, self.args.generation_batch_size, logits_processor))
             unwrapped.train(was_training)
         return tuple(out)
+
+    @contextlib.contextmanager
+    def _diverged_weights_named(self) -> Iterator[None]:
+        """Sampling from a policy whose weights went non-finite fails deep in torch ("probability
+        tensor contains either inf, nan or element < 0"): say what happened and what to change."""
+        try:
+            yield
+        except RuntimeError as err:
+            if "probability tensor contains" not in str(err):
+                raise
+            raise self.non_finite(
+                "the policy's next-token probabilities are NaN or infinite (its weights diverged)"
+            ) from err
 
     def _require_unsharded_policy(self, what: str) -> None:
         """One clear error instead of a silent failure where ``what`` needs the policy's full weights."""
@@ -394,9 +409,12 @@ class OnlineTrainer(HubMixin, Trainer):
         completions = self._decode(response_ids)
         columns = {k: [ex[k] for ex in batch] for k in batch[0] if k not in NOT_REWARD_COLUMNS}
         prompts = [ex["prompt"] for ex in batch]
+        mask = response_mask.cpu()  # rows of completions whose reward is dropped (invalid_rewards) are zeroed
         scores, token_rewards, reward_means = compute_rewards(
-            self.reward_funcs, self.reward_weights, prompts, completions, response_mask.cpu(), columns
-        )
+            self.reward_funcs, self.reward_weights, prompts, completions, mask, columns,
+            args.max_abs_reward, args.invalid_rewards == "drop",
+        )  # fmt: skip
+        response_mask = mask.to(response_mask.device)
         t_reward = time.perf_counter()
 
         model = self.accelerator.unwrap_model(self.model)
@@ -489,9 +507,16 @@ class OnlineTrainer(HubMixin, Trainer):
                 fh.writelines(json.dumps(row, default=str) + "\n" for row in rows)
 
     def record(self, stats: dict[str, torch.Tensor]) -> None:
-        """Keep a minibatch's loss statistics; they are averaged into the iteration's log entry."""
-        for key, value in stats.items():
-            self._update_stats[key].append(float(value))
+        """Keep a minibatch's loss statistics; they are averaged into the iteration's log entry. A
+        non-finite loss term stops the run here, before its backward and optimizer step."""
+        values = {key: float(value) for key, value in stats.items()}
+        broken = {k: v for k, v in values.items() if k.startswith("loss/") and not math.isfinite(v)}
+        if broken:
+            terms = ", ".join(f"{k} = {v}" for k, v in broken.items())
+            scale = f"; this rollout's reward mean {self._iteration.get('reward', float('nan')):.3g}"
+            raise self.non_finite(f"{terms}{scale}")
+        for key, value in values.items():
+            self._update_stats[key].append(value)
 
     # ---- logging ----------------------------------------------------------------------------
     def log(self, logs: dict[str, float], start_time: float | None = None) -> None:
