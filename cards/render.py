@@ -367,7 +367,7 @@ def card_context(
     has_config_file = run.has_config_file and hyperparameters is None
     reproduce, note = None, ""
     if has_config_file:
-        reproduce = f"{install_command()}\nhfrl train --config config.yaml"
+        reproduce = f"{install_command()}\nhfrl train --config config.yaml --output-dir runs/reproduced"
         if base and not is_hub_id(base) and base not in ("tiny", "tiny-t5"):
             reproduce += "  # `model:` in config.yaml is a local path: point it at your copy of the base model"
     else:

@@ -53,7 +53,22 @@ ModelOpt = Annotated[
 ]
 ConfigOpt = Annotated[str | None, typer.Option("--config", "-c", help="YAML file of config fields.")]
 OutOpt = Annotated[str | None, typer.Option("--output-dir", "-o", help="Run directory (default runs/TASK-ALG).")]
-ResumeOpt = Annotated[bool, typer.Option("--resume", help="Resume from the last checkpoint in the output dir.")]
+ResumeOpt = Annotated[
+    bool,
+    typer.Option(
+        "--resume",
+        help="Continue the run in the output dir from its last complete checkpoint, with its own config.yaml "
+        "(flags may change only when and how it saves, evaluates and logs, and --num_iterations).",
+    ),
+]
+OverwriteOpt = Annotated[
+    bool,
+    typer.Option(
+        "--overwrite_output_dir",
+        "--overwrite-output-dir",
+        help="Replace the run already in the output dir (by default a new run never overwrites another).",
+    ),
+]
 PromptColumnOpt = Annotated[
     str | None, typer.Option("--prompt-column", help="Own data: the column holding the prompts (default prompt).")
 ]
@@ -92,25 +107,32 @@ def train(
     task_arg: TaskArgOpt = None,
     threads: ThreadsOpt = None,
     trust_code: TrustCodeOpt = False,
+    overwrite_output_dir: OverwriteOpt = False,
 ) -> None:
-    from hfrl.experiment import build_trainer, last_checkpoint, parse_overrides, resolve_run, save_run_config
+    from hfrl import experiment
     from hfrl.trust import trusted_code
 
     task_args = parse_task_args(task_arg or [])
     task_args.update(
         {k: v for k, v in (("prompt_column", prompt_column), ("references_column", references_column)) if v}
     )
-    overrides = parse_overrides(list(ctx.args))
+    overrides = experiment.parse_overrides(list(ctx.args))
     with trusted_code(trust_code):  # names are resolved (code imported) up to here, never later
-        run = resolve_run(task, alg, model, config, overrides, output_dir, seed, task_args=task_args)
+        if resume:
+            out = output_dir or _run_dir(task, alg, config)
+            run = experiment.resolve_resume(out, task, alg, model, config, overrides, seed, task_args)
+            checkpoint = experiment.last_checkpoint(out)
+        else:
+            run = experiment.resolve_run(task, alg, model, config, overrides, output_dir, seed, task_args=task_args)
+            experiment.prepare_output_dir(run["output_dir"], overwrite_output_dir)  # never over another run
+            checkpoint = run.pop("resume_from_checkpoint", None)
         if eval_test:
             run["eval_test"] = True
-        checkpoint = last_checkpoint(run["output_dir"]) if resume else run.pop("resume_from_checkpoint", None)
-        trainer = build_trainer(run)
+        trainer = experiment.build_trainer(run)
     from hfrl.trainers.devices import set_cpu_threads
 
     set_cpu_threads(trainer.model, threads, use_cpu=trainer.args.use_cpu or trainer.args.device.type == "cpu")
-    save_run_config(run, trainer)
+    experiment.save_run_config(run, trainer)
     trainer.train(resume_from_checkpoint=checkpoint)
     trainer.save_model()
     rewards = [h["reward"] for h in trainer.state.log_history if "reward" in h]
@@ -124,6 +146,19 @@ def train(
         losses = [h["loss"] for h in trainer.state.log_history if "loss" in h]
         loss = f"loss: first {losses[0]:.3f}, last {losses[-1]:.3f}; " if losses else ""
         typer.echo(f"{loss}saved to {trainer.args.output_dir}")
+
+
+def _run_dir(task: str | None, alg: str | None, config: str | None) -> str:
+    """The folder --resume continues without --output-dir: the --config file's, else runs/TASK-ALG."""
+    from hfrl.experiment import default_output_dir, read_config_file
+
+    named = read_config_file(config) if config else {}
+    if named.get("output_dir"):
+        return str(named["output_dir"])
+    task = task or named.get("task")
+    if not task:
+        raise ValueError("--resume: which run? pass --output-dir DIR (or --task, for runs/TASK-ALG)")
+    return default_output_dir(task, alg or named.get("alg") or "ppo")
 
 
 def parse_task_args(items: list[str]) -> dict:

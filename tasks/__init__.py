@@ -46,6 +46,14 @@ UNKNOWN_HINT = (
 )
 
 
+def check_task_name(name: str) -> None:
+    """Fail at once (before torch and transformers are imported) for a name that can be no task."""
+    from hfrl.tasks import own_data
+
+    if name not in TASKS and not own_data.is_own_data(name) and ":" not in name:
+        raise unknown("task", name, TASKS, hint=UNKNOWN_HINT)
+
+
 def task_builder(name: str) -> Any:
     """The builder behind a task name: a registered task, a ``module:attr`` path, or own data."""
     from hfrl.tasks import own_data

@@ -62,6 +62,9 @@ def load_policy(model: str | PreTrainedModel, init_kwargs: dict | None = None) -
     try:
         config = AutoConfig.from_pretrained(path)
     except OSError as err:
+        if os.path.isfile(os.path.join(path, "config.json")):  # there, but unreadable: not an unknown name
+            reason = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+            raise ValueError(f"model directory {path}: its config.json cannot be read ({reason})") from err
         from hfrl.registry import unknown
 
         hint = "; give a local model directory, a reachable Hub model id or a built-in model"
