@@ -83,9 +83,9 @@ ONLINE = ["--model", "tiny", "--num_iterations", "8", "--save_every", "3", "--sa
           "--learning_rate", "1e-3", "--kl_coef", "0.05", "--kl_target", "0.01", "--disable_tqdm", "true",
           "--report_to", "none"]  # fmt: skip
 NLPO = ["--mask_update_every", "2", "--top_mask", "0.9", "--min_tokens_to_keep", "5"]
-# 32 rows, 8 per step: 4 steps per epoch over the positive ones; 12 steps; a checkpoint every 2.
+# 16 prompts x 2 completions, 4 per step (PRO: 4 rankings): several epochs in 12 steps; a checkpoint every 2.
 OFFLINE = ["--model", "tiny", "--max_steps", "12", "--save_strategy", "steps", "--save_steps", "2",
-           "--per_device_train_batch_size", "4", "--sampling", "good_priority", "--value_epochs", "2",
+           "--per_device_train_batch_size", "4", "--value_epochs", "2",
            "--max_new_tokens", "6", "--max_completion_length", "10", "--learning_rate", "1e-3", "--logging_steps", "1",
            "--eval_strategy", "no", "--load_best_model_at_end", "false", "--warmup_steps", "0",
            "--disable_tqdm", "true", "--report_to", "none"]  # fmt: skip
@@ -208,11 +208,23 @@ def test_nlpo_killed_inside_the_trainers_checkpoint_write_resumes_exactly(data, 
 
 
 @pytest.mark.slow
-def test_alol_killed_at_a_random_point_resumes_exactly(data, tmp_path, tiny_causal_dir):
+@pytest.mark.parametrize("alg", ["a_lol", "pro"])
+def test_offline_run_killed_at_a_random_point_resumes_exactly(alg, data, tmp_path, tiny_causal_dir):
     """A-LoL's priority sampler draws each epoch from ``seed + epoch``: a run resumed in a later
-    epoch draws what the uninterrupted run drew (it used to restart the sampler's generator)."""
+    epoch draws what the uninterrupted run drew (it used to restart the sampler's generator, and
+    the weights differed by 4.2e-3). PRO shuffles with the Trainer's seedable sampler."""
     reference, out = tmp_path / "reference", tmp_path / "run"
-    common = ["--task", str(data / "offline"), "--alg", "a_lol", *OFFLINE, "--preparation_cache_dir", str(tmp_path)]
+    sampling = ["--sampling", "good_priority"] if alg == "a_lol" else []
+    common = [
+        "--task",
+        str(data / "offline"),
+        "--alg",
+        alg,
+        *OFFLINE,
+        *sampling,
+        "--preparation_cache_dir",
+        str(tmp_path),
+    ]
     hfrl_train([*common, "--output-dir", str(reference)])
     rng = random.Random(7)  # a step after checkpoint-2, then a moment later
     hfrl_train([*common, "--output-dir", str(out)], kill_on=f"LOGGED step-{rng.randint(3, 10)}",
