@@ -402,9 +402,11 @@ def plain_values(values: dict[str, Any]) -> dict[str, Any]:
 
 
 def last_checkpoint(output_dir: str) -> str:
-    from transformers.trainer_utils import get_last_checkpoint
+    """The newest *complete* checkpoint of a run (``--resume``); newer incomplete ones (a write cut
+    short by a kill) are named in one warning line (:mod:`hfrl.trainers.checkpoints`)."""
+    from hfrl.trainers.checkpoints import newest_complete_checkpoint
 
-    checkpoint = get_last_checkpoint(output_dir) if os.path.isdir(output_dir) else None
+    checkpoint = newest_complete_checkpoint(output_dir)
     if checkpoint is None:
         raise ValueError(f"--resume: no checkpoint-* folder in {output_dir}; train with --save_every N first")
     return checkpoint

@@ -18,7 +18,7 @@ def test_online_training_in_two_processes(alg, tmp_path, tiny_causal_dir):
     train = [
         "-m", "hfrl.cli", "train", "--task", "numbers", "--alg", alg, "--model", "tiny",
         "--output-dir", str(out), "--num_iterations", "2", "--rollout_batch_size", "8", "--mini_batch_size", "4",
-        "--num_ppo_epochs", "1", "--log_completions", "true", "--disable_tqdm", "true",
+        "--num_ppo_epochs", "1", "--log_completions", "true", "--disable_tqdm", "true", "--save_every", "2",
     ]  # fmt: skip
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": os.pathsep.join(sys.path)}
     env.pop("ACCELERATE_USE_CPU", None)
@@ -42,6 +42,9 @@ def test_online_training_in_two_processes(alg, tmp_path, tiny_causal_dir):
         # the logged reward is the mean over both processes' completions
         assert log["reward"] == pytest.approx(sum(r["reward"] for r in rows) / len(rows), abs=1e-6)
     assert proc.stdout.count("reward: first iteration") == 1  # the summary (and the save) happen once
+    # the checkpoint is marked complete once both processes wrote their files (one RNG state each)
+    files = json.loads((out / "checkpoint-4" / "checkpoint_complete.json").read_text())["files"]
+    assert {"rng_state_0.pth", "rng_state_1.pth", "online_state.json", "optimizer.pt"} <= set(files)
 
     from transformers import AutoModelForCausalLM
 

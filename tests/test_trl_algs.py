@@ -26,6 +26,10 @@ def assert_saved(out, alg):
     from hfrl.runs import open_run
 
     assert (out / "checkpoint-1" / "model.safetensors").is_file() and (out / "checkpoint-2").is_dir()
+    assert (out / "checkpoint-2" / "checkpoint_complete.json").is_file()  # complete, so --resume may use it
+    state = json.loads((out / "trainer_state.json").read_text())
+    lines = [json.loads(line) for line in (out / "iterations.jsonl").read_text().splitlines()]
+    assert lines == state["log_history"]  # one line per log entry, written as it was logged
     model, tokenizer = open_run(out).load()
     assert model.config.model_type == "gpt2" and tokenizer.pad_token is not None
     assert f"trained with {alg.upper()}" in (out / "README.md").read_text()

@@ -26,6 +26,7 @@ from typing import Any
 import trl
 from transformers import TrainerCallback
 
+from hfrl.trainers.crash_safe import CrashSafeMixin
 from hfrl.trainers.hub_mixin import HubMixin
 
 _GENERATION_FIELDS = ("temperature", "top_p", "top_k", "min_p", "repetition_penalty")
@@ -277,14 +278,14 @@ class _OnlineAdapter:
         return online_defaults_to_trl(defaults)
 
 
-class GRPOTrainer(HubMixin, _OnlineAdapter, trl.GRPOTrainer):
+class GRPOTrainer(CrashSafeMixin, HubMixin, _OnlineAdapter, trl.GRPOTrainer):
     """TRL's GRPOTrainer on an hfrl task: group-relative policy optimisation with the task's rewards."""
 
     config_class = GRPOConfig
     _tag_names = ["hfrl", "trl", "grpo"]
 
 
-class RLOOTrainer(HubMixin, _OnlineAdapter, trl.RLOOTrainer):
+class RLOOTrainer(CrashSafeMixin, HubMixin, _OnlineAdapter, trl.RLOOTrainer):
     """TRL's RLOOTrainer on an hfrl task: REINFORCE leave-one-out with the task's rewards."""
 
     config_class = RLOOConfig
@@ -332,7 +333,7 @@ class _PairsAdapter:
         return lengths_to_max_length(defaults)
 
 
-class SFTTrainer(HubMixin, _PairsAdapter, trl.SFTTrainer):
+class SFTTrainer(CrashSafeMixin, HubMixin, _PairsAdapter, trl.SFTTrainer):
     """TRL's SFTTrainer on an hfrl task: supervised fine-tuning on its references (or completions)."""
 
     config_class = SFTConfig
@@ -353,7 +354,7 @@ def preference_pairs(dataset):
     return dataset.select_columns(["prompt", "chosen", "rejected"])
 
 
-class DPOTrainer(HubMixin, _PairsAdapter, trl.DPOTrainer):
+class DPOTrainer(CrashSafeMixin, HubMixin, _PairsAdapter, trl.DPOTrainer):
     """TRL's DPOTrainer on an hfrl task with preference pairs (``chosen`` / ``rejected`` columns)."""
 
     config_class = DPOConfig

@@ -31,6 +31,7 @@ from hfrl.losses import ADVANTAGE_WEIGHTED, NEEDS_REFERENCE, alol_loss
 from hfrl.policies import completion_forward, disable_dropout, is_peft_model
 from hfrl.rewards import reward_list
 from hfrl.rollout import generate, pad
+from hfrl.trainers.crash_safe import CrashSafeMixin
 from hfrl.trainers.hub_mixin import HubMixin
 from hfrl.trainers.offline.alol_config import ALoLConfig
 from hfrl.trainers.offline.preparation import (
@@ -40,6 +41,7 @@ from hfrl.trainers.offline.preparation import (
     module_fingerprint,
     prepare_dataset,
 )
+from hfrl.trainers.offline.priority_sampler import PrioritySampler
 from hfrl.trainers.online.online_trainer import _SaveStateAtEnd, load_policy
 
 RewardFunc = Callable[..., Sequence[Any]]
@@ -129,7 +131,7 @@ def check_qlora(model: Any, peft_config: Any) -> None:
         )
 
 
-class ALoLTrainer(HubMixin, Trainer):
+class ALoLTrainer(CrashSafeMixin, HubMixin, Trainer):
     """Offline RL on (prompt, completion, reward) data: A-LoL and its family, by ``args.algorithm``.
 
     Example:
@@ -348,16 +350,10 @@ class ALoLTrainer(HubMixin, Trainer):
         """``good_priority``: ``P(i) ∝ A+_i`` (reward methods: ``∝ R_i``), with replacement;
         ``good_random``: uniform over the positive examples; both draw as many examples per epoch as
         are positive. ``none``: the Trainer's shuffling of all examples."""
-        from torch.utils.data import SubsetRandomSampler, WeightedRandomSampler
-
         weights = self.preparation.sampling_weights
         if self.args.sampling == "none" or weights is None:
             return super()._get_train_sampler(train_dataset)
-        generator = torch.Generator().manual_seed(self.args.seed)
-        positive = torch.nonzero(weights > 0).flatten()
-        if self.args.sampling == "good_random":
-            return SubsetRandomSampler(positive.tolist(), generator=generator)
-        return WeightedRandomSampler(weights, num_samples=len(positive), replacement=True, generator=generator)
+        return PrioritySampler(weights, uniform=self.args.sampling == "good_random", seed=self.args.seed)
 
     # ---- loss -------------------------------------------------------------------------------
     def compute_loss(

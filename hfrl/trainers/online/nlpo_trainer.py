@@ -92,22 +92,21 @@ class NLPOTrainer(PPOTrainer):
         super().load_online_state(state)
         self._mask_refreshed_at = int(state.get("mask_refreshed_at", 0))
 
-    def _save_checkpoint(self, model, trial) -> None:
-        super()._save_checkpoint(model, trial)
+    _own_checkpoint_files = (*PPOTrainer._own_checkpoint_files, MASK_POLICY_NAME)
+
+    def _save_own_state(self, folder: str) -> None:
+        super()._save_own_state(folder)
         if self.args.should_save:
             from safetensors.torch import save_file
 
-            folder = os.path.join(self._get_output_dir(trial=trial), f"checkpoint-{self.state.global_step}")
             state = {k: v.detach().contiguous().cpu() for k, v in self.mask_policy.state_dict().items()}
             save_file(_untie(state), os.path.join(folder, MASK_POLICY_NAME))
 
     def _load_from_checkpoint(self, resume_from_checkpoint: str, model=None) -> None:
-        super()._load_from_checkpoint(resume_from_checkpoint, model)
-        path = os.path.join(resume_from_checkpoint, MASK_POLICY_NAME)
-        if os.path.isfile(path):
-            from safetensors.torch import load_file
+        from safetensors.torch import load_file
 
-            self.mask_policy.load_state_dict(load_file(path))
+        super()._load_from_checkpoint(resume_from_checkpoint, model)
+        self.mask_policy.load_state_dict(load_file(os.path.join(resume_from_checkpoint, MASK_POLICY_NAME)))
 
 
 def _untie(state: dict) -> dict:

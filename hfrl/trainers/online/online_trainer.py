@@ -1,11 +1,12 @@
 """The shared online actor-critic trainer: rollouts inside ``transformers.Trainer``'s loop.
 
-``train()`` is the Trainer's own. The sampler hands every micro-step the same ``rollout_batch_size``
-prompts for one iteration (TRL's ``RepeatSampler``); ``_prepare_inputs`` collects a rollout when
-its buffer is empty (generate -> reward -> score -> KL penalty + GAE -> KL controller step) and then
-hands out one minibatch per micro-step over ``num_ppo_epochs`` shuffled passes. Subclasses write
-only their ``compute_loss``. State that is not a model tensor (KL coefficient, iteration) travels in
-``online_state.json`` inside each checkpoint.
+The training loop is the Trainer's own. The sampler hands the first micro-step of an iteration its
+``rollout_batch_size`` prompts and the others placeholders (:mod:`.iteration_sampler`);
+``_prepare_inputs`` collects a rollout when its buffer is empty (generate -> reward -> score -> KL
+penalty + GAE -> KL controller step) and then hands out one minibatch per micro-step over
+``num_ppo_epochs`` shuffled passes. Subclasses write only their ``compute_loss``. State that is not
+a model tensor (KL coefficient, iteration) travels in ``online_state.json`` inside each checkpoint,
+which counts once it is complete (:mod:`hfrl.trainers.crash_safe`).
 """
 
 from __future__ import annotations
@@ -40,7 +41,9 @@ from hfrl.rollout import (
     rollout_stats,
     score,
 )
+from hfrl.trainers.crash_safe import CrashSafeMixin
 from hfrl.trainers.hub_mixin import HubMixin
+from hfrl.trainers.online.iteration_sampler import IterationSampler, PromptRows
 from hfrl.trainers.online.online_config import OnlineConfig
 
 ONLINE_STATE_NAME = "online_state.json"
@@ -126,7 +129,7 @@ class PromptBatch:
         return len(self.examples)
 
 
-class OnlineTrainer(HubMixin, Trainer):
+class OnlineTrainer(CrashSafeMixin, HubMixin, Trainer):
     """Base of PPO / NLPO / A2C / TRPO. Subclasses set ``config_class`` and write ``compute_loss``."""
 
     config_class: type[OnlineConfig] = OnlineConfig
@@ -224,12 +227,9 @@ class OnlineTrainer(HubMixin, Trainer):
         return dataset.add_column(PROMPT_IDS, ids)
 
     def _get_train_sampler(self, train_dataset=None):
-        from trl.trainer.utils import RepeatSampler
-
-        # Every micro-step of an iteration receives the same rollout prompts; one rollout per iteration.
-        return RepeatSampler(
-            data_source=train_dataset if train_dataset is not None else self.train_dataset,
-            mini_repeat_count=1,
+        # One rollout's prompts per iteration, fetched once; placeholders for its other micro-steps.
+        return IterationSampler(
+            train_dataset if train_dataset is not None else self.train_dataset,
             batch_size=self.args.rollout_batch_size * self.accelerator.num_processes,
             repeat_count=self.args.micro_steps_per_iteration,
             seed=self.args.seed,
@@ -245,7 +245,7 @@ class OnlineTrainer(HubMixin, Trainer):
                 "lower rollout_batch_size or add prompts"
             )
         return self._get_dataloader(
-            dataset=self.train_dataset,
+            dataset=PromptRows(self.train_dataset),
             description="Training",
             batch_size=self.args.rollout_batch_size,
             sampler_fn=self._get_train_sampler,
@@ -255,7 +255,13 @@ class OnlineTrainer(HubMixin, Trainer):
     # ---- rollout ----------------------------------------------------------------------------
     def _prepare_inputs(self, batch: PromptBatch | list[dict[str, Any]]) -> Rollout:
         if not self._buffer:
-            self._rollout = self.collect_rollout(batch.examples if isinstance(batch, PromptBatch) else batch)
+            examples = batch.examples if isinstance(batch, PromptBatch) else batch
+            if examples[0] is None:  # a placeholder batch (IterationSampler): only a first micro-step has prompts
+                raise RuntimeError(
+                    f"{self._name}: a micro-step without prompts found no rollout to train on; training "
+                    "resumes only at an iteration boundary (a checkpoint written by save_every)"
+                )
+            self._rollout = self.collect_rollout(examples)
             self._buffer = self._minibatches(self._rollout)
         return self._buffer.pop(0)
 
@@ -613,10 +619,11 @@ class OnlineTrainer(HubMixin, Trainer):
         with secrets_removed(self.args) as args:  # the pickle never holds hub_token
             torch.save(args, os.path.join(output_dir, "training_args.bin"))
 
-    def _save_checkpoint(self, model: nn.Module, trial: Any) -> None:
-        super()._save_checkpoint(model, trial)
+    _own_checkpoint_files: tuple[str, ...] = (VALUE_HEAD_NAME, ONLINE_STATE_NAME)
+
+    def _save_own_state(self, folder: str) -> None:
+        """``online_state.json`` in the checkpoint (before it is marked complete: :mod:`hfrl.trainers.crash_safe`)."""
         if self.args.should_save:
-            folder = os.path.join(self._get_output_dir(trial=trial), f"checkpoint-{self.state.global_step}")
             with open(os.path.join(folder, ONLINE_STATE_NAME), "w") as fh:
                 json.dump(self.online_state(), fh, indent=2)
 
@@ -638,10 +645,8 @@ class OnlineTrainer(HubMixin, Trainer):
         wrapper.value_head.load_state_dict(load_file(os.path.join(resume_from_checkpoint, VALUE_HEAD_NAME)))
         if wrapper.critic is not None:
             load_pretrained_weights(wrapper.critic, os.path.join(resume_from_checkpoint, "critic"))
-        state_file = os.path.join(resume_from_checkpoint, ONLINE_STATE_NAME)
-        if os.path.isfile(state_file):
-            with open(state_file) as fh:
-                self.load_online_state(json.load(fh))
+        with open(os.path.join(resume_from_checkpoint, ONLINE_STATE_NAME)) as fh:  # train() checked it is there
+            self.load_online_state(json.load(fh))
 
 
 def _split_state_dict(state_dict: dict, prefixes: tuple[str, ...]) -> dict[str, dict]:
