@@ -24,7 +24,9 @@ Examples:
   hfrl chat runs/daily_dialog-nlpo --format eou --context-size 5 --sample
 """
 
-ModelArg = Annotated[str, typer.Argument(help="Run directory, model directory, Hub id, or tiny / tiny-t5.")]
+ModelArg = Annotated[
+    str, typer.Argument(help="Run directory, model directory, .gguf file, Hub id, or tiny / tiny-t5 / smollm2.")
+]
 MessageOpt = Annotated[
     list[str] | None, typer.Option("--message", "-m", help="Send this message and print the reply (repeatable).")
 ]

@@ -23,7 +23,9 @@ Examples:
   hfrl eval tiny --task numbers --max-samples 16 --output-dir runs/eval-tiny
 """
 
-ModelArg = Annotated[str, typer.Argument(help="Run directory, model directory, Hub id, or tiny / tiny-t5.")]
+ModelArg = Annotated[
+    str, typer.Argument(help="Run directory, model directory, .gguf file, Hub id, or tiny / tiny-t5 / smollm2.")
+]
 TaskOpt = Annotated[str | None, typer.Option("--task", "-t", help="Task name (default: the run's own task).")]
 SplitOpt = Annotated[str, typer.Option("--split", "-s", help="Dataset split of the task.")]
 BaseOpt = Annotated[bool, typer.Option("--base", help="Evaluate the run's base model (before training).")]

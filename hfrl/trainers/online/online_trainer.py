@@ -20,11 +20,12 @@ from typing import Any
 import torch
 from datasets import Dataset
 from torch import nn
-from transformers import AutoConfig, PreTrainedModel, PreTrainedTokenizerBase, Trainer, TrainerCallback
+from transformers import PreTrainedModel, PreTrainedTokenizerBase, Trainer, TrainerCallback
 from transformers.trainer_callback import ProgressCallback
 
 from hfrl.evaluation import NOT_REWARD_COLUMNS, PROMPT_IDS, encode_prompt, score_completions
 from hfrl.kl import make_kl_controller
+from hfrl.models import load_model, load_tokenizer
 from hfrl.policies import ActorCritic, ReferencePolicy, disable_dropout, tempered
 from hfrl.rewards import reward_list
 from hfrl.rollout import (
@@ -45,27 +46,6 @@ ONLINE_STATE_NAME = "online_state.json"
 VALUE_HEAD_NAME = "value_head.safetensors"
 
 RewardFunc = Callable[..., Sequence[Any]]
-
-
-def load_policy(model: str | PreTrainedModel, init_kwargs: dict | None = None) -> PreTrainedModel:
-    """A model instance, or a name / local path (or built-in ``tiny`` / ``tiny-t5``) loaded with the
-    Auto class that fits its config (seq2seq or causal)."""
-    if not isinstance(model, str):
-        return model
-    from transformers import AutoModelForCausalLM, AutoModelForSeq2SeqLM
-
-    from hfrl.tiny import TINY_MODELS, tiny_model_path
-
-    path = tiny_model_path(model) if model in TINY_MODELS else model
-    try:
-        config = AutoConfig.from_pretrained(path)
-    except OSError as err:
-        from hfrl.registry import unknown
-
-        hint = "; give a local model directory, a reachable Hub model id or a built-in model"
-        raise unknown("model", model, TINY_MODELS, hint=hint) from err
-    auto = AutoModelForSeq2SeqLM if getattr(config, "is_encoder_decoder", False) else AutoModelForCausalLM
-    return auto.from_pretrained(path, **(init_kwargs or {}))
 
 
 class _IterationProgress(TrainerCallback):
