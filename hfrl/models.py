@@ -147,7 +147,7 @@ def load_model(model: Any, init_kwargs: dict | None = None) -> Any:
     folder, file = _gguf_source(path)
     kwargs.setdefault("quantization_config", GgufConfig(dequantize=True))  # a plain, trainable, saveable model
     lm = auto.from_pretrained(folder, gguf_file=file, config=config, **kwargs)
-    lm.config._name_or_path = os.path.join(folder, file)
+    lm.config._name_or_path = lm.name_or_path = os.path.join(folder, file)  # PEFT records the latter
     return lm
 
 

@@ -30,18 +30,9 @@ def digit_reward(prompts: list, completions: list[str], **kwargs: Any) -> list[f
     return [sum(ch.isdigit() for ch in c) / max(len(c), 1) for c in completions]
 
 
-def write_tiny_gguf(path: str, seed: int = 0) -> str:
-    """Write a tiny random Llama model with hfrl's tiny byte-level BPE tokenizer as a float32 GGUF
-    file at ``path`` (what llama.cpp's converter writes: GGUF tensor names, q/k rows permuted), for
-    tests of the GGUF path without a real model. Needs the ``gguf`` package. Returns ``path``.
-
-    >>> from transformers import AutoModelForCausalLM
-    >>> write_tiny_gguf("/tmp/tiny.gguf")  # doctest: +SKIP
-    '/tmp/tiny.gguf'
-    """
-    import json
-
-    import gguf
+def tiny_llama(seed: int = 0) -> tuple[Any, Any]:
+    """``(model, tokenizer)``: a tiny random Llama (2 layers, 64 dims, grouped-query attention) with
+    hfrl's tiny byte-level BPE tokenizer, built from ``seed``."""
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM
 
@@ -49,21 +40,38 @@ def write_tiny_gguf(path: str, seed: int = 0) -> str:
 
     tokenizer = build_tiny_tokenizer()
     torch.manual_seed(seed)
-    heads, kv_heads = 4, 2
     config = LlamaConfig(
         vocab_size=len(tokenizer),
         hidden_size=64,
         intermediate_size=128,
         num_hidden_layers=2,
-        num_attention_heads=heads,
-        num_key_value_heads=kv_heads,
+        num_attention_heads=4,
+        num_key_value_heads=2,
         max_position_embeddings=512,
         tie_word_embeddings=False,
         bos_token_id=tokenizer.bos_token_id,
         eos_token_id=tokenizer.eos_token_id,
         pad_token_id=tokenizer.pad_token_id,
     )
-    model = LlamaForCausalLM(config)
+    return LlamaForCausalLM(config).eval(), tokenizer
+
+
+def write_gguf(model: Any, tokenizer: Any, path: str) -> str:
+    """Write a Llama ``model`` and its byte-level BPE ``tokenizer`` as a float32 GGUF file at ``path``,
+    as llama.cpp's converter does (GGUF tensor names, q/k rows permuted, the vocabulary and merges),
+    for tests of the GGUF path without a real model file. Needs the ``gguf`` package. Returns ``path``.
+
+    >>> model, tokenizer = tiny_llama()
+    >>> write_gguf(model, tokenizer, "/tmp/tiny-llama.gguf")  # doctest: +SKIP
+    '/tmp/tiny-llama.gguf'
+    """
+    import json
+
+    import gguf
+    import torch
+
+    config = model.config
+    heads, kv_heads = config.num_attention_heads, config.num_key_value_heads
     writer = gguf.GGUFWriter(path, "llama")
     writer.add_name("hfrl tiny llama")
     writer.add_license("apache-2.0")
@@ -74,7 +82,7 @@ def write_tiny_gguf(path: str, seed: int = 0) -> str:
     writer.add_head_count(heads)
     writer.add_head_count_kv(kv_heads)
     writer.add_rope_dimension_count(config.hidden_size // heads)
-    writer.add_rope_freq_base(10000.0)
+    writer.add_rope_freq_base(float(config.rope_parameters["rope_theta"]))
     writer.add_layer_norm_rms_eps(config.rms_norm_eps)
     writer.add_vocab_size(config.vocab_size)
     writer.add_file_type(gguf.LlamaFileType.ALL_F32)
@@ -91,11 +99,8 @@ def write_tiny_gguf(path: str, seed: int = 0) -> str:
     writer.add_pad_token_id(tokenizer.pad_token_id)
 
     def permute(weight: torch.Tensor, n_head: int) -> torch.Tensor:  # llama.cpp's convert_hf_to_gguf.py
-        return (
-            weight.reshape(n_head, 2, weight.shape[0] // n_head // 2, *weight.shape[1:])
-            .swapaxes(1, 2)
-            .reshape(weight.shape)
-        )
+        rows = weight.reshape(n_head, 2, weight.shape[0] // n_head // 2, *weight.shape[1:])
+        return rows.swapaxes(1, 2).reshape(weight.shape)
 
     names = gguf.get_tensor_name_map(gguf.MODEL_ARCH.LLAMA, config.num_hidden_layers)
     for name, tensor in model.state_dict().items():
@@ -106,7 +111,7 @@ def write_tiny_gguf(path: str, seed: int = 0) -> str:
         gguf_name = names.get_name(name, try_suffixes=(".weight", ".bias"))
         if gguf_name is None:
             raise ValueError(f"no GGUF name for {name}")
-        writer.add_tensor(gguf_name, tensor.float().numpy())
+        writer.add_tensor(gguf_name, tensor.detach().float().numpy())
     writer.write_header_to_file()
     writer.write_kv_data_to_file()
     writer.write_tensors_to_file()
