@@ -60,6 +60,27 @@ def split_validation(raw, seed: int = 0):
     return DatasetDict(train=parts["train"], validation=parts["test"], test=raw["test"])
 
 
+def task_spec(classifier: str | None = None, data: str = "hub", reward: str = "classifier", **_: object) -> dict:
+    """imdb.yaml with the task arguments applied (what ``build`` loads and what a model card shows):
+    ``classifier`` swaps the sentiment classifier, ``reward=vader`` VADER's sentiment for it (reward,
+    metric and SmolLM2's settings), ``data=openings`` the shipped openings for the Hub data."""
+    if data not in DATA:
+        raise ValueError(f"imdb: data must be one of {', '.join(DATA)}, got {data!r}")
+    if reward not in REWARDS:
+        raise ValueError(f"imdb: reward must be one of {', '.join(REWARDS)}, got {reward!r}")
+    if reward == "vader" and classifier is not None:
+        raise ValueError("imdb: reward=vader uses no classifier; drop the classifier argument")
+    spec = read_task_yaml(__file__)
+    if reward == "vader":
+        spec = apply_reward_config(spec, "vader")
+        spec["metrics"] = [VADER_METRIC if spec_id(m) in CLASSIFIER_IDS else m for m in spec["metrics"]]
+    if data != "hub":  # not the Hub dataset: no Hub id for cards
+        spec["dataset"] = {**spec["dataset"], "path": None, "revision": None}
+    spec["rewards"] = with_model(spec["rewards"], CLASSIFIER_IDS, classifier)
+    spec["metrics"] = with_model(spec["metrics"], CLASSIFIER_IDS, classifier)
+    return spec
+
+
 def build(
     data_dir: str | None = None,
     revision: str | None = None,
@@ -71,26 +92,14 @@ def build(
 ) -> Task:
     """The IMDB task; ``classifier`` replaces the sentiment classifier of the reward and metric,
     ``data=openings`` reads the shipped review openings, ``reward=vader`` scores with VADER."""
-    if data not in DATA:
-        raise ValueError(f"imdb: data must be one of {', '.join(DATA)}, got {data!r}")
-    if reward not in REWARDS:
-        raise ValueError(f"imdb: reward must be one of {', '.join(REWARDS)}, got {reward!r}")
+    spec = task_spec(classifier, data, reward)
     if data != "hub" and data_dir is not None:
         raise ValueError(f"imdb: give data={data} or data_dir, not both")
-    if reward == "vader" and classifier is not None:
-        raise ValueError("imdb: reward=vader uses no classifier; drop the classifier argument")
-    spec = read_task_yaml(__file__)
-    if reward == "vader":
-        spec = apply_reward_config(spec, "vader")
-        spec["metrics"] = [VADER_METRIC if spec_id(m) in CLASSIFIER_IDS else m for m in spec["metrics"]]
-    spec["rewards"] = with_model(spec["rewards"], CLASSIFIER_IDS, classifier)
-    spec["metrics"] = with_model(spec["metrics"], CLASSIFIER_IDS, classifier)
-    data_dir = DATA[data] or data_dir
     return build_parquet_task(
         __file__,
         preprocess,
         spec=spec,
-        data_dir=data_dir,
+        data_dir=DATA[data] or data_dir,
         revision=revision,
         max_samples=max_samples,
         split_raw=split_validation,
