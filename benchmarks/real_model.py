@@ -1,7 +1,7 @@
 """A real pretrained model learns a real reward: SmolLM2-135M-Instruct on IMDB sentiment continuation.
 
 The offline IMDB shape (``--task imdb --task-arg data=openings --task-arg reward=vader``: the shipped
-review openings, VADER's compound sentiment of prompt + completion in [-1, 1]) with hfrl's built-in
+review openings, VADER's compound sentiment of the completion in [-1, 1]) with hfrl's built-in
 ``smollm2`` (the 4-bit GGUF of HuggingFaceTB/SmolLM2-135M-Instruct, dequantised). Each algorithm runs
 with a LoRA adapter and with full fine-tuning, for the same budget (``--prompts`` completions of
 ``--new-tokens`` tokens per iteration, ``--iterations`` iterations), with the task's settings for it
@@ -534,7 +534,7 @@ def write_report(results: dict[str, Any], path: str, png: str) -> None:
         f"**Machine.** {m['cpu']}, {m['cores']} cores, shared with other work; torch threads per run in the "
         "table. " + ", ".join(f"{k} {v}" for k, v in m["versions"].items()) + f", Python {m['python']}.",
         "",
-        f"**Task.** `{s['task']}`: continue a review opening; reward = VADER compound sentiment of prompt + "
+        f"**Task.** `{s['task']}`: continue a review opening; reward = VADER compound sentiment of the "
         f"completion in [-1, 1]. Model `{s['model']}` (HuggingFaceTB/SmolLM2-135M-Instruct, 4-bit GGUF "
         "dequantised to float32).",
         "",

@@ -12,7 +12,7 @@ another sequence classifier (a Hub id or a local folder, e.g. a small one for of
 Offline (no Hub), the same task code runs on what the package ships: ``data=openings`` reads
 ``fixtures/imdb_openings`` (400 short reviews written for hfrl in the Hub files' schema, 400 distinct
 openings: 256 train, 64 validation, 80 test prompts; ``tasks/fixtures/make_imdb_openings.py``) and
-``reward=vader`` scores prompt + completion with VADER's compound sentiment in [-1, 1] (the
+``reward=vader`` scores the completion with VADER's compound sentiment in [-1, 1] (the
 ``vader_sentiment`` reward and metric) instead of the classifier, with the settings tuned for the
 built-in SmolLM2-135M-Instruct (``reward_configs: vader`` in imdb.yaml; ``benchmarks/real_model.py``).
 
@@ -27,7 +27,7 @@ from hfrl.tasks.base import Task, apply_reward_config, read_task_yaml, spec_id, 
 from hfrl.tasks.data import FIXTURES, build_parquet_task
 
 CLASSIFIER_IDS = ("learned_classifier",)
-VADER_METRIC = {"id": "vader_sentiment", "args": {"input": "prompt+completion", "key": "sentiment"}}
+VADER_METRIC = {"id": "vader_sentiment", "args": {"key": "sentiment"}}
 DATA = {"hub": None, "openings": FIXTURES / "imdb_openings"}  # data= -> the local folder (None: Hub / HFRL_DATA_DIR)
 REWARDS = ("classifier", "vader")
 

@@ -24,8 +24,8 @@ def test_openings_load_through_the_imdb_task_code(task):
 
 def test_vader_is_the_reward_and_the_sentiment_metric(task):
     assert [f.__name__ for f in task.reward_funcs] == ["vader_sentiment"]
-    assert task.reward_funcs[0](prompts=["It was"], completions=[" good"]) == [0.4404]  # prompt + completion
-    metric = task.metrics["vader_sentiment"](prompts=["It was"], completions=[" good"])
+    assert task.reward_funcs[0](prompts=["It was bad"], completions=[" good"]) == [0.4404]  # the completion
+    metric = task.metrics["vader_sentiment"](prompts=["It was bad"], completions=[" good"])
     assert metric == {"sentiment": 0.4404}
     ppo = task.config_for("ppo")  # SmolLM2's settings (benchmarks/real_model.py), not gpt2-imdb's
     assert ppo["max_new_tokens"] == ppo["generation_kwargs"]["min_new_tokens"]
@@ -68,4 +68,4 @@ def test_one_command_trains_offline(tiny_causal_dir, tmp_path, capsys):
     assert code == 0, err
     assert "reward: first iteration" in stdout
     card = (out / "README.md").read_text()  # the card shows the shape the run used
-    assert "`vader_sentiment(input='prompt+completion')`" in card and "stanfordnlp/imdb" not in card
+    assert "**Reward.** `vader_sentiment`" in card and "stanfordnlp/imdb" not in card

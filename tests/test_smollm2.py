@@ -54,3 +54,7 @@ def test_ppo_with_lora_on_the_shipped_smollm2_gguf(tmp_path):
     for entry in logs:
         assert -1 <= entry["reward"] <= 1 and entry["rewards/vader_sentiment"] == entry["reward"]
         assert torch.isfinite(torch.tensor(entry["kl"])) and entry["completion_length"] == 8
+    trainer.save_model()  # the adapter, and a card naming the GGUF source
+    card = (tmp_path / "run" / "README.md").read_text()
+    assert "base_model: HuggingFaceTB/SmolLM2-135M-Instruct" in card and "license: apache-2.0" in card
+    assert "A LoRA adapter for hfrl's built-in `smollm2` model" in card and SMOLLM2["file"] in card
