@@ -29,6 +29,7 @@ def test_captured_logprobs_and_values_equal_a_scoring_forward(kind, tiny_causal_
     torch.manual_seed(0)
     lm, tok = load(kind, tiny_causal_dir, tiny_seq2seq_dir)
     model = ActorCritic(lm).eval()
+    torch.nn.init.normal_(model.value_head.summary.weight)  # a trained critic's values, not the initial zeros
     texts = ["1 2 3 4 5 6", "a", "the movie was", "7", "", "x y"]
     ids = [tok(t)["input_ids"] or [tok.eos_token_id] for t in texts]
     query_ids, query_mask = pad(ids, tok.pad_token_id, "left" if kind == "causal" else "right")
