@@ -45,7 +45,7 @@ MODES = ("lora", "full")
 SAMPLES = 5  # completions shown before / after
 LORA = {"r": 16, "lora_alpha": 32, "lora_dropout": 0.0, "target_modules": "all-linear"}
 # Learning rates with the LoRA adapter (the task's configs are full fine-tuning's, what `hfrl train` runs)
-LORA_LR = {"ppo": 2e-4, "nlpo": 2e-4, "a2c": 2e-4, "trpo": None, "grpo": 2e-4, "rloo": 2e-4, "a_lol": 2e-4}
+LORA_LR = {"ppo": 4e-4, "nlpo": 4e-4, "a2c": 1e-3, "trpo": None, "grpo": 4e-4, "rloo": 4e-4, "a_lol": 4e-4}
 
 
 # ---- settings ------------------------------------------------------------------------------------
@@ -66,6 +66,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--plot", default=str(HERE / "real_model_curves.png"), help="the curves' PNG")
     parser.add_argument("--out", default=None, help="run directories (default: a temporary folder)")
     parser.add_argument("--report-only", action="store_true", help="only write the report from --json")
+    parser.add_argument("--note", action="append", default=[], help="a line for the report's notes (kept in --json)")
     parser.add_argument("--set", action="append", default=[], metavar="ALG.FIELD=VALUE",
                         help="a config field of one algorithm (YAML value), e.g. ppo.kl_target=0.2")  # fmt: skip
     return parser.parse_args(argv)
@@ -130,9 +131,9 @@ class Budget:
         for key in ("generation_kwargs", "eval_generation_kwargs"):
             if isinstance(fields.get(key), dict):
                 fields[key] = self.generation(fields[key])
-        if mode == "lora" and (self.a.lora_lr or LORA_LR.get(alg)):
-            fields["learning_rate"] = self.a.lora_lr or LORA_LR[alg]
         fields.update(self.overrides.get(alg, {}))
+        if mode == "lora" and (self.a.lora_lr or LORA_LR.get(alg)):  # --set sets full fine-tuning's
+            fields["learning_rate"] = self.a.lora_lr or LORA_LR[alg]
         fields.update(output_dir=out, report_to="none", disable_tqdm=True, save_strategy="no", seed=self.a.seed)
         if alg in ONLINE:
             fields.update(
@@ -428,6 +429,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     threads = a.threads or int(os.environ.get("OMP_NUM_THREADS", "2"))
     os.environ.setdefault("OMP_NUM_THREADS", str(threads))
     results = load_results(a.json)
+    results.setdefault("notes", []).extend(a.note)
+    if a.report_only and a.note:
+        save_results(a.json, results)
     if not a.report_only:
         import tempfile
 
@@ -456,7 +460,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                     "lora": LORA, "seed": a.seed}  # fmt: skip
         if results.get("settings") not in (None, settings):
             print("note: these settings differ from those of the runs already in", a.json, "- starting afresh")
-            results = {"runs": {}}
+            results = {"runs": {}, "notes": list(a.note)}
         results["settings"], results["machine"] = settings, machine()
         if "base" not in results:
             start = time.perf_counter()
