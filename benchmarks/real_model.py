@@ -543,7 +543,8 @@ def write_report(results: dict[str, Any], path: str, png: str) -> None:
         "dequantised to float32).",
         "",
         f"**Budget, every run.** {s['iterations']} iterations x {s['prompts']} completions x {s['new_tokens']} "
-        f"new tokens (TRL: {s['iterations']} steps of {s['prompts']} completions, 4 per prompt; A-LoL: "
+        f"new tokens (TRL: {s['iterations']} generations of {s['prompts']} completions, 4 per prompt, 4 optimizer "
+        f"steps each, as PPO's 4 minibatches; A-LoL: "
         f"{s['iterations'] * s['prompts']} base-model samples of the training prompts). LoRA: {s['lora']}. "
         f"Evaluation: {s['eval_prompts']} validation prompts, sampling {s['eval_generation']}, seed {s['seed']}, "
         "KL and perplexity against the base model.",
