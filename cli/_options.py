@@ -6,7 +6,9 @@ from typing import Annotated
 
 import typer
 
-ModelArg = Annotated[str, typer.Argument(help="Run directory, model directory, Hub id, or tiny / tiny-t5.")]
+ModelArg = Annotated[
+    str, typer.Argument(help="Run directory, model directory, .gguf file, Hub id, or tiny / tiny-t5 / smollm2.")
+]
 RunArg = Annotated[str, typer.Argument(help="Run directory (from hfrl train) or a checkpoint inside it.")]
 BaseModelOpt = Annotated[
     str | None,

@@ -49,7 +49,8 @@ Examples:
 TaskOpt = Annotated[str | None, typer.Option("--task", "-t", help="Task name (hfrl list tasks), or module:attr.")]
 AlgOpt = Annotated[str | None, typer.Option("--alg", "-a", help="Algorithm (hfrl list algs). Default: ppo.")]
 ModelOpt = Annotated[
-    str | None, typer.Option("--model", "-m", help="Hub id, local directory, or built-in tiny / tiny-t5.")
+    str | None,
+    typer.Option("--model", "-m", help="Hub id, local directory, .gguf file, or built-in tiny / tiny-t5 / smollm2."),
 ]
 ConfigOpt = Annotated[str | None, typer.Option("--config", "-c", help="YAML file of config fields.")]
 OutOpt = Annotated[str | None, typer.Option("--output-dir", "-o", help="Run directory (default runs/TASK-ALG).")]

@@ -20,7 +20,7 @@ from torch import nn
 from transformers import PreTrainedModel
 
 from hfrl.advantages import Reduce, explained_variance, gae, masked_mean, masked_var, whiten
-from hfrl.capture import Captured, StepCapture
+from hfrl.capture import Captured, SampledSetRecorder, StepCapture, processor_last, unpack_sets
 from hfrl.policies import ActorCritic, ReferencePolicy, completion_forward, tempered, trim_padding
 
 
@@ -33,7 +33,7 @@ class Rollout:
     response_ids: torch.Tensor  # (B, T) completion ids, right-padded with the pad token
     response_mask: torch.Tensor  # (B, T) 1 on completion tokens up to and including the first EOS
     logprobs: torch.Tensor  # (B, T) log pi_old(a_t | s_t) of the sampled tokens in the action distribution
-    #                          (NLPO: the masked, renormalised one); the PPO ratio's denominator
+    #                          (NLPO: renormalised over the set sampled from); the PPO ratio's denominator
     ref_logprobs: torch.Tensor  # (B, T) log pi_ref(a_t | s_t)
     kl: torch.Tensor  # (B, T) log pi_old(a_t | s_t) - log pi_ref(a_t | s_t), unmasked distributions
     values: torch.Tensor  # (B, T) V(s_t) at rollout time
@@ -41,7 +41,7 @@ class Rollout:
     rewards: torch.Tensor  # (B, T) -beta * (logp - ref_logp) + task reward on the last token
     advantages: torch.Tensor  # (B, T) GAE advantages (whitened if configured)
     returns: torch.Tensor  # (B, T) advantages + values (before whitening)
-    mask_thresholds: torch.Tensor | None = None  # (B, T) NLPO: the smallest logit of each top-p action set
+    action_sets: torch.Tensor | None = None  # (B, T, ceil(V/8)) NLPO: the packed set each token was sampled from
     entropy: torch.Tensor | None = None  # (B, T) entropy of the action distribution at rollout time (logged)
 
     def __len__(self) -> int:
@@ -113,16 +113,26 @@ def generate_and_capture(
     temperature: float = 1.0,
     hidden: bool = True,
     logits_processor: Callable[[torch.Tensor, torch.Tensor], list] | None = None,
+    action_sets: bool = False,
 ) -> tuple[torch.Tensor, torch.Tensor, Captured]:
     """:func:`generate`, also keeping what generation computed anyway (:class:`hfrl.capture.StepCapture`):
     ``(response_ids, response_mask, captured)`` with :class:`hfrl.capture.Captured`'s ``(B, T)``
     tensors: the sampled tokens' log-probs under ``softmax(logits / temperature)``, the last hidden
-    states that predicted them (``hidden``), and that distribution's entropy. A logits processor
-    with a ``last_allowed`` attribute (NLPO's :class:`hfrl.masking.TopPMaskProcessor`: the ``(B, V)``
-    set each step sampled from) adds the log-probs under the distribution renormalised over that
-    set, and the entropy is that distribution's. Zero at padded positions."""
+    states that predicted them (``hidden``), and that distribution's entropy. With ``action_sets``
+    (NLPO), also the set each step sampled from (the tokens whose logit every logits processor left
+    finite: :class:`hfrl.capture.SampledSetRecorder`), packed ``(B, T, ceil(V / 8))``, the sampled
+    tokens' log-probs under the distribution renormalised over that set, and that distribution's
+    entropy. Zero at padded positions."""
     response_ids, response_mask, captured = _generate(
-        lm, query_ids, query_mask, generation_kwargs, pad_token_id, batch_size, logits_processor, (temperature, hidden)
+        lm,
+        query_ids,
+        query_mask,
+        generation_kwargs,
+        pad_token_id,
+        batch_size,
+        logits_processor,
+        (temperature, hidden),
+        action_sets,
     )
     assert captured is not None
     return response_ids, response_mask, captured
@@ -137,6 +147,7 @@ def _generate(
     batch_size: int | None,
     logits_processor: Callable[[torch.Tensor, torch.Tensor], list] | None,
     capture: tuple[float, bool] | None = None,
+    action_sets: bool = False,
 ) -> tuple[torch.Tensor, torch.Tensor, Captured | None]:
     batch_size = batch_size or len(query_ids)
     eos = generation_kwargs.get("eos_token_id", lm.generation_config.eos_token_id)
@@ -149,15 +160,17 @@ def _generate(
         processors = logits_processor(ids, mask) if logits_processor is not None else []
         if processors:
             kwargs["logits_processor"] = processors
-        sets = [p for p in processors if hasattr(p, "last_allowed")]
-        action_set = (lambda p=sets[0]: p.last_allowed) if sets else None
+        recorder = SampledSetRecorder() if capture is not None and action_sets else None
+        action_set = (lambda r=recorder: r.last_allowed) if recorder is not None else None
+        recording = processor_last(lm, recorder) if recorder is not None else contextlib.nullcontext()
         cap = StepCapture(lm, *capture, action_set=action_set) if capture is not None else contextlib.nullcontext()
-        with cap, _without_dropped_mask_warning():
+        with recording, cap, _without_dropped_mask_warning():
             out = lm.generate(input_ids=ids, attention_mask=mask, **kwargs)  # type: ignore[operator]
         chunk = out[:, 1:] if is_seq2seq else out[:, ids.shape[1] :]  # drop decoder start / prompt
         chunks.append(chunk)
         if isinstance(cap, StepCapture):
-            parts.append(cap.result(chunk))
+            part = cap.result(chunk)
+            parts.append(part._replace(action_sets=recorder.sets(chunk.shape[1])) if recorder is not None else part)
     width = max(c.shape[1] for c in chunks)
 
     def cat(tensors: list, value: float = 0) -> torch.Tensor:
@@ -178,6 +191,7 @@ def _generate(
         optional("hidden"),
         cat([p.entropy for p in parts]),
         optional("action_logprobs"),
+        optional("action_sets"),  # zero bytes (empty sets) after each row's last generated token
     )
     return response_ids, response_mask, captured
 
@@ -322,9 +336,6 @@ def _invalid(name: str, values: torch.Tensor, bad: torch.Tensor, max_abs: float 
     )
 
 
-ActionMaskFn = Callable[..., torch.Tensor]  # (query_ids, query_mask, response_ids, response_mask[, thresholds])
-
-
 def action_logprobs(
     logits: torch.Tensor,
     tokens: torch.Tensor,
@@ -369,31 +380,28 @@ def score(
     response_mask: torch.Tensor,
     batch_size: int,
     temperature: float = 1.0,
-    action_mask_fn: ActionMaskFn | None = None,
-    mask_thresholds: torch.Tensor | None = None,
+    action_sets: torch.Tensor | None = None,
     policy_logprobs: torch.Tensor | None = None,
     policy_values: torch.Tensor | None = None,
     policy_entropy: torch.Tensor | None = None,
     policy_action_logprobs: torch.Tensor | None = None,
 ) -> Scores:
     """Log-probs and values under the current policy, log-probs under the reference: one forward per
-    model per batch (plus one of the mask policy with ``action_mask_fn``). Given the policy's
-    ``policy_logprobs``, ``policy_values`` and ``policy_entropy (B, T)`` (captured during
-    generation; with an action set, also ``policy_action_logprobs``), only the reference runs.
+    model per batch. Given the policy's ``policy_logprobs``, ``policy_values`` and ``policy_entropy
+    (B, T)`` (captured during generation; with an action set, also ``policy_action_logprobs``), only
+    the reference runs.
 
     Returns :class:`Scores` ``(logprobs, values, ref_logprobs, action_logprobs, entropy)``, each
     ``(B, T)``: ``logprobs`` under the full distribution (for the KL penalty), ``action_logprobs``
-    and ``entropy`` under the action
-    distribution (masked by ``action_mask_fn(query_ids, query_mask, response_ids, response_mask)``,
-    with the batch's rows of ``mask_thresholds (B, T)`` as a fifth argument when given; else equal
-    to ``logprobs``).
+    and ``entropy`` under the action distribution (renormalised over the packed ``action_sets
+    (B, T, ceil(V / 8))`` generation sampled from, when given; else equal to ``logprobs``).
     """
     from trl.trainer.utils import selective_log_softmax
 
-    if policy_logprobs is not None and action_mask_fn is not None:
+    if policy_logprobs is not None and action_sets is not None:
         raise ValueError(
             "score: with captured policy log-probs, pass the action distribution's as policy_action_logprobs "
-            "instead of an action_mask_fn"
+            "instead of the action sets"
         )
     logprobs: list[torch.Tensor] = []
     values: list[torch.Tensor] = []
@@ -411,9 +419,8 @@ def score(
             logits = tempered(logits, temperature)
             values.append(value.float())
             mask = None
-            if action_mask_fn is not None:
-                extra = () if mask_thresholds is None else (mask_thresholds[rows],)
-                mask = action_mask_fn(*args, *extra)
+            if action_sets is not None:
+                mask = unpack_sets(action_sets[rows], logits.shape[-1])
                 logprobs.append(selective_log_softmax(logits, response_ids[rows]))
             action_lp, entropy = action_logprobs(logits, response_ids[rows], mask, entropy_grad=False)
             (masked if mask is not None else logprobs).append(action_lp)

@@ -149,7 +149,8 @@ class EvalReport:
 def _default_output_dir(run: Run) -> Path:
     if run.path is not None:
         return run.path
-    return Path("runs") / ("eval-" + re.sub(r"[^\w.-]+", "-", run.name).strip("-"))
+    name = Path(run.name).stem if run.name.lower().endswith(".gguf") else run.name  # a GGUF file: its name
+    return Path("runs") / ("eval-" + re.sub(r"[^\w.-]+", "-", name).strip("-"))
 
 
 def evaluate(

@@ -93,8 +93,8 @@ def test_list(what, expected, capsys):
         ),
         (
             ["train", "--task", "numbers", "--model", "./no/such/model"],
-            "error: unknown model './no/such/model' (known: tiny, tiny-t5); give a local model directory, "
-            "a reachable Hub model id or a built-in model",
+            "error: unknown model './no/such/model' (known: smollm2, tiny, tiny-t5); give a local model directory, "
+            "a .gguf file, a reachable Hub model id or a built-in model",
         ),
     ],
 )

@@ -262,3 +262,22 @@ def test_a_library_reward_trains_through_trl_grpo(tiny_causal_dir, tmp_path):
     assert any(h["rewards/chrf/std"] > 0 for h in logged)
     changed = [n for n, p in trainer.model.named_parameters() if not torch.equal(before[n], p)]
     assert changed, "no parameter changed in 2 GRPO steps"
+
+
+def test_vader_sentiment_reward_and_metric_by_hand():
+    # VADER: compound = x / sqrt(x^2 + 15) of the summed word valences; "good" is 1.9 in its lexicon:
+    # 1.9 / sqrt(1.9^2 + 15) = 1.9 / 4.3139 = 0.4404
+    reward = load_reward("vader_sentiment")
+    assert reward.__name__ == "vader_sentiment"
+    assert reward(prompts=["", "", ""], completions=["good", "", "the table"]) == [0.4404, 0.0, 0.0]  # empty: 0
+    whole = load_reward({"id": "vader_sentiment", "args": {"input": "prompt+completion"}})
+    assert whole(prompts=["good"], completions=["table"]) == [0.4404]  # the prompt's word counts too
+    from hfrl.metrics import load_metric
+
+    result = load_metric({"id": "vader_sentiment", "args": {"key": "sentiment"}})(["", ""], ["good", "bad"])
+    # "bad" is -2.5: -2.5 / sqrt(6.25 + 15) = -0.5423; mean (0.4404 - 0.5423) / 2 = -0.05095
+    assert result.per_sample == {"sentiment": [0.4404, -0.5423]} and result["sentiment"] == pytest.approx(-0.05095)
+    with pytest.raises(
+        ValueError, match="^vader_sentiment: input must be completion or prompt\\+completion, got 'pair'$"
+    ):
+        load_reward({"id": "vader_sentiment", "args": {"input": "pair"}})

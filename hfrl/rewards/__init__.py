@@ -36,6 +36,8 @@ REWARDS: dict[str, str] = {
     "commongen_repeat_penalty": f"{_M}:CommonGenRepeatPenalty",
     # learned classifiers
     "learned_classifier": f"{_M}:LearnedClassifier",
+    # lexicon sentiment: the offline stand-in for IMDB's classifier (hfrl.metrics.sentiment)
+    "vader_sentiment": f"{_M}:VaderSentiment",
     "intent_accuracy": f"{_M}:IntentAccuracy",
     # any `evaluate` module with per-sample scores
     "evaluate": f"{_M}:EvaluateReward",

@@ -121,21 +121,16 @@ class SaveStateAtEnd(TrainerCallback):
 
 
 def causal_model_path(model: Any, trainer: str) -> Any:
-    """A model name or folder for TRL (built-in ``tiny`` resolved), checked to be a causal LM."""
-    from transformers import AutoConfig
-
+    """A model name or folder for TRL, checked to be a causal LM: a built-in model resolved, a GGUF
+    file as its dequantised copy (:func:`hfrl.models.plain_model_dir`: TRL reloads its reference
+    model from the policy's path, which ``from_pretrained`` must open without a ``gguf_file``)."""
     if not isinstance(model, str):
         config = model.config
     else:
-        from hfrl.registry import unknown
-        from hfrl.tiny import TINY_MODELS, tiny_model_path
+        from hfrl.models import load_config, plain_model_dir
 
-        model = tiny_model_path(model) if model in TINY_MODELS else model
-        try:
-            config = AutoConfig.from_pretrained(model)
-        except OSError as err:
-            hint = "; give a local model directory, a reachable Hub model id or a built-in model"
-            raise unknown("model", model, TINY_MODELS, hint=hint) from err
+        model = plain_model_dir(model)
+        config = load_config(model)
     if getattr(config, "is_encoder_decoder", False):
         raise ValueError(
             f"TRL's {trainer} trains causal language models; {getattr(config, '_name_or_path', model)} is an "
@@ -145,10 +140,10 @@ def causal_model_path(model: Any, trainer: str) -> Any:
 
 
 def load_tokenizer(model: Any, padding_side: str = "left"):
-    from transformers import AutoTokenizer
+    from hfrl.models import load_tokenizer as load
 
     name = model if isinstance(model, str) else model.config._name_or_path
-    tokenizer = AutoTokenizer.from_pretrained(name)
+    tokenizer = load(name)
     tokenizer.padding_side = padding_side
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token

@@ -28,6 +28,7 @@ from transformers import PreTrainedModel, PreTrainedTokenizerBase, Trainer, Trai
 
 from hfrl.evaluation import encode_prompt, score_completions
 from hfrl.losses import ADVANTAGE_WEIGHTED, NEEDS_REFERENCE, alol_loss
+from hfrl.models import BUILTIN_MODELS, is_gguf, load_model, load_tokenizer
 from hfrl.policies import completion_forward, disable_dropout, is_peft_model
 from hfrl.rewards import reward_list
 from hfrl.rollout import generate, pad
@@ -42,7 +43,7 @@ from hfrl.trainers.offline.preparation import (
     prepare_dataset,
 )
 from hfrl.trainers.offline.priority_sampler import PrioritySampler
-from hfrl.trainers.online.online_trainer import _SaveStateAtEnd, load_policy
+from hfrl.trainers.online.online_trainer import _SaveStateAtEnd
 
 RewardFunc = Callable[..., Sequence[Any]]
 
@@ -92,9 +93,7 @@ class _LogPreparation(TrainerCallback):
 def adapter_config(model: Any) -> Any:
     """The ``PeftConfig`` when ``model`` names a PEFT adapter (a local folder or a Hub repository with
     ``adapter_config.json``, e.g. an SFT QLoRA adapter as pi_ref), else None."""
-    from hfrl.tiny import TINY_MODELS
-
-    if not isinstance(model, str) or model in TINY_MODELS:
+    if not isinstance(model, str) or model in BUILTIN_MODELS or is_gguf(model):
         return None
     if os.path.isdir(model) and not os.path.isfile(os.path.join(model, "adapter_config.json")):
         return None
@@ -196,10 +195,8 @@ class ALoLTrainer(CrashSafeMixin, HubMixin, Trainer):
 
         policy, self._fresh_adapter = self._load_policy(model, args, peft_config)
         if processing_class is None:
-            from transformers import AutoTokenizer
-
             has_tokenizer = isinstance(model, str) and os.path.isfile(os.path.join(model, "tokenizer_config.json"))
-            processing_class = AutoTokenizer.from_pretrained(model if has_tokenizer else policy.config._name_or_path)
+            processing_class = load_tokenizer(model if has_tokenizer else policy.config._name_or_path)
         if processing_class.pad_token_id is None:
             processing_class.pad_token = processing_class.eos_token
         if policy.generation_config.eos_token_id is None:
@@ -253,14 +250,14 @@ class ALoLTrainer(CrashSafeMixin, HubMixin, Trainer):
         if adapter is not None:  # e.g. an SFT QLoRA adapter: trained further, the starting model is pi_ref
             from peft import PeftModel
 
-            base = load_policy(adapter.base_model_name_or_path, init_kwargs)
+            base = load_model(adapter.base_model_name_or_path, init_kwargs)
             if args.load_in_4bit:
                 from peft import prepare_model_for_kbit_training
 
                 base = prepare_model_for_kbit_training(base, use_gradient_checkpointing=args.gradient_checkpointing)
             policy = PeftModel.from_pretrained(base, model, is_trainable=True)
         else:
-            policy = load_policy(model, init_kwargs)
+            policy = load_model(model, init_kwargs)
         fresh = peft_config is not None
         if fresh:
             if is_peft_model(policy):

@@ -23,11 +23,13 @@ from typing import Any
 import torch
 from datasets import Dataset
 from torch import nn
-from transformers import AutoConfig, PreTrainedModel, PreTrainedTokenizerBase, Trainer, TrainerCallback
+from transformers import PreTrainedModel, PreTrainedTokenizerBase, Trainer, TrainerCallback
 from transformers.trainer_callback import ProgressCallback
 
+from hfrl.capture import unpack_sets
 from hfrl.evaluation import NOT_REWARD_COLUMNS, PROMPT_IDS, encode_prompt, score_completions
 from hfrl.kl import make_kl_controller
+from hfrl.models import load_model, load_tokenizer
 from hfrl.policies import ActorCritic, ReferencePolicy, disable_dropout, tempered
 from hfrl.rewards import reward_list
 from hfrl.rollout import (
@@ -50,30 +52,6 @@ ONLINE_STATE_NAME = "online_state.json"
 VALUE_HEAD_NAME = "value_head.safetensors"
 
 RewardFunc = Callable[..., Sequence[Any]]
-
-
-def load_policy(model: str | PreTrainedModel, init_kwargs: dict | None = None) -> PreTrainedModel:
-    """A model instance, or a name / local path (or built-in ``tiny`` / ``tiny-t5``) loaded with the
-    Auto class that fits its config (seq2seq or causal)."""
-    if not isinstance(model, str):
-        return model
-    from transformers import AutoModelForCausalLM, AutoModelForSeq2SeqLM
-
-    from hfrl.tiny import TINY_MODELS, tiny_model_path
-
-    path = tiny_model_path(model) if model in TINY_MODELS else model
-    try:
-        config = AutoConfig.from_pretrained(path)
-    except OSError as err:
-        if os.path.isfile(os.path.join(path, "config.json")):  # there, but unreadable: not an unknown name
-            reason = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-            raise ValueError(f"model directory {path}: its config.json cannot be read ({reason})") from err
-        from hfrl.registry import unknown
-
-        hint = "; give a local model directory, a reachable Hub model id or a built-in model"
-        raise unknown("model", model, TINY_MODELS, hint=hint) from err
-    auto = AutoModelForSeq2SeqLM if getattr(config, "is_encoder_decoder", False) else AutoModelForCausalLM
-    return auto.from_pretrained(path, **(init_kwargs or {}))
 
 
 class _IterationProgress(TrainerCallback):
@@ -165,11 +143,9 @@ class OnlineTrainer(CrashSafeMixin, HubMixin, Trainer):
         from transformers.trainer_utils import enable_full_determinism, set_seed
 
         enable_full_determinism(args.seed) if args.full_determinism else set_seed(args.seed)
-        policy = load_policy(model, args.model_init_kwargs)
+        policy = load_model(model, args.model_init_kwargs)
         if processing_class is None:
-            from transformers import AutoTokenizer
-
-            processing_class = AutoTokenizer.from_pretrained(policy.config._name_or_path)
+            processing_class = load_tokenizer(policy.config._name_or_path)
         if processing_class.pad_token_id is None:
             processing_class.pad_token = processing_class.eos_token
         if policy.generation_config.eos_token_id is None:
@@ -279,8 +255,11 @@ class OnlineTrainer(CrashSafeMixin, HubMixin, Trainer):
         return ids.to(self.accelerator.device), mask.to(self.accelerator.device)
 
     def _generate(self, query_ids, query_mask, generation_kwargs: dict, logits_processor=None, capture=False):
-        """``(response_ids, response_mask)``; with ``capture``, also ``(logprobs, values, entropy,
-        action_logprobs)`` from what generation computed (:func:`hfrl.rollout.generate_and_capture`)."""
+        """``(response_ids, response_mask)``; with ``capture`` (a rollout), also ``(logprobs, values,
+        entropy, action_logprobs, action_sets)`` from what generation computed
+        (:func:`hfrl.rollout.generate_and_capture`): values and log-probs when
+        :meth:`_capture_at_generation`, the sets sampled from when the loss renormalises over them
+        (``_action_set_from_sampling``; None entries otherwise)."""
         from trl.models.utils import unwrap_model_for_generation
 
         with unwrap_model_for_generation(
@@ -289,18 +268,27 @@ class OnlineTrainer(CrashSafeMixin, HubMixin, Trainer):
             was_training = unwrapped.training
             unwrapped.eval()
             batch = (query_ids, query_mask, generation_kwargs, self.tokenizer.pad_token_id)
+            sets = capture and self._action_set_from_sampling
             with self._autocast(), self._diverged_weights_named():
-                if capture:
+                if capture and (sets or self._capture_at_generation()):
+                    scoring = self._capture_at_generation()
                     ids, mask, cap = generate_and_capture(
                         unwrapped.policy,
                         *batch,
                         self.args.generation_batch_size,
                         self.temperature,
+                        hidden=scoring,
                         logits_processor=logits_processor,
+                        action_sets=sets,
                     )
-                    out = [ids, mask, cap.logprobs, unwrapped.value_head(cap.hidden), cap.entropy, cap.action_logprobs]
+                    captured = [None] * 4  # without a scoring capture, score() runs the policy
+                    if scoring:
+                        values = unwrapped.value_head(cap.hidden)
+                        captured = [cap.logprobs, values, cap.entropy, cap.action_logprobs]
+                    out = [ids, mask, *captured, cap.action_sets]
                 else:
                     out = list(generate(unwrapped.policy, *batch, self.args.generation_batch_size, logits_processor))
+                    out += [None] * 5 if capture else []
             unwrapped.train(was_training)
         return tuple(out)
 
@@ -326,19 +314,14 @@ class OnlineTrainer(CrashSafeMixin, HubMixin, Trainer):
                 "(hfrl/accelerate_configs/multi_gpu.yaml) or ZeRO-2 (deepspeed_zero2.yaml)"
             )
 
-    #: whether generation's logits processor exposes the action set each step samples from
-    #: (``last_allowed``), so that log-probs under the action distribution are captured too (NLPO)
-    _generation_keeps_action_set = False
+    #: whether the loss's action distribution is the policy renormalised over the set each token was
+    #: sampled from, after every logits processor (NLPO), rather than the full softmax (PPO, A2C, TRPO)
+    _action_set_from_sampling = False
 
     def _capture_at_generation(self) -> bool:
         """Whether the rollout's policy log-probs and values come from generation (no scoring forward
-        of the policy): on by config, with the value head on the shared backbone, and any action
-        mask the one generation sampled from."""
-        return (
-            self.args.logprobs_from_generation
-            and not self.args.separate_critic
-            and (self._action_mask_fn() is None or self._generation_keeps_action_set)
-        )
+        of the policy): on by config, with the value head on the shared backbone."""
+        return self.args.logprobs_from_generation and not self.args.separate_critic
 
     def _autocast(self):
         """Rollout generation and scoring under the run's mixed precision (``bf16`` / ``fp16``), as
@@ -356,23 +339,12 @@ class OnlineTrainer(CrashSafeMixin, HubMixin, Trainer):
         factory (NLPO's action mask), or None."""
         return None
 
-    def _action_mask_fn(self):
-        """Hook: ``(query_ids, query_mask, response_ids, response_mask[, mask_thresholds]) -> bool
-        (B, T, V)`` action mask of the loss's distribution (NLPO), or None for the full vocabulary."""
-        return None
-
-    def _generation_mask_thresholds(self, response_ids: torch.Tensor) -> torch.Tensor | None:
-        """Hook: what the last generation kept to rebuild its action masks (NLPO: ``(B, T)``
-        top-p thresholds), handed to the action mask function at scoring and in the loss."""
-        return None
-
     def action_logprobs(self, logits: torch.Tensor, inputs: Rollout) -> tuple[torch.Tensor, torch.Tensor | None]:
         """Log-probs of the taken tokens and entropies under the action distribution for the loss
         (the full softmax; NLPO masks it). The entropy is computed only when it is in the loss
         (``ent_coef``); the logged ``entropy`` is otherwise the rollout's."""
-        return action_logprobs(
-            logits, inputs.response_ids, self.loss_action_mask(inputs), with_entropy=bool(self.args.ent_coef)
-        )
+        mask = self.loss_action_mask(inputs, logits.shape[-1])
+        return action_logprobs(logits, inputs.response_ids, mask, with_entropy=bool(self.args.ent_coef))
 
     def policy_outputs(self, model, inputs: Rollout) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor]:
         """One forward of the (wrapped) model over a minibatch: ``(logprobs, entropy or None, values)``."""
@@ -380,13 +352,10 @@ class OnlineTrainer(CrashSafeMixin, HubMixin, Trainer):
         logprobs, entropy = self.action_logprobs(tempered(logits, self.temperature), inputs)
         return logprobs, entropy, values
 
-    def loss_action_mask(self, inputs: Rollout) -> torch.Tensor | None:
-        """The boolean ``(B, T, V)`` action mask of a minibatch for the loss (None: full vocabulary)."""
-        fn = self._action_mask_fn()
-        if fn is None:
-            return None
-        extra = () if inputs.mask_thresholds is None else (inputs.mask_thresholds,)
-        return fn(inputs.query_ids, inputs.query_mask, inputs.response_ids, inputs.response_mask, *extra)
+    def loss_action_mask(self, inputs: Rollout, vocab: int) -> torch.Tensor | None:
+        """The boolean ``(B, T, vocab)`` action mask of a minibatch for the loss: the sets its tokens
+        were sampled from (NLPO), or None (the full vocabulary)."""
+        return None if inputs.action_sets is None else unpack_sets(inputs.action_sets, vocab)
 
     @property
     def temperature(self) -> float:
@@ -399,20 +368,9 @@ class OnlineTrainer(CrashSafeMixin, HubMixin, Trainer):
         if chunk < len(batch):  # batches of similar prompt lengths: less padding to generate and score over
             batch = sorted(batch, key=lambda ex: len(ex[PROMPT_IDS]))
         query_ids, query_mask = self._queries(batch)
-        captured: tuple = (None, None, None, None)
-        action_mask_fn = self._action_mask_fn()
-        if self._capture_at_generation():
-            response_ids, response_mask, *captured = self._generate(
-                query_ids, query_mask, self._rollout_generation_kwargs(), self._logits_processor(), capture=True
-            )
-            if action_mask_fn is not None and captured[3] is None:
-                raise RuntimeError(f"{self._name}: generation's logits processor kept no action set to capture")
-            action_mask_fn = None  # the action distribution's log-probs came from generation
-        else:
-            response_ids, response_mask = self._generate(
-                query_ids, query_mask, self._rollout_generation_kwargs(), self._logits_processor()
-            )
-        mask_thresholds = self._generation_mask_thresholds(response_ids)
+        response_ids, response_mask, *captured, action_sets = self._generate(
+            query_ids, query_mask, self._rollout_generation_kwargs(), self._logits_processor(), capture=True
+        )
         t_generate = time.perf_counter()
 
         completions = self._decode(response_ids)
@@ -437,8 +395,7 @@ class OnlineTrainer(CrashSafeMixin, HubMixin, Trainer):
                 response_mask,
                 args.scoring_batch_size or args.mini_batch_size,
                 self.temperature,
-                action_mask_fn,
-                mask_thresholds,
+                None if self._capture_at_generation() else action_sets,  # captured: renormalised already
                 *captured,
             )
         beta = self.kl_ctl.value
@@ -461,7 +418,7 @@ class OnlineTrainer(CrashSafeMixin, HubMixin, Trainer):
             self._reduce,
             entropy,
         )
-        rollout.mask_thresholds = mask_thresholds
+        rollout.action_sets = action_sets
         stats = rollout_stats(rollout, self._reduce)  # over every process: the same on all of them
         self.kl_ctl.step(stats["kl"])
         t_score = time.perf_counter()
