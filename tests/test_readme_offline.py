@@ -29,7 +29,7 @@ def offline_commands() -> list[str]:
 
 def test_the_section_lists_the_tasks():
     tasks = [shlex.split(c)[shlex.split(c).index("--task") + 1] for c in offline_commands()]
-    assert tasks == ["cnn_dailymail", "daily_dialog", "hh"]
+    assert tasks == ["cnn_dailymail", "imdb", "daily_dialog", "hh"]
 
 
 @pytest.mark.parametrize(
