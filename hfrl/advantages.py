@@ -1,4 +1,4 @@
-"""Advantage estimation for token-level RL: masked statistics, whitening and GAE.
+"""Advantage estimation for token-level RL: masked statistics, whitening and GAE (docs/algorithms.md §1).
 
 Pure functions on ``(batch, time)`` tensors whose ``mask`` marks the completion tokens (1) against
 padding (0). Completions are right-padded, so every row's valid tokens form a prefix.
