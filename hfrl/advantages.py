@@ -41,16 +41,11 @@ def masked_var(values: torch.Tensor, mask: torch.Tensor, unbiased: bool = True, 
     return var
 
 
-def whiten(
-    values: torch.Tensor, mask: torch.Tensor, shift_mean: bool = True, eps: float = 1e-8, reduce: Reduce = None
-) -> torch.Tensor:
+def whiten(values: torch.Tensor, mask: torch.Tensor, eps: float = 1e-8, reduce: Reduce = None) -> torch.Tensor:
     """``(x - mean) / sqrt(var + eps)`` over the masked positions (of every process with ``reduce``);
     padding comes back as 0."""
     mean, var = masked_mean(values, mask, reduce=reduce), masked_var(values, mask, reduce=reduce)
-    out = (values - mean) * torch.rsqrt(var + eps)
-    if not shift_mean:
-        out = out + mean
-    return out * mask
+    return (values - mean) * torch.rsqrt(var + eps) * mask
 
 
 def gae(
