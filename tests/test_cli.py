@@ -121,6 +121,68 @@ def test_malformed_yaml_names_file_and_line(tmp_path, capsys):
     assert err.startswith(f"error: {cfg}:3: invalid YAML")
 
 
+def _errors():
+    from hfrl.experiment import ConfigFileError
+    from hfrl.metrics.learned import ClassifierUnavailableError
+    from hfrl.registry import UnknownNameError
+    from hfrl.rollout import RewardError
+    from hfrl.trainers.hub_mixin import NonFiniteError
+    from hfrl.trust import UntrustedCodeError
+
+    return [
+        (ValueError("lr must be > 0"), 2),  # hfrl's bad-input errors and their subclasses
+        (UnknownNameError("unknown task 'x'"), 2),
+        (UntrustedCodeError("config.yaml names code"), 2),
+        (ConfigFileError("bad.yaml:3: invalid YAML"), 2),
+        (RewardError("reward function 'r' returned nan"), 2),
+        (FileNotFoundError("no such data file"), 2),
+        (NonFiniteError("iteration 1: loss = nan"), 1),  # failures while running
+        (ClassifierUnavailableError("org/clf", OSError("offline")), 1),
+        (ConnectionError("cannot reach the Hub"), 1),
+        (RuntimeError("task 'x': cannot load the data"), 1),
+        (ImportError("pip install 'hfrl[metrics]'"), 1),
+        (TypeError("'int' object is not iterable"), None),  # bugs: the traceback, not "bad input"
+        (KeyError("input_ids"), None),
+        (AttributeError("'NoneType' object has no attribute 'shape'"), None),
+    ]
+
+
+def test_exit_codes_by_error_class():
+    from hfrl.cli.app import exit_code
+
+    assert [exit_code(err) for err, _ in _errors()] == [code for _, code in _errors()]
+
+
+@pytest.mark.parametrize("error", [TypeError("'int' object is not iterable"), KeyError("input_ids")])
+def test_a_library_bug_shows_its_traceback_not_a_usage_error(error, monkeypatch, capsys):
+    """A TypeError / KeyError from inside a command is a bug, not bad input: it propagates (Python prints
+    the traceback and exits 1) instead of ``error: ...`` with exit code 2."""
+    from hfrl.cli import list_cmd
+
+    def broken(what):
+        raise error
+
+    monkeypatch.setattr(list_cmd, "_rows", broken)
+    with pytest.raises(type(error)):
+        main(["list", "tasks"])
+    assert "error:" not in capsys.readouterr().err
+
+
+def test_a_failure_while_running_is_one_line_with_exit_code_1(monkeypatch, capsys):
+    from hfrl.cli import list_cmd
+    from hfrl.trainers.hub_mixin import NonFiniteError
+
+    def diverged(what):
+        raise NonFiniteError("iteration 3: loss/value = inf before the optimizer step\nmore detail")
+
+    monkeypatch.setattr(list_cmd, "_rows", diverged)
+    code, _, err = run_cli(["list", "tasks"], capsys)
+    assert code == 1
+    assert (
+        err == "error: iteration 3: loss/value = inf before the optimizer step\n(set HFRL_DEBUG=1 for the traceback)\n"
+    )
+
+
 def test_debug_variable_shows_traceback(monkeypatch):
     monkeypatch.setenv("HFRL_DEBUG", "1")
     from hfrl.registry import UnknownNameError
