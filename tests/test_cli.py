@@ -42,6 +42,21 @@ def test_list_fields_of_an_algorithm(capsys):
     assert code == 2 and "unknown algorithm 'ppp'; did you mean 'ppo'?" in err
 
 
+def test_every_option_is_declared_once():
+    """An option (``--task``, ``--merge``...) used by several commands is one type in cli/_options.py,
+    not redeclared per command."""
+    import re
+    from collections import Counter
+    from pathlib import Path
+
+    cli = Path(__file__).resolve().parents[1] / "cli"
+    flags = Counter(
+        flag for path in cli.glob("*.py") for flag in re.findall(r'typer\.Option\(\s*"(--[\w-]+)"', path.read_text())
+    )
+    assert flags["--task"] == 1 and flags["--seed"] == 1  # the scan finds the declarations
+    assert [flag for flag, count in flags.items() if count > 1] == []
+
+
 def test_threads_default_to_one_for_small_models_on_the_cpu(monkeypatch):
     import torch
 
