@@ -120,6 +120,22 @@ def test_unknown_names_exit_2_with_one_line(args, message, capsys, tmp_path):
     assert "Traceback" not in err
 
 
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--generation_kwargs", "5"], "error: --generation_kwargs takes a mapping such as {top_k: 20}, got 5"),
+        (
+            ["--use_peft", "--lora_target_modules", "5"],
+            "error: --lora_target_modules takes a list such as [a, b], got 5",
+        ),
+    ],
+)
+def test_a_structure_of_the_wrong_kind_is_bad_input(args, message, capsys, tmp_path):
+    """These reached a library as an AttributeError / TypeError (now shown as bugs, with a traceback)."""
+    code, _, err = run_cli(["train", "--task", "numbers", "-o", str(tmp_path / "o"), *args], capsys)
+    assert code == 2 and err.splitlines()[0] == message
+
+
 def test_unknown_config_key_in_file(tmp_path, capsys):
     cfg = tmp_path / "c.yaml"
     cfg.write_text("task: numbers\nnum_iteration: 3\n")
