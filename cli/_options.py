@@ -10,6 +10,30 @@ ModelArg = Annotated[
     str, typer.Argument(help="Run directory, model directory, .gguf file, Hub id, or tiny / tiny-t5 / smollm2.")
 ]
 RunArg = Annotated[str, typer.Argument(help="Run directory (from hfrl train) or a checkpoint inside it.")]
+TaskOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--task",
+        "-t",
+        help="Task name (hfrl list tasks), a data file or folder, or module:attr (eval: default the run's own task).",
+    ),
+]
+OutputDirOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--output-dir",
+        "-o",
+        help="Where to write (train: the run directory, default runs/TASK-ALG; eval: default the run's directory, "
+        "or runs/eval-NAME).",
+    ),
+]
+AlgOpt = Annotated[
+    str | None,
+    typer.Option("--alg", "-a", help="Algorithm (hfrl list algs; default ppo); hfrl list fields lists its config."),
+]
+MergeOpt = Annotated[
+    bool, typer.Option("--merge", help="Merge the PEFT adapter into its base model (the full model is written).")
+]
 BaseModelOpt = Annotated[
     str | None,
     typer.Option(

@@ -3,8 +3,9 @@
     hfrl --help
     hfrl train --task numbers --alg ppo --model tiny
 
-Errors print one line and exit with code 2 for bad input (unknown names, bad config) or 1 for a
-failure while running; ``HFRL_DEBUG=1`` shows the full traceback.
+Errors (:func:`main`): bad input prints one line and exits with code 2; a failure while running
+(a diverging run, a model or data set that cannot be loaded) one line and code 1; anything else is
+a bug, not the user's input, and shows its traceback (code 1). ``HFRL_DEBUG=1`` shows every traceback.
 """
 
 from __future__ import annotations
@@ -36,10 +37,23 @@ app.command(name="export", help=export.HELP)(export.export)
 app.command(name="chat", help=chat.HELP)(chat.chat)
 
 
-def _is_usage_error(err: BaseException) -> bool:
-    from hfrl.registry import UnknownNameError
+# Bad input, exit code 2: a bad value (ValueError, and hfrl's own classes derived from it: UnknownNameError,
+# UntrustedCodeError, ConfigFileError, RewardError) or a path that does not exist. Click's usage errors
+# (a missing option value, a bad option type) are reported by typer itself, also with code 2.
+BAD_INPUT: tuple[type[BaseException], ...] = (ValueError, FileNotFoundError)
+# A failure while running, exit code 1, with its one-line message: a diverging run (NonFiniteError, a
+# FloatingPointError), a model, data set or classifier that cannot be loaded or reached (OSError, such
+# as ClassifierUnavailableError, ConnectionError), a missing optional package (ImportError), a resource
+# hfrl reports as missing (RuntimeError). Anything else (TypeError, KeyError, AttributeError...) is a
+# bug in hfrl or a library, not the user's input: its traceback is shown.
+RUN_FAILURE: tuple[type[BaseException], ...] = (FloatingPointError, OSError, ImportError, RuntimeError)
 
-    return isinstance(err, (UnknownNameError, ValueError, FileNotFoundError, KeyError, TypeError))
+
+def exit_code(err: BaseException) -> int | None:
+    """2 for bad input, 1 for a failure while running, None for a bug (show the traceback)."""
+    if isinstance(err, BAD_INPUT):
+        return 2
+    return 1 if isinstance(err, RUN_FAILURE) else None
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -47,8 +61,9 @@ def main(argv: list[str] | None = None) -> None:
     try:
         app(args=argv)  # standalone: typer reports its own usage errors (exit code 2)
     except Exception as err:  # noqa: BLE001 - the CLI's single error boundary
-        if os.environ.get("HFRL_DEBUG"):
-            raise
+        code = exit_code(err)
+        if code is None or os.environ.get("HFRL_DEBUG"):
+            raise  # a bug: the traceback, exit code 1
         message = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
         sys.stderr.write(f"error: {message}\n(set HFRL_DEBUG=1 for the traceback)\n")
-        sys.exit(2 if _is_usage_error(err) else 1)
+        sys.exit(code)

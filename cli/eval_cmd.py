@@ -9,7 +9,7 @@ from typing import Annotated
 
 import typer
 
-from hfrl.cli._options import BaseModelOpt, ModelArg, SeedOpt, TrustCodeOpt
+from hfrl.cli._options import BaseModelOpt, ModelArg, OutputDirOpt, SeedOpt, TaskOpt, TrustCodeOpt
 
 HELP = """Evaluate a run (or any model) on a task split with the task's evaluation settings.
 
@@ -25,14 +25,10 @@ Examples:
   hfrl eval tiny --task numbers --max-samples 16 --output-dir runs/eval-tiny
 """
 
-TaskOpt = Annotated[str | None, typer.Option("--task", "-t", help="Task name (default: the run's own task).")]
 SplitOpt = Annotated[str, typer.Option("--split", "-s", help="Dataset split of the task.")]
 BaseOpt = Annotated[bool, typer.Option("--base", help="Evaluate the run's base model (before training).")]
 MaxOpt = Annotated[int | None, typer.Option("--max-samples", "-n", help="Evaluate only the first N prompts.")]
 BatchOpt = Annotated[int | None, typer.Option("--batch-size", "-b", help="Prompts per generate call.")]
-OutOpt = Annotated[
-    str | None, typer.Option("--output-dir", "-o", help="Where to save (default: the run dir, or runs/eval-NAME).")
-]
 
 
 def eval_(
@@ -43,7 +39,7 @@ def eval_(
     base_model: BaseModelOpt = None,
     max_samples: MaxOpt = None,
     batch_size: BatchOpt = None,
-    output_dir: OutOpt = None,
+    output_dir: OutputDirOpt = None,
     seed: SeedOpt = None,
     trust_code: TrustCodeOpt = False,
 ) -> None:

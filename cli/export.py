@@ -9,7 +9,7 @@ from typing import Annotated
 
 import typer
 
-from hfrl.cli._options import BaseModelOpt, RunArg, TrustCodeOpt
+from hfrl.cli._options import BaseModelOpt, MergeOpt, RunArg, TrustCodeOpt
 
 HELP = """Export a run as a plain transformers directory that AutoModel*.from_pretrained loads.
 
@@ -25,7 +25,6 @@ Examples:
 """
 
 OutOpt = Annotated[str, typer.Option("--out", "-o", help="New (or empty) directory to write.")]
-MergeOpt = Annotated[bool, typer.Option("--merge", help="Merge the PEFT adapter into its base model.")]
 
 
 def export(

@@ -10,6 +10,8 @@ from typing import Annotated
 
 import typer
 
+from hfrl.cli._options import AlgOpt
+
 HELP = """List the registered tasks, algorithms, rewards or metrics, or an algorithm's config fields.
 
 \b
@@ -127,9 +129,9 @@ def _default(config_class: type, name: str) -> object:
 
 def list_(
     what: Annotated[What, typer.Argument(help="tasks, algs, rewards, metrics, or fields (with --alg)")],
-    alg: Annotated[str, typer.Option("--alg", "-a", help="fields: the algorithm whose config to list.")] = "ppo",
+    alg: AlgOpt = None,
 ) -> None:
-    rows = _field_rows(alg) if what is What.fields else _rows(what)
+    rows = _field_rows(alg or "ppo") if what is What.fields else _rows(what)
     width = max(len(name) for name, _ in rows)
     for name, text in rows:
         typer.echo(f"{name.ljust(width)}  {text}")

@@ -9,7 +9,7 @@ from typing import Annotated
 
 import typer
 
-from hfrl.cli._options import BaseModelOpt, RunArg, TrustCodeOpt
+from hfrl.cli._options import BaseModelOpt, MergeOpt, RunArg, TrustCodeOpt
 
 HELP = """Push a run to the Hugging Face Hub (needs the network).
 
@@ -27,7 +27,6 @@ Examples:
 
 RepoOpt = Annotated[str, typer.Option("--repo-id", "-r", help="Hub model repo, NAMESPACE/NAME (created if missing).")]
 PrivateOpt = Annotated[bool, typer.Option("--private", help="Create the repo private (no effect if it exists).")]
-MergeOpt = Annotated[bool, typer.Option("--merge", help="Push the adapter merged into its base model.")]
 MessageOpt = Annotated[str | None, typer.Option("--commit-message", "-m", help="Commit message.")]
 RevisionOpt = Annotated[str | None, typer.Option("--revision", help="Branch to push to (default: main).")]
 

@@ -10,7 +10,7 @@ from typing import Annotated
 
 import typer
 
-from hfrl.cli._options import SeedOpt, TrustCodeOpt
+from hfrl.cli._options import AlgOpt, OutputDirOpt, SeedOpt, TaskOpt, TrustCodeOpt
 
 HELP = """Train a model on a task with an RL algorithm.
 
@@ -46,14 +46,11 @@ Examples:
   hfrl train --task numbers --alg ppo --model tiny --use_peft --lora_r 8 --report_to tensorboard
 """
 
-TaskOpt = Annotated[str | None, typer.Option("--task", "-t", help="Task name (hfrl list tasks), or module:attr.")]
-AlgOpt = Annotated[str | None, typer.Option("--alg", "-a", help="Algorithm (hfrl list algs). Default: ppo.")]
 ModelOpt = Annotated[
     str | None,
     typer.Option("--model", "-m", help="Hub id, local directory, .gguf file, or built-in tiny / tiny-t5 / smollm2."),
 ]
 ConfigOpt = Annotated[str | None, typer.Option("--config", "-c", help="YAML file of config fields.")]
-OutOpt = Annotated[str | None, typer.Option("--output-dir", "-o", help="Run directory (default runs/TASK-ALG).")]
 ResumeOpt = Annotated[
     bool,
     typer.Option(
@@ -99,7 +96,7 @@ def train(
     alg: AlgOpt = None,
     model: ModelOpt = None,
     config: ConfigOpt = None,
-    output_dir: OutOpt = None,
+    output_dir: OutputDirOpt = None,
     seed: SeedOpt = None,
     resume: ResumeOpt = False,
     eval_test: EvalTestOpt = False,

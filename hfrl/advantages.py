@@ -1,4 +1,4 @@
-"""Advantage estimation for token-level RL: masked statistics, whitening and GAE.
+"""Advantage estimation for token-level RL: masked statistics, whitening and GAE (docs/algorithms.md §1).
 
 Pure functions on ``(batch, time)`` tensors whose ``mask`` marks the completion tokens (1) against
 padding (0). Completions are right-padded, so every row's valid tokens form a prefix.
@@ -41,16 +41,11 @@ def masked_var(values: torch.Tensor, mask: torch.Tensor, unbiased: bool = True, 
     return var
 
 
-def whiten(
-    values: torch.Tensor, mask: torch.Tensor, shift_mean: bool = True, eps: float = 1e-8, reduce: Reduce = None
-) -> torch.Tensor:
+def whiten(values: torch.Tensor, mask: torch.Tensor, eps: float = 1e-8, reduce: Reduce = None) -> torch.Tensor:
     """``(x - mean) / sqrt(var + eps)`` over the masked positions (of every process with ``reduce``);
     padding comes back as 0."""
     mean, var = masked_mean(values, mask, reduce=reduce), masked_var(values, mask, reduce=reduce)
-    out = (values - mean) * torch.rsqrt(var + eps)
-    if not shift_mean:
-        out = out + mean
-    return out * mask
+    return (values - mean) * torch.rsqrt(var + eps) * mask
 
 
 def gae(

@@ -15,6 +15,7 @@ from typing import Any
 
 import yaml
 
+from hfrl.model_args import MODEL_KEYS
 from hfrl.registry import UnknownNameError, resolve, unknown
 
 # Run-level keys of a config file; the rest are config fields. `eval_test`: evaluate on the task's
@@ -100,6 +101,26 @@ def parse_overrides(tokens: list[str]) -> dict[str, Any]:
 _YES_NO = {"yes": True, "y": True, "on": True, "no": False, "n": False, "off": False}
 
 
+def _check_structure(key: str, value: Any, kind: str) -> bool:
+    """For a field whose type is only a mapping or only a list (``dict[str, Any] | None``, ``list[str]``):
+    fail on a value of another kind (a number for a list of module names; a list for keyword arguments),
+    which would otherwise surface later as a TypeError deep inside a library. A list field also takes
+    one text value (peft's ``target_modules="all-linear"``). True when ``kind`` is such a type."""
+    while "[" in kind:
+        kind = re.sub(r"\[[^\[\]]*\]", "", kind)  # dict[str, list[int]] | None -> dict | None
+    alternatives = {t.strip() for t in kind.split("|")}
+    shape = alternatives - {"None"}
+    if shape == {"dict"}:
+        if not isinstance(value, dict) and (value is not None or "None" not in alternatives):
+            raise ValueError(f"--{key} takes a mapping such as {{top_k: 20}}, got {value!r}")
+        return True
+    if shape == {"list"}:
+        if isinstance(value, (bool, int, float, dict)) or (value is None and "None" not in alternatives):
+            raise ValueError(f"--{key} takes a list such as [a, b], got {value!r}")
+        return True
+    return False
+
+
 def coerce_numbers(fields: dict[str, Any], config_class: type) -> dict[str, Any]:
     """YAML 1.1 reads ``5e-4`` as a string; give numeric fields their numbers back, and boolean fields
     (not string ones such as ``save_strategy: no``) their yes / no / on / off. A value a numeric or
@@ -111,11 +132,23 @@ def coerce_numbers(fields: dict[str, Any], config_class: type) -> dict[str, Any]
     >>> coerce_numbers({"learning_rate": "abc"}, PPOConfig)
     Traceback (most recent call last):
     ValueError: --learning_rate takes a number, got 'abc'
+
+    A field that takes only a mapping (or only a list) gets one, or the same kind of error:
+
+    >>> coerce_numbers({"generation_kwargs": 5}, PPOConfig)
+    Traceback (most recent call last):
+    ValueError: --generation_kwargs takes a mapping such as {top_k: 20}, got 5
     """
     annotations = {f.name: str(f.type) for f in dataclasses.fields(config_class)}
+    if any(key in MODEL_KEYS and key not in annotations for key in fields):  # LoRA / quantization flags
+        from trl import ModelConfig
+
+        annotations = {**{f.name: str(f.type) for f in dataclasses.fields(ModelConfig)}, **annotations}
     out = dict(fields)
     for key, value in fields.items():
         kind = annotations.get(key, "")
+        if _check_structure(key, value, kind):
+            continue
         if any(t in kind for t in ("str", "dict", "list", "Any")) or not any(
             t in kind for t in ("bool", "float", "int")
         ):
@@ -218,8 +251,6 @@ def resolve_run(
     run.setdefault("model", task_obj.default_model)
 
     fields = config_fields(trainer_class.config_class)
-    from hfrl.model_args import MODEL_KEYS
-
     for source, cfg in ((f"config file {config_file}", file_cfg), ("command line", overrides)):
         for key in cfg:
             if key not in fields and key not in MODEL_KEYS:

@@ -1,4 +1,5 @@
-"""KL-penalty coefficient controllers: fixed, and adaptive (Ziegler et al. 2019, as in RL4LMs).
+"""KL-penalty coefficient controllers: fixed, and adaptive (Ziegler et al. 2019, as in RL4LMs;
+docs/algorithms.md §1).
 
 The adaptive controller is stepped once per rollout on the per-token mean KL of that rollout:
 ``e = clip((KL - target) / target, -0.2, 0.2)``, ``beta <- beta * (1 + rate * e)``.

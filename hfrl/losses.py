@@ -1,4 +1,5 @@
-"""Losses of the online actor-critic algorithms. Pure: tensors in, ``(loss, stats)`` out.
+"""Losses of the online actor-critic algorithms and the offline A-LoL family and PRO. Pure: tensors in,
+``(loss, stats)`` out. The maths: docs/algorithms.md §2 (PPO), §4 (A2C), §5 (TRPO), §6 (A-LoL), §7 (PRO).
 
 All tensors are ``(batch, time)`` over completion tokens with ``mask`` 1 on real tokens; every
 token is one transition, so losses are means over the masked tokens (as in RL4LMs / SB3).
@@ -124,7 +125,7 @@ def trpo_surrogate(
     return masked_mean(torch.exp(logprobs - old_logprobs) * advantages, mask)
 
 
-# ---- Offline: the A-LoL family (ALGORITHMS.md §2) ------------------------------------------------
+# ---- Offline: the A-LoL family (docs/algorithms.md §6) -------------------------------------------
 # The whole response is one action. Per example ``L = -sum_t log pi(y_t | x, y_<t)`` (summed over
 # tokens, not averaged); every weight is detached; the batch loss is the mean of the example losses.
 

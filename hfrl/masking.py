@@ -21,7 +21,7 @@ import torch
 from transformers import LogitsProcessor
 
 from hfrl.capture import suspended
-from hfrl.policies import completion_forward, is_peft_model, tempered
+from hfrl.policies import is_peft_model, tempered
 
 MASK_ADAPTER = "nlpo_mask"
 
@@ -176,22 +176,6 @@ class MaskPolicy:
                 mask_param.requires_grad_(False)
 
     # ---- masks ------------------------------------------------------------------------------
-    def mask_from_logits(self, logits: torch.Tensor) -> torch.Tensor:
-        return top_p_mask(tempered(logits, self.temperature), self.top_p, self.min_tokens_to_keep, self.always_allowed)
-
-    @torch.no_grad()
-    def action_mask(
-        self,
-        query_ids: torch.Tensor,
-        query_mask: torch.Tensor,
-        response_ids: torch.Tensor,
-        response_mask: torch.Tensor,
-    ) -> torch.Tensor:
-        """``(B, T, V)``: the mask policy's top-p set at every completion position (one batched forward)."""
-        with self.active() as model:
-            logits, _ = completion_forward(model, query_ids, query_mask, response_ids, response_mask)
-        return self.mask_from_logits(logits)
-
     def logits_processor(self, query_ids: torch.Tensor, query_mask: torch.Tensor) -> list[LogitsProcessor]:
         """A fresh processor for one ``generate`` call on these prompts."""
         return [TopPMaskProcessor(self, query_ids, query_mask)]

@@ -1,5 +1,6 @@
 """TRPO's natural-gradient step (Schulman et al. 2015; sb3-contrib's TRPO): conjugate gradient on
-Fisher-vector products, then a backtracking line search under a KL bound. Pure functions.
+Fisher-vector products, then a backtracking line search under a KL bound (docs/algorithms.md §5).
+Pure functions.
 """
 
 from __future__ import annotations

@@ -197,9 +197,8 @@ class ActorCritic(nn.Module):
         query_mask: torch.Tensor,
         response_ids: torch.Tensor,
         response_mask: torch.Tensor,
-        with_values: bool = True,
         values_only: bool = False,
-    ) -> tuple[torch.Tensor | None, torch.Tensor | None]:
+    ) -> tuple[torch.Tensor | None, torch.Tensor]:
         """``values_only``: the critic alone (TRPO's critic step); a shared backbone then runs
         without gradient, so only the value head learns."""
         if values_only:
@@ -209,12 +208,10 @@ class ActorCritic(nn.Module):
                     lm, query_ids, query_mask, response_ids, response_mask, output_hidden_states=True
                 )
             return None, self.value_head(hidden)
-        shared = with_values and self.critic is None
+        shared = self.critic is None
         logits, hidden = completion_forward(
             self.policy, query_ids, query_mask, response_ids, response_mask, output_hidden_states=shared
         )
-        if not with_values:
-            return logits, None
         if self.critic is not None:
             _, hidden = completion_forward(
                 self.critic, query_ids, query_mask, response_ids, response_mask, output_hidden_states=True
@@ -242,11 +239,6 @@ class ReferencePolicy:
         else:
             with self._policy.disable_adapter():
                 yield self._policy
-
-    def to(self, device: torch.device) -> ReferencePolicy:
-        if self.model is not None:
-            self.model.to(device)
-        return self
 
     def prepare(self, accelerator: Any) -> ReferencePolicy:
         """Place a separate reference model as TRL does for its own: sharded for inference under

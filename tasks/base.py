@@ -37,7 +37,6 @@ class Task:
     default_model: str = "tiny"
     configs: dict[str, dict[str, Any]] = field(default_factory=dict)
     description: str = ""
-    reward_specs: list[Any] = field(default_factory=list)  # the YAML specs reward_funcs came from
 
     def config_for(self, alg: str) -> dict[str, Any]:
         """Default config fields for ``alg`` (the ``defaults`` section, then the algorithm's own)."""
@@ -161,6 +160,5 @@ def task_from_yaml(
         default_model=spec.get("default_model", "tiny"),
         configs=spec.get("configs", {}),
         description=spec.get("description", ""),
-        reward_specs=list(rewards),
         **overrides,
     )

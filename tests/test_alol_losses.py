@@ -1,4 +1,4 @@
-"""The A-LoL family's losses (ALGORITHMS.md §2) against values computed by hand.
+"""The A-LoL family's losses (docs/algorithms.md §6) against values computed by hand.
 
 One two-example batch throughout, completion tokens as probabilities so that the logarithms are easy:
 

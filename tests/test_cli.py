@@ -42,6 +42,21 @@ def test_list_fields_of_an_algorithm(capsys):
     assert code == 2 and "unknown algorithm 'ppp'; did you mean 'ppo'?" in err
 
 
+def test_every_option_is_declared_once():
+    """An option (``--task``, ``--merge``...) used by several commands is one type in cli/_options.py,
+    not redeclared per command."""
+    import re
+    from collections import Counter
+    from pathlib import Path
+
+    cli = Path(__file__).resolve().parents[1] / "cli"
+    flags = Counter(
+        flag for path in cli.glob("*.py") for flag in re.findall(r'typer\.Option\(\s*"(--[\w-]+)"', path.read_text())
+    )
+    assert flags["--task"] == 1 and flags["--seed"] == 1  # the scan finds the declarations
+    assert [flag for flag, count in flags.items() if count > 1] == []
+
+
 def test_threads_default_to_one_for_small_models_on_the_cpu(monkeypatch):
     import torch
 
@@ -105,6 +120,22 @@ def test_unknown_names_exit_2_with_one_line(args, message, capsys, tmp_path):
     assert "Traceback" not in err
 
 
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--generation_kwargs", "5"], "error: --generation_kwargs takes a mapping such as {top_k: 20}, got 5"),
+        (
+            ["--use_peft", "--lora_target_modules", "5"],
+            "error: --lora_target_modules takes a list such as [a, b], got 5",
+        ),
+    ],
+)
+def test_a_structure_of_the_wrong_kind_is_bad_input(args, message, capsys, tmp_path):
+    """These reached a library as an AttributeError / TypeError (now shown as bugs, with a traceback)."""
+    code, _, err = run_cli(["train", "--task", "numbers", "-o", str(tmp_path / "o"), *args], capsys)
+    assert code == 2 and err.splitlines()[0] == message
+
+
 def test_unknown_config_key_in_file(tmp_path, capsys):
     cfg = tmp_path / "c.yaml"
     cfg.write_text("task: numbers\nnum_iteration: 3\n")
@@ -119,6 +150,68 @@ def test_malformed_yaml_names_file_and_line(tmp_path, capsys):
     code, _, err = run_cli(["train", "--config", str(cfg)], capsys)
     assert code == 2
     assert err.startswith(f"error: {cfg}:3: invalid YAML")
+
+
+def _errors():
+    from hfrl.experiment import ConfigFileError
+    from hfrl.metrics.learned import ClassifierUnavailableError
+    from hfrl.registry import UnknownNameError
+    from hfrl.rollout import RewardError
+    from hfrl.trainers.hub_mixin import NonFiniteError
+    from hfrl.trust import UntrustedCodeError
+
+    return [
+        (ValueError("lr must be > 0"), 2),  # hfrl's bad-input errors and their subclasses
+        (UnknownNameError("unknown task 'x'"), 2),
+        (UntrustedCodeError("config.yaml names code"), 2),
+        (ConfigFileError("bad.yaml:3: invalid YAML"), 2),
+        (RewardError("reward function 'r' returned nan"), 2),
+        (FileNotFoundError("no such data file"), 2),
+        (NonFiniteError("iteration 1: loss = nan"), 1),  # failures while running
+        (ClassifierUnavailableError("org/clf", OSError("offline")), 1),
+        (ConnectionError("cannot reach the Hub"), 1),
+        (RuntimeError("task 'x': cannot load the data"), 1),
+        (ImportError("pip install 'hfrl[metrics]'"), 1),
+        (TypeError("'int' object is not iterable"), None),  # bugs: the traceback, not "bad input"
+        (KeyError("input_ids"), None),
+        (AttributeError("'NoneType' object has no attribute 'shape'"), None),
+    ]
+
+
+def test_exit_codes_by_error_class():
+    from hfrl.cli.app import exit_code
+
+    assert [exit_code(err) for err, _ in _errors()] == [code for _, code in _errors()]
+
+
+@pytest.mark.parametrize("error", [TypeError("'int' object is not iterable"), KeyError("input_ids")])
+def test_a_library_bug_shows_its_traceback_not_a_usage_error(error, monkeypatch, capsys):
+    """A TypeError / KeyError from inside a command is a bug, not bad input: it propagates (Python prints
+    the traceback and exits 1) instead of ``error: ...`` with exit code 2."""
+    from hfrl.cli import list_cmd
+
+    def broken(what):
+        raise error
+
+    monkeypatch.setattr(list_cmd, "_rows", broken)
+    with pytest.raises(type(error)):
+        main(["list", "tasks"])
+    assert "error:" not in capsys.readouterr().err
+
+
+def test_a_failure_while_running_is_one_line_with_exit_code_1(monkeypatch, capsys):
+    from hfrl.cli import list_cmd
+    from hfrl.trainers.hub_mixin import NonFiniteError
+
+    def diverged(what):
+        raise NonFiniteError("iteration 3: loss/value = inf before the optimizer step\nmore detail")
+
+    monkeypatch.setattr(list_cmd, "_rows", diverged)
+    code, _, err = run_cli(["list", "tasks"], capsys)
+    assert code == 1
+    assert (
+        err == "error: iteration 3: loss/value = inf before the optimizer step\n(set HFRL_DEBUG=1 for the traceback)\n"
+    )
 
 
 def test_debug_variable_shows_traceback(monkeypatch):

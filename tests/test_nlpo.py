@@ -12,7 +12,7 @@ from datasets import Dataset
 from hfrl import NLPOConfig, NLPOTrainer
 from hfrl.capture import unpack_sets
 from hfrl.masking import MASK_ADAPTER, top_p_mask
-from hfrl.policies import completion_forward
+from hfrl.policies import completion_forward, tempered
 from hfrl.rollout import action_logprobs
 from hfrl.testing import digit_reward
 
@@ -97,9 +97,11 @@ def test_rollout_tokens_lie_in_the_mask_and_kl_uses_unmasked(tiny_causal_dir, nl
         model=tiny_causal_dir, args=nlpo_config(top_mask=0.3), reward_funcs=digit_reward, train_dataset=prompts()
     )
     rollout = trainer.collect_rollout([trainer.train_dataset[i] for i in range(8)])
-    mask = trainer.mask_policy.action_mask(
-        rollout.query_ids, rollout.query_mask, rollout.response_ids, rollout.response_mask
-    )
+    mask_policy = trainer.mask_policy
+    with torch.no_grad(), mask_policy.active() as model:  # its top-p set at every completion position
+        batch = (rollout.query_ids, rollout.query_mask, rollout.response_ids, rollout.response_mask)
+        logits = tempered(completion_forward(model, *batch)[0], mask_policy.temperature)
+    mask = top_p_mask(logits, mask_policy.top_p, mask_policy.min_tokens_to_keep, mask_policy.always_allowed)
     taken = mask.gather(-1, rollout.response_ids.unsqueeze(-1)).squeeze(-1)
     valid = rollout.response_mask.bool()
     assert taken[valid].all()  # every sampled token was inside the mask policy's top-p set

@@ -313,7 +313,7 @@ def test_every_algorithm_config_resolves(name, classifiers, tmp_path):
 
 
 def test_grue_table_settings(classifiers, tmp_path):
-    """ALGORITHMS.md §4 for a few cells: model, KL, lengths, rollout -> eval generation, NLPO mask."""
+    """docs/algorithms.md §10 for a few cells: model, KL, lengths, rollout -> eval generation, NLPO mask."""
     from hfrl.experiment import resolve_run
 
     def run(name, alg):

@@ -45,10 +45,6 @@ def nanmean(values: Sequence[float]) -> float:
     return sum(kept) / len(kept) if kept else NAN
 
 
-def is_nan(value: Any) -> bool:
-    return value is None or (isinstance(value, float) and math.isnan(value))
-
-
 def text_of(item: Any) -> str:
     """The text of a prompt or completion: a string, or TRL's conversational form (a list of
     ``{"role", "content"}`` messages, whose contents are joined by newlines)."""

@@ -1,5 +1,5 @@
 """Drift from natural text: ``causal_perplexity``, the policy's perplexity on the *reference* texts
-(RL4LMs' ``causal_perplexity``, ALGORITHMS.md §3). It rises when RL pulls the policy away from fluent
+(RL4LMs' ``causal_perplexity``, docs/algorithms.md §9). It rises when RL pulls the policy away from fluent
 language, whatever the completions look like.
 
 The model is the policy being evaluated (trainers and ``hfrl eval`` pass it as ``policy=`` and

@@ -1,4 +1,4 @@
-"""Rewards of RL4LMs' synthetic tasks, exactly as RL4LMs computes them (ALGORITHMS.md §3)."""
+"""Rewards of RL4LMs' synthetic tasks, exactly as RL4LMs computes them (docs/algorithms.md §9)."""
 
 from __future__ import annotations
 

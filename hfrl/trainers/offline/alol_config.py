@@ -33,7 +33,7 @@ class ALoLConfig(TrainingArguments):
     # ---- Algorithm ----
     algorithm: str = field(
         default="a_lol",
-        metadata={"help": f"Loss of the family (ALGORITHMS.md §2): one of {', '.join(ALOL_ALGORITHMS)}."},
+        metadata={"help": f"Loss of the family (docs/algorithms.md §6): one of {', '.join(ALOL_ALGORITHMS)}."},
     )
     ppo_clip: float = field(
         default=0.9,

@@ -1,4 +1,4 @@
-"""The A-LoL value estimate ``V(x)`` of the reference policy (ALGORITHMS.md §2).
+"""The A-LoL value estimate ``V(x)`` of the reference policy (docs/algorithms.md §6).
 
 A small head on the *frozen* reference's last hidden states of the prompt only: one learned query
 attends over them with multi-head attention, then ``Linear(hidden, 1)``, then ``sigmoid * max_value``
