@@ -15,16 +15,19 @@ from typing import Any
 
 import yaml
 
+from hfrl.cards.algorithm import algorithm_name
+from hfrl.run_config import CONFIG_NAME, load_yaml
+
 
 def parent_run(model: str | None) -> dict[str, Any] | None:
     """``{"path", "task", "alg", "model"}`` when ``model`` is an hfrl run directory (``config.yaml``
     with ``alg`` and ``model``), else None."""
-    path = os.path.join(str(model), "config.yaml") if model else ""
+    path = os.path.join(str(model), CONFIG_NAME) if model else ""
     if not path or not os.path.isfile(path):
         return None
     try:
         with open(path) as fh:
-            config = yaml.safe_load(fh) or {}
+            config = load_yaml(fh.read()) or {}
     except (OSError, yaml.YAMLError):
         return None
     if not isinstance(config, dict) or not config.get("alg") or not config.get("model"):
@@ -40,14 +43,6 @@ def lineage(model: str | None, limit: int = 8) -> list[dict[str, Any]]:
         chain.append(run)
         run = parent_run(run["model"])
     return chain
-
-
-def algorithm_name(alg: str) -> str:
-    """The card name of a registered algorithm: the A-LoL family's own names, else the trainer's."""
-    from hfrl.cards.render import algorithm_info
-    from hfrl.trainers.offline.alol_trainer import DISPLAY_NAMES
-
-    return DISPLAY_NAMES.get(alg) or algorithm_info(alg=alg)["name"]
 
 
 def lineage_text(model: str | None) -> str:

@@ -18,40 +18,17 @@ from typing import Any
 
 import yaml
 
+from hfrl.cards.algorithm import algorithm_info
 from hfrl.cards.curve import CURVE_NAME, plot_reward_curve
 from hfrl.cards.lineage import lineage_text, root_model
-from hfrl.experiment import plain_values
-from hfrl.runs import PREDICTIONS_DIR, Run, is_hub_id, open_run, sanitize_config
+from hfrl.run_config import PREDICTIONS_DIR, plain_values, sanitize_config, task_kwargs
+from hfrl.runs import Run, is_hub_id, open_run
 
 TEMPLATE = Path(__file__).parent / "templates" / "model_card.md"
 HFRL_URL = "https://github.com/hfrl/hfrl"
 VERSIONED = ("hfrl", "transformers", "trl", "peft", "accelerate", "datasets", "torch", "huggingface_hub")
 MACHINE_PATHS = ("output_dir", "logging_dir")  # where this machine wrote the run: not in a card
 TINY_LICENSE = "apache-2.0"  # hfrl's built-in tiny models: random weights built by hfrl itself
-
-
-def algorithm_info(algorithm: Any = None, alg: str | None = None) -> dict[str, Any]:
-    """Card metadata of an algorithm: a trainer class (``_name``, ``_tag_names``, ``_paper``), a dict
-    with those keys, or the run's registered algorithm name."""
-    from hfrl.registry import UnknownNameError, describe
-
-    if algorithm is None and alg:
-        try:
-            from hfrl.experiment import algorithm_trainer
-
-            algorithm = algorithm_trainer(alg)
-        except UnknownNameError:
-            algorithm = {"name": alg.upper(), "tags": ["hfrl", alg]}
-    if algorithm is None:
-        return {"name": "RL", "tags": ["hfrl"], "paper": {}, "description": ""}
-    if isinstance(algorithm, dict):
-        return {"paper": {}, "description": "", **algorithm}
-    return {
-        "name": getattr(algorithm, "_name", algorithm.__name__),
-        "tags": list(getattr(algorithm, "_tag_names", ["hfrl"])),
-        "paper": dict(getattr(algorithm, "_paper", {}) or {}),
-        "description": describe(algorithm),
-    }
 
 
 def task_info(run: Run) -> dict[str, Any]:
@@ -181,7 +158,6 @@ def example_prompt(run: Run) -> str:
             break
     if prompt is None and run.task:
         try:
-            from hfrl.experiment import task_kwargs
             from hfrl.tasks import load_task
 
             prompt = load_task(run.task, **task_kwargs(run.config)).dataset["test"][0]["prompt"]
@@ -348,7 +324,7 @@ def card_context(
     """``(ModelCardData, template variables)``; see :func:`render_card` for the arguments."""
     from huggingface_hub import EvalResult, ModelCardData
 
-    from hfrl.run_eval import eval_settings, generation_kwargs
+    from hfrl.evaluation import eval_settings, generation_kwargs
 
     adapter = run.is_adapter and not merged
     seq2seq = run.is_seq2seq

@@ -43,8 +43,8 @@ def eval_(
     seed: SeedOpt = None,
     trust_code: TrustCodeOpt = False,
 ) -> None:
+    from hfrl.run_config import BASE_SUFFIX
     from hfrl.run_eval import evaluate, format_table
-    from hfrl.runs import BASE_SUFFIX
     from hfrl.trust import trusted_code
 
     if batch_size is not None and batch_size < 1:

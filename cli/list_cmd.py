@@ -96,8 +96,8 @@ def _field_rows(alg: str) -> list[tuple[str, str]]:
 
     from transformers import TrainingArguments
 
-    from hfrl.experiment import algorithm_trainer
     from hfrl.model_args import MODEL_KEYS
+    from hfrl.trainers import algorithm_trainer
 
     config_class = algorithm_trainer(alg).config_class
     inherited = {f.name for f in dataclasses.fields(TrainingArguments)}

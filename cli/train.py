@@ -148,7 +148,8 @@ def train(
 
 def _run_dir(task: str | None, alg: str | None, config: str | None) -> str:
     """The folder --resume continues without --output-dir: the --config file's, else runs/TASK-ALG."""
-    from hfrl.experiment import default_output_dir, read_config_file
+    from hfrl.experiment import default_output_dir
+    from hfrl.run_config import read_config_file
 
     named = read_config_file(config) if config else {}
     if named.get("output_dir"):
@@ -162,7 +163,7 @@ def _run_dir(task: str | None, alg: str | None, config: str | None) -> str:
 def parse_task_args(items: list[str]) -> dict:
     """``["reward_config=openrl", "max_samples=100"]`` -> ``{"reward_config": "openrl", "max_samples": 100}``
     (values read as YAML)."""
-    from hfrl.experiment import load_yaml
+    from hfrl.run_config import load_yaml
 
     out = {}
     for item in items:

@@ -55,7 +55,7 @@ class ChatSession:
         settings: dict[str, Any] | None = None,
         task: str | None = None,
     ) -> None:
-        from hfrl.run_eval import eval_settings
+        from hfrl.evaluation import eval_settings
 
         check_options(format, context_size)
         self.lm, self.tokenizer = lm, tokenizer

@@ -6,6 +6,7 @@ generated completions with reward functions and metrics.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -16,6 +17,38 @@ from hfrl.rollout import compute_rewards
 # Dataset columns that are not passed to rewards and metrics as keyword arguments.
 PROMPT_IDS = "prompt_ids"  # the tokenized prompt column the trainers add
 NOT_REWARD_COLUMNS = ("prompt", "completion", PROMPT_IDS)
+
+
+EVAL_FIELDS = (
+    "max_new_tokens",
+    "eval_max_new_tokens",
+    "eval_generation_kwargs",
+    "max_prompt_length",
+    "truncation_side",
+    "reward_weights",
+    "per_device_eval_batch_size",
+)
+
+
+def eval_settings(*sources: dict[str, Any]) -> dict[str, Any]:
+    """The evaluation fields: OnlineConfig's defaults, overridden by each source in turn (the
+    task's config for the algorithm, then the run's config.yaml)."""
+    from hfrl.trainers.online.online_config import OnlineConfig
+
+    out = {}
+    for f in dataclasses.fields(OnlineConfig):
+        if f.name in EVAL_FIELDS:
+            out[f.name] = f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default
+    for source in sources:
+        out.update({k: source[k] for k in EVAL_FIELDS if k in source})
+    return out
+
+
+def generation_kwargs(settings: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "max_new_tokens": settings.get("eval_max_new_tokens") or settings["max_new_tokens"],
+        **(settings.get("eval_generation_kwargs") or {}),
+    }
 
 
 def encode_prompt(tokenizer, prompt: Any, max_length: int | None = None, truncation_side: str = "left") -> list[int]:

@@ -13,66 +13,15 @@ import re
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from hfrl.model_args import MODEL_KEYS
-from hfrl.registry import UnknownNameError, resolve, unknown
+from hfrl.registry import UnknownNameError, unknown
+from hfrl.run_config import CONFIG_NAME, STATE_NAME, config_text, load_yaml, read_config_file, task_kwargs
+from hfrl.trainers import algorithm_trainer
 
 # Run-level keys of a config file; the rest are config fields. `eval_test`: evaluate on the task's
 # test split before and after training (eval/test-base.json, eval/test.json; shown in the card).
 # `task_args`: keyword arguments of the task's builder (`prompt_column`, `data_dir`, `reward_config`...).
 RUN_KEYS = ("task", "alg", "model", "rewards", "eval_test", "task_args")
-CONFIG_NAME = "config.yaml"
-
-
-class _Loader(yaml.SafeLoader):
-    """YAML with only ``true`` / ``false`` as booleans (YAML 1.2): ``--save_strategy no`` stays the string
-    ``"no"``, as TrainingArguments' strategies need, instead of YAML 1.1's ``False``."""
-
-
-_Loader.yaml_implicit_resolvers = {
-    first: [(tag, regexp) for tag, regexp in resolvers if tag != "tag:yaml.org,2002:bool"]
-    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
-}
-_Loader.add_implicit_resolver(
-    "tag:yaml.org,2002:bool", re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"), list("tTfF")
-)
-
-
-def load_yaml(text: str) -> Any:
-    """``yaml.safe_load`` with YAML 1.2 booleans (see :class:`_Loader`).
-
-    >>> load_yaml("{a: no, b: true, c: 1e-3, d: null}")
-    {'a': 'no', 'b': True, 'c': '1e-3', 'd': None}
-    """
-    return yaml.load(text, Loader=_Loader)  # noqa: S506 - a SafeLoader subclass
-
-
-class ConfigFileError(ValueError):
-    """A config file that cannot be read or parsed."""
-
-
-def read_config_file(path: str | os.PathLike) -> dict[str, Any]:
-    """A YAML mapping; a syntax error is reported with the file and line. A file that names code to
-    run is refused unless the user trusts it (:mod:`hfrl.trust`)."""
-    try:
-        text = Path(path).read_text()
-    except OSError as err:
-        raise ConfigFileError(f"cannot read config file {path}: {err.strerror}") from err
-    try:
-        data = load_yaml(text)
-    except yaml.YAMLError as err:
-        mark = getattr(err, "problem_mark", None)
-        where = f"{path}:{mark.line + 1}" if mark else str(path)
-        problem = getattr(err, "problem", None) or str(err).splitlines()[0]
-        raise ConfigFileError(f"{where}: invalid YAML: {problem}") from err
-    if data is None:
-        return {}
-    if not isinstance(data, dict):
-        raise ConfigFileError(f"{path}: a config file is a mapping of field: value, got {type(data).__name__}")
-    from hfrl.trust import check_file
-
-    return check_file(data, f"config file {path}")
 
 
 def parse_overrides(tokens: list[str]) -> dict[str, Any]:
@@ -171,22 +120,8 @@ def coerce_numbers(fields: dict[str, Any], config_class: type) -> dict[str, Any]
     return out
 
 
-def algorithm_trainer(alg: str) -> Any:
-    from hfrl.trainers import ALGORITHMS
-
-    return resolve(alg, ALGORITHMS, "algorithm")
-
-
 def config_fields(config_class: type) -> set[str]:
     return {f.name for f in dataclasses.fields(config_class) if f.init}
-
-
-def task_kwargs(run: dict[str, Any]) -> dict[str, Any]:
-    """The task builder's keyword arguments of a run: its ``task_args`` and ``rewards``."""
-    args = run.get("task_args") or {}
-    if not isinstance(args, dict):
-        raise ValueError(f"task_args is a mapping of argument: value, got {args!r}")
-    return {**args, **({"rewards": run["rewards"]} if run.get("rewards") else {})}
 
 
 def task_config(task_obj: Any, alg: str, trainer_class: Any) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -355,7 +290,7 @@ def prepare_output_dir(output_dir: str | os.PathLike, overwrite: bool = False) -
     shutil.rmtree(path)
 
 
-RUN_FILES = ("config.yaml", "trainer_state.json", "model.safetensors", "adapter_model.safetensors")
+RUN_FILES = (CONFIG_NAME, STATE_NAME, "model.safetensors", "adapter_model.safetensors")
 
 
 def split_run(run: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -404,32 +339,14 @@ def save_run_config(run: dict[str, Any], trainer) -> str:
     own = {f.name for f in dataclasses.fields(type(args))} - {
         f.name for f in dataclasses.fields(__import__("transformers").TrainingArguments)
     }
-    # never a secret in a file that is pushed with the model
-    resolved = {
-        name: getattr(args, name) if hasattr(args, name) else explicit[name]  # ModelConfig flags: not args
-        for name in sorted(own | set(explicit))
-        if not name.endswith("_token")
+    resolved = {  # ModelConfig flags are not args: their values are the run's
+        name: getattr(args, name) if hasattr(args, name) else explicit[name] for name in sorted(own | set(explicit))
     }
     path = os.path.join(args.output_dir, CONFIG_NAME)
     os.makedirs(args.output_dir, exist_ok=True)
     with open(path, "w") as fh:
-        fh.write(f"# hfrl run configuration; repeat the run with: hfrl train --config {path} --output-dir NEW_DIR\n")
-        yaml.safe_dump({**run_keys, **plain_values(resolved)}, fh, sort_keys=False)
+        fh.write(config_text({**run_keys, **resolved}, path))  # never a secret: pushed with the model
     return path
-
-
-def plain_values(values: dict[str, Any]) -> dict[str, Any]:
-    """Enums and other non-YAML values as strings."""
-    import enum
-
-    out = {}
-    for key, value in values.items():
-        if isinstance(value, enum.Enum):
-            value = value.value
-        elif not isinstance(value, (str, int, float, bool, list, dict, type(None))):
-            value = str(value)
-        out[key] = value
-    return out
 
 
 def last_checkpoint(output_dir: str) -> str:
@@ -444,14 +361,11 @@ def last_checkpoint(output_dir: str) -> str:
 
 
 __all__ = [
-    "ConfigFileError",
     "UnknownNameError",
     "build_trainer",
     "last_checkpoint",
     "parse_overrides",
-    "read_config_file",
     "resolve_run",
     "save_run_config",
     "task_config",
-    "task_kwargs",
 ]

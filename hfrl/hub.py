@@ -22,9 +22,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-import yaml
-
-from hfrl.runs import EVAL_DIR, Run, open_run, sanitize_config
+from hfrl.run_config import CONFIG_NAME, EVAL_DIR, config_text
+from hfrl.runs import Run, open_run
 
 _SCAN_LIMIT = 64 * 2**20  # files larger than this (weights) are scanned for the token in their first 1 MiB
 
@@ -81,8 +80,7 @@ def collect_files(
     )
     files["README.md"] = str(card).encode()
     if run.has_config_file:
-        header = "# hfrl run configuration; repeat the run with: hfrl train --config config.yaml\n"
-        files["config.yaml"] = (header + yaml.safe_dump(sanitize_config(run.config), sort_keys=False)).encode()
+        files[CONFIG_NAME] = config_text(run.config).encode()
     eval_dir = run.path / EVAL_DIR
     if eval_dir.is_dir():
         files.update({f"{EVAL_DIR}/{p.name}": p for p in sorted(eval_dir.glob("*.json"))})

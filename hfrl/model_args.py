@@ -91,6 +91,6 @@ def _model_config(model: Any) -> dict[str, Any]:
     """The model's config as a dict (a model instance, a built-in tiny model, a path or a Hub id)."""
     if not isinstance(model, str):
         return model.config.to_dict()
-    from hfrl.runs import _config_of
+    from hfrl.models import model_config_dict
 
-    return _config_of(model)
+    return model_config_dict(model)

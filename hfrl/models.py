@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
+import json
 import os
 import shutil
 from pathlib import Path
@@ -165,6 +166,16 @@ def load_tokenizer(name: str, **kwargs: Any) -> Any:
     return AutoTokenizer.from_pretrained(path, **kwargs)
 
 
+def fix_tokenizer(tokenizer: Any, lm: Any = None) -> Any:
+    """Pad with EOS when the tokenizer has no pad token (GPT-2-style models, as their cards advise),
+    and let ``lm``'s generation stop at EOS when its generation config names no EOS token."""
+    if tokenizer.pad_token_id is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    if lm is not None and lm.generation_config.eos_token_id is None:
+        lm.generation_config.eos_token_id = tokenizer.eos_token_id
+    return tokenizer
+
+
 def gguf_metadata(name: str, keys: tuple[str, ...]) -> dict[str, Any]:
     """The values of ``keys`` in a GGUF file's metadata (those present; {} without the ``gguf``
     package or the file): e.g. ``general.license``, ``general.source.huggingface.repository``."""
@@ -201,15 +212,34 @@ def plain_model_dir(name: str) -> str:
     return str(out)
 
 
+def model_config_dict(name_or_path: str | None) -> dict[str, Any]:
+    """A model's config.json as a dict ({} when it cannot be found offline)."""
+    if not name_or_path:
+        return {}
+    try:
+        path = Path(resolve_model(name_or_path)) / "config.json"
+        if path.is_file():
+            return json.loads(path.read_text())
+        if is_gguf(name_or_path):
+            return {"is_encoder_decoder": bool(getattr(load_config(name_or_path), "is_encoder_decoder", False))}
+        from transformers import AutoConfig
+
+        return AutoConfig.from_pretrained(name_or_path).to_dict()
+    except (OSError, ValueError):
+        return {}
+
+
 __all__ = [
     "BUILTIN_MODELS",
     "SMOLLM2",
     "builtin_name",
+    "fix_tokenizer",
     "gguf_metadata",
     "is_gguf",
     "load_config",
     "load_model",
     "load_tokenizer",
+    "model_config_dict",
     "plain_model_dir",
     "resolve_model",
     "smollm2_path",

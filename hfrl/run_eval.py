@@ -13,7 +13,6 @@ to a trainer and the test split is evaluated before the first and after the last
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import re
@@ -23,41 +22,12 @@ from typing import Any
 
 from transformers import TrainerCallback
 
-from hfrl.runs import BASE_SUFFIX, EVAL_DIR, PREDICTIONS_DIR, Run, open_run
+from hfrl.evaluation import EVAL_FIELDS, eval_settings, generation_kwargs
+from hfrl.run_config import BASE_SUFFIX, EVAL_DIR, PREDICTIONS_DIR, task_kwargs
+from hfrl.runs import Run, open_run
+
 
 # Config fields that decide how evaluation generates and scores (defaults: OnlineConfig's).
-EVAL_FIELDS = (
-    "max_new_tokens",
-    "eval_max_new_tokens",
-    "eval_generation_kwargs",
-    "max_prompt_length",
-    "truncation_side",
-    "reward_weights",
-    "per_device_eval_batch_size",
-)
-
-
-def eval_settings(*sources: dict[str, Any]) -> dict[str, Any]:
-    """The evaluation fields: OnlineConfig's defaults, overridden by each source in turn (the
-    task's config for the algorithm, then the run's config.yaml)."""
-    from hfrl.trainers.online.online_config import OnlineConfig
-
-    out = {}
-    for f in dataclasses.fields(OnlineConfig):
-        if f.name in EVAL_FIELDS:
-            out[f.name] = f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default
-    for source in sources:
-        out.update({k: source[k] for k in EVAL_FIELDS if k in source})
-    return out
-
-
-def generation_kwargs(settings: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "max_new_tokens": settings.get("eval_max_new_tokens") or settings["max_new_tokens"],
-        **(settings.get("eval_generation_kwargs") or {}),
-    }
-
-
 def generate_completions(lm, tokenizer, prompts: list, settings: dict[str, Any], batch_size: int) -> list[str]:
     """Completions of ``prompts`` with the evaluation generation settings (greedy by default)."""
     import torch
@@ -180,7 +150,6 @@ def evaluate(
     if not task_name:
         raise ValueError(f"no task for {model}: pass --task NAME (see `hfrl list tasks`)")
     own_task = task_name == run.task  # the run's config (rewards, eval settings) applies to its own task only
-    from hfrl.experiment import task_kwargs
 
     # the run's task arguments and rewards (own data, a local classifier, ...) apply to its own task only
     task_obj = load_task(task_name, **(task_kwargs(run.config) if own_task else {}))

@@ -20,11 +20,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-CONFIG_NAME = "config.yaml"  # written by hfrl.experiment.save_run_config
-STATE_NAME = "trainer_state.json"
-EVAL_DIR = "eval"
-PREDICTIONS_DIR = "predictions"
-BASE_SUFFIX = "-base"  # eval/{split}-base.json: the base model, before training
+from hfrl.models import model_config_dict
+from hfrl.run_config import BASE_SUFFIX, CONFIG_NAME, EVAL_DIR, STATE_NAME, read_config_file
 
 MODEL_FILES = (
     "config.json",
@@ -65,11 +62,6 @@ def is_hub_id(name: str | None) -> bool:
         and not os.path.exists(str(name))
         and bool(_HUB_ID.match(str(name)))
     )
-
-
-def sanitize_config(config: dict[str, Any]) -> dict[str, Any]:
-    """A run config without secrets: fields named ``*_token`` (``hub_token``) are dropped."""
-    return {k: v for k, v in config.items() if not (k.endswith("_token") or k in ("token", "hub_token"))}
 
 
 @dataclass
@@ -132,7 +124,7 @@ class Run:
                 return True
             if self.adapter_config.get("task_type") == "CAUSAL_LM":
                 return False
-            return _config_of(self.adapter_base).get("is_encoder_decoder", False)
+            return model_config_dict(self.adapter_base).get("is_encoder_decoder", False)
         return bool(self.model_config.get("is_encoder_decoder", False))
 
     def files(self, patterns: tuple[str, ...]) -> list[Path]:
@@ -172,7 +164,7 @@ class Run:
         """``(model, tokenizer)`` in eval mode: the full model, or ``base_model`` (default: the
         adapter's own base) with the PEFT adapter on top. The tokenizer pads with EOS when it has
         no pad token."""
-        from hfrl.models import load_model, load_tokenizer
+        from hfrl.models import fix_tokenizer, load_model, load_tokenizer
         from hfrl.registry import UnknownNameError
 
         if self.is_adapter:
@@ -190,37 +182,7 @@ class Run:
         else:
             lm = load_model(self.model_ref)
             tokenizer_source = self.model_ref
-        tokenizer = load_tokenizer(tokenizer_source)
-        if tokenizer.pad_token_id is None:
-            tokenizer.pad_token = tokenizer.eos_token
-        if lm.generation_config.eos_token_id is None:
-            lm.generation_config.eos_token_id = tokenizer.eos_token_id
-        return lm.eval(), tokenizer
-
-
-def _config_of(name_or_path: str | None) -> dict[str, Any]:
-    """A model's config.json as a dict ({} when it cannot be found offline)."""
-    if not name_or_path:
-        return {}
-    from hfrl.models import is_gguf, load_config, resolve_model
-
-    try:
-        path = Path(resolve_model(name_or_path)) / "config.json"
-        if path.is_file():
-            return json.loads(path.read_text())
-        if is_gguf(name_or_path):
-            return {"is_encoder_decoder": bool(getattr(load_config(name_or_path), "is_encoder_decoder", False))}
-        from transformers import AutoConfig
-
-        return AutoConfig.from_pretrained(name_or_path).to_dict()
-    except (OSError, ValueError):
-        return {}
-
-
-def _read_yaml(path: Path) -> dict[str, Any]:
-    from hfrl.experiment import read_config_file
-
-    return read_config_file(path)
+        return lm.eval(), fix_tokenizer(load_tokenizer(tokenizer_source), lm)
 
 
 def open_run(name_or_path: str | os.PathLike) -> Run:
@@ -232,9 +194,9 @@ def open_run(name_or_path: str | os.PathLike) -> Run:
     name = str(name_or_path)
     path = Path(name)
     if not path.exists() and (name in BUILTIN_MODELS or is_hub_id(name)):
-        return Run(name=name, path=None, model_config=_config_of(name))
+        return Run(name=name, path=None, model_config=model_config_dict(name))
     if is_gguf(name) and path.is_file():
-        return Run(name=name, path=None, model_config=_config_of(name))
+        return Run(name=name, path=None, model_config=model_config_dict(name))
     if not path.exists():
         raise ValueError(
             f"no run or model at {name!r}: give a run directory (from hfrl train), a model directory, "
@@ -253,7 +215,7 @@ def open_run(name_or_path: str | os.PathLike) -> Run:
     config_file = path / CONFIG_NAME
     if not config_file.is_file() and re.fullmatch(r"checkpoint-\d+", path.name):
         config_file = path.parent / CONFIG_NAME  # a checkpoint of a run: the run's config
-    config = _read_yaml(config_file) if config_file.is_file() else {}
+    config = read_config_file(config_file) if config_file.is_file() else {}
     model_config = json.loads((path / "config.json").read_text()) if (path / "config.json").is_file() else {}
     return Run(
         name=name,
@@ -265,4 +227,4 @@ def open_run(name_or_path: str | os.PathLike) -> Run:
     )
 
 
-__all__ = ["Run", "is_hub_id", "open_run", "sanitize_config"]
+__all__ = ["Run", "is_hub_id", "open_run"]

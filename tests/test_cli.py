@@ -153,10 +153,10 @@ def test_malformed_yaml_names_file_and_line(tmp_path, capsys):
 
 
 def _errors():
-    from hfrl.experiment import ConfigFileError
     from hfrl.metrics.learned import ClassifierUnavailableError
     from hfrl.registry import UnknownNameError
     from hfrl.rollout import RewardError
+    from hfrl.run_config import ConfigFileError
     from hfrl.trainers.hub_mixin import NonFiniteError
     from hfrl.trust import UntrustedCodeError
 

@@ -1,6 +1,8 @@
 """Trainers: one folder per algorithm family (``online/``: PPO, NLPO, A2C, TRPO; ``offline/``: the A-LoL
 family), and ``trl_adapters`` for TRL's own trainers on hfrl tasks."""
 
+from typing import Any
+
 # Algorithm name -> trainer class (each carries its ``config_class``). Imported lazily.
 ALGORITHMS: dict[str, str] = {
     "ppo": "hfrl.trainers.online:PPOTrainer",
@@ -42,3 +44,10 @@ SUMMARIES: dict[str, str] = {
     "a_lol_kl": "offline: A-LoL with a KL penalty to pi_ref instead of the importance weight.",
     "pro": "offline: preference ranking over several scored responses per prompt, plus an SFT term (PRO).",
 }
+
+
+def algorithm_trainer(alg: str) -> Any:
+    """The trainer class of a registered algorithm name (or a ``module:attr`` path to one's own)."""
+    from hfrl.registry import resolve
+
+    return resolve(alg, ALGORITHMS, "algorithm")

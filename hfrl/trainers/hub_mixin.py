@@ -23,7 +23,9 @@ logger = logging.get_logger(__name__)
 def secrets_removed(args: Any) -> Iterator[Any]:
     """``args`` with every string field named ``*_token`` (``hub_token``) set to None inside: what
     ``training_args.bin`` pickles never holds a secret. The values come back on exit."""
-    names = [f.name for f in dataclasses.fields(args) if f.name.endswith("_token")]
+    from hfrl.run_config import is_secret
+
+    names = [f.name for f in dataclasses.fields(args) if is_secret(f.name)]
     saved = {name: getattr(args, name) for name in names if isinstance(getattr(args, name, None), str)}
     for name in saved:
         setattr(args, name, None)

@@ -16,6 +16,19 @@ from hfrl.trainers.devices import cpu_defaults
 SAMPLINGS = ("none", "good_priority", "good_random")
 
 
+# Card names of the algorithms (the paper's).
+DISPLAY_NAMES = {
+    "nll": "NLL (behaviour cloning)",
+    "wbc": "weighted behaviour cloning (wBC)",
+    "r_gold": "R-GOLD",
+    "r_lol": "R-LoL",
+    "a_lol": "A-LoL",
+    "a_lol_ref_free": "A-LoL ref-free",
+    "a_lol_seq": "A-LoL seq",
+    "a_lol_kl": "A-LoL KL",
+}
+
+
 @dataclass
 class ALoLConfig(TrainingArguments):
     """Settings of offline advantage- and reward-weighted training (A-LoL, Baheti et al. 2024).

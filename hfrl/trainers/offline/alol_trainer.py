@@ -28,13 +28,13 @@ from transformers import PreTrainedModel, PreTrainedTokenizerBase, Trainer, Trai
 
 from hfrl.evaluation import encode_prompt, score_completions
 from hfrl.losses import ADVANTAGE_WEIGHTED, NEEDS_REFERENCE, alol_loss
-from hfrl.models import BUILTIN_MODELS, is_gguf, load_model, load_tokenizer
+from hfrl.models import BUILTIN_MODELS, fix_tokenizer, is_gguf, load_model, load_tokenizer
 from hfrl.policies import completion_forward, disable_dropout, is_peft_model
 from hfrl.rewards import reward_list
 from hfrl.rollout import generate, pad
 from hfrl.trainers.crash_safe import CrashSafeMixin
 from hfrl.trainers.hub_mixin import HubMixin
-from hfrl.trainers.offline.alol_config import ALoLConfig
+from hfrl.trainers.offline.alol_config import DISPLAY_NAMES, ALoLConfig
 from hfrl.trainers.offline.preparation import (
     INTERNAL_COLUMNS,
     Preparation,
@@ -46,18 +46,6 @@ from hfrl.trainers.offline.priority_sampler import PrioritySampler
 from hfrl.trainers.online.online_trainer import _SaveStateAtEnd
 
 RewardFunc = Callable[..., Sequence[Any]]
-
-# Card names of the algorithms (the paper's).
-DISPLAY_NAMES = {
-    "nll": "NLL (behaviour cloning)",
-    "wbc": "weighted behaviour cloning (wBC)",
-    "r_gold": "R-GOLD",
-    "r_lol": "R-LoL",
-    "a_lol": "A-LoL",
-    "a_lol_ref_free": "A-LoL ref-free",
-    "a_lol_seq": "A-LoL seq",
-    "a_lol_kl": "A-LoL KL",
-}
 
 
 class _CallWithConfig:
@@ -197,10 +185,7 @@ class ALoLTrainer(CrashSafeMixin, HubMixin, Trainer):
         if processing_class is None:
             has_tokenizer = isinstance(model, str) and os.path.isfile(os.path.join(model, "tokenizer_config.json"))
             processing_class = load_tokenizer(model if has_tokenizer else policy.config._name_or_path)
-        if processing_class.pad_token_id is None:
-            processing_class.pad_token = processing_class.eos_token
-        if policy.generation_config.eos_token_id is None:
-            policy.generation_config.eos_token_id = processing_class.eos_token_id
+        fix_tokenizer(processing_class, policy)
         if args.disable_dropout:
             disable_dropout(policy)
         self.ref_model = ref_model.eval().requires_grad_(False) if ref_model is not None else None
