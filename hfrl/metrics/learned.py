@@ -40,6 +40,8 @@ def load_classifier(name: str, device: str):
     def build():
         from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
+        from hfrl.models import fix_tokenizer
+
         try:
             tokenizer = AutoTokenizer.from_pretrained(name)
             model = AutoModelForSequenceClassification.from_pretrained(name)
@@ -47,8 +49,7 @@ def load_classifier(name: str, device: str):
             raise ClassifierUnavailableError(name, err) from err
         tokenizer.padding_side = "right"  # absolute-position encoders (BERT, RoBERTa) read left padding as text offset
         if tokenizer.pad_token is None:  # GPT-style classifiers: pad with EOS, as their cards advise
-            tokenizer.pad_token = tokenizer.eos_token
-            model.config.pad_token_id = tokenizer.pad_token_id
+            model.config.pad_token_id = fix_tokenizer(tokenizer).pad_token_id
         return tokenizer, model.to(device).eval()
 
     return cached(("classifier", name, str(device)), build)

@@ -54,6 +54,8 @@ def load_toxichat(folder: str, device: str):
         import torch
         from transformers import AutoConfig, AutoTokenizer, GPT2Model
 
+        from hfrl.models import fix_tokenizer
+
         state = _state_dict(folder)
         missing = [k for k in ("off_classifier.weight", "off_classifier.bias") if k not in state]
         if missing:
@@ -67,8 +69,7 @@ def load_toxichat(folder: str, device: str):
         head.load_state_dict({"weight": state["off_classifier.weight"], "bias": state["off_classifier.bias"]})
         tokenizer = AutoTokenizer.from_pretrained(folder)
         tokenizer.padding_side, tokenizer.truncation_side = "right", "left"  # keep the end of long threads
-        if tokenizer.pad_token is None:
-            tokenizer.pad_token = tokenizer.eos_token
+        fix_tokenizer(tokenizer)
         return tokenizer, body.to(device).eval(), head.to(device).eval()
 
     return cached(("toxichat", folder, str(device)), build)

@@ -140,14 +140,13 @@ def causal_model_path(model: Any, trainer: str) -> Any:
 
 
 def load_tokenizer(model: Any, padding_side: str = "left"):
+    from hfrl.models import fix_tokenizer
     from hfrl.models import load_tokenizer as load
 
     name = model if isinstance(model, str) else model.config._name_or_path
     tokenizer = load(name)
     tokenizer.padding_side = padding_side
-    if tokenizer.pad_token is None:
-        tokenizer.pad_token = tokenizer.eos_token
-    return tokenizer
+    return fix_tokenizer(tokenizer)
 
 
 def prepare_prompts(dataset, tokenizer, max_length: int | None = None, side: str = "left"):
