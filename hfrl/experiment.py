@@ -318,7 +318,7 @@ def build_trainer(run: dict[str, Any], **trainer_kwargs: Any):
         from hfrl.run_eval import EvalBeforeAfter
 
         callbacks = list(trainer_kwargs.pop("callbacks", None) or [])
-        evaluator = EvalBeforeAfter(run_keys["task"], "test", task_kwargs=task_kwargs(run_keys))
+        evaluator = EvalBeforeAfter(run_keys["task"], "test", loaded=task)  # the task built above: loaded once
         trainer_kwargs["callbacks"] = [*callbacks, evaluator]
     return trainer_class(
         model=run_keys["model"],

@@ -18,13 +18,16 @@ import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from transformers import TrainerCallback
 
 from hfrl.evaluation import EVAL_FIELDS, eval_settings, generation_kwargs
 from hfrl.run_config import BASE_SUFFIX, EVAL_DIR, PREDICTIONS_DIR, task_kwargs
 from hfrl.runs import Run, open_run
+
+if TYPE_CHECKING:
+    from hfrl.tasks import Task
 
 
 # Config fields that decide how evaluation generates and scores (defaults: OnlineConfig's).
@@ -220,12 +223,19 @@ class EvalBeforeAfter(TrainerCallback):
     """
 
     def __init__(
-        self, task: str, split: str = "test", max_samples: int | None = None, task_kwargs: dict | None = None
+        self,
+        task: str,
+        split: str = "test",
+        max_samples: int | None = None,
+        task_kwargs: dict | None = None,
+        loaded: Task | None = None,
     ) -> None:
+        """``task_kwargs``: the run's task_args and rewards; ``loaded``: the task already built with
+        them (``build_trainer`` passes its own: the task is loaded once per run)."""
         from hfrl.tasks import load_task
 
         self.task_name = task
-        self.task = load_task(task, **(task_kwargs or {}))  # the run's task_args and rewards
+        self.task = loaded if loaded is not None else load_task(task, **(task_kwargs or {}))
         self.split = split
         self.dataset = load_split(self.task, split, max_samples)
 

@@ -24,10 +24,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import trl
-from transformers import TrainerCallback
 
 from hfrl.trainers.crash_safe import CrashSafeMixin
 from hfrl.trainers.hub_mixin import HubMixin
+from hfrl.trainers.online.online_trainer import _SaveStateAtEnd  # trainer_state.json for the card's curve
 
 _GENERATION_FIELDS = ("temperature", "top_p", "top_k", "min_p", "repetition_penalty")
 
@@ -108,18 +108,6 @@ class DPOConfig(trl.DPOConfig):
 
 
 # ---- shared pieces -------------------------------------------------------------------------------
-class SaveStateAtEnd(TrainerCallback):
-    """``trainer_state.json`` (the log history) in the run directory at the end of training, as hfrl's
-    own trainers leave it: model cards draw their reward or loss curve from it."""
-
-    def on_train_end(self, args, state, control, **kwargs):
-        import os
-
-        if state.is_world_process_zero:
-            os.makedirs(args.output_dir, exist_ok=True)
-            state.save_to_json(os.path.join(args.output_dir, "trainer_state.json"))
-
-
 def causal_model_path(model: Any, trainer: str) -> Any:
     """A model name or folder for TRL, checked to be a causal LM: a built-in model resolved, a GGUF
     file as its dequantised copy (:func:`hfrl.models.plain_model_dir`: TRL reloads its reference
@@ -263,7 +251,7 @@ class _OnlineAdapter:
             eval_dataset=prepare_prompts(eval_dataset, tokenizer, limit, side),
             processing_class=tokenizer,
             peft_config=peft_config,
-            callbacks=[*(callbacks or []), SaveStateAtEnd()],
+            callbacks=[*(callbacks or []), _SaveStateAtEnd()],
             **kwargs,
         )
 
@@ -318,7 +306,7 @@ class _PairsAdapter:
             eval_dataset=evaluation,
             processing_class=processing_class or load_tokenizer(model, padding_side="right"),
             peft_config=peft_config,
-            callbacks=[*(callbacks or []), SaveStateAtEnd()],
+            callbacks=[*(callbacks or []), _SaveStateAtEnd()],
             **kwargs,
         )
 
