@@ -469,3 +469,19 @@ def test_value_head_fits_a_prompt_feature():
     assert torch.equal(value_predictions(head, states), value_predictions(again, states))  # deterministic
     with pytest.raises(ValueError, match="at least 2 validation prompts"):
         fit_value_head(states[:1], targets[:1])
+
+
+def test_fingerprint_samples_parameters_past_float32_counting():
+    """A-LoL's cache key samples 16 values of every parameter. SmolLM2's embedding (28,311,552 values)
+    crashed it: float32 indices rounded the last one, 28,311,551, up to 28,311,552 (out of bounds).
+    2^24 + 4 values is the smallest such case: the last index, 2^24 + 3, rounds to 2^24 + 4."""
+    from torch import nn
+
+    from hfrl.trainers.offline.preparation import module_fingerprint
+
+    module = nn.Module()
+    module.weight = nn.Parameter(torch.zeros(2**24 + 4))
+    first = module_fingerprint(module)
+    with torch.no_grad():
+        module.weight[-1] = 1.0  # the last value is among the samples
+    assert module_fingerprint(module) != first

@@ -97,7 +97,8 @@ def module_fingerprint(module: nn.Module, skip_adapters: bool = False, samples: 
             continue
         name = name.removeprefix("base_model.model.").replace(".base_layer.", ".")
         flat = param.detach().reshape(-1)
-        index = torch.linspace(0, max(flat.numel() - 1, 0), min(samples, flat.numel())).long().to(flat.device)
+        count = min(samples, flat.numel())  # evenly spaced, in integers: float32 cannot count past 2^24
+        index = (torch.arange(count, dtype=torch.long) * (flat.numel() - 1) // max(count - 1, 1)).to(flat.device)
         parts += [name, tuple(param.shape), str(param.dtype), flat[index].float().cpu().numpy().tobytes()]
     return fingerprint(*parts)
 
