@@ -1,0 +1,50 @@
+"""benchmarks/rl4lms_numbers.py keeps running: RL4LMs' tokenizer and model as the issue lists them,
+and a tiny run of both layouts writes every figure. (Reward and speed are measured by the
+benchmark itself, never asserted here.)"""
+
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+
+SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "rl4lms_numbers.py"
+
+
+@pytest.fixture(scope="module")
+def bench():
+    spec = importlib.util.spec_from_file_location("rl4lms_numbers", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_tokenizer_and_model_are_rl4lms_synthetic_setup(bench, tmp_path):
+    from transformers import AutoConfig, AutoTokenizer
+
+    tok = bench.build_tokenizer()
+    assert len(tok) == 278
+    assert (tok.bos_token_id, tok.eos_token_id, tok.pad_token_id, tok.unk_token_id) == (0, 0, 1, 2)
+    assert tok.convert_tokens_to_ids(["0", "199", "seventeen", "the"]) == [3, 202, 220, 234]
+    assert tok("<|endoftext|>")["input_ids"] == [0]
+    assert tok.decode(tok("3 4 the 5 <|endoftext|>")["input_ids"], skip_special_tokens=True) == "3 4 the 5"
+    path = bench.build_model(str(tmp_path / "m"), seed=0)
+    config = AutoConfig.from_pretrained(path)
+    assert (config.n_layer, config.n_head, config.n_embd, config.n_positions, config.vocab_size) == (2, 2, 64, 128, 278)
+    assert len(AutoTokenizer.from_pretrained(path)) == 278
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("layout", ["hfrl", "rl4lms"])
+def test_tiny_run_writes_every_figure(bench, layout, tmp_path, capsys):
+    out = tmp_path / "results.json"
+    small = ["rollout_tokens=24", "rollout_batch_size=4", "mini_batch_size=2", "num_ppo_epochs=1", "max_new_tokens=6"]
+    bench.main(["--seeds", "0", "--iterations", "2", "--layout", layout, "--threads", "1", "--json", str(out),
+                "--set", *small])  # fmt: skip
+    results = json.loads(out.read_text())
+    for key in ("ppo_reward_at_10", "ppo_reward_at_20", "nlpo_reward_at_30"):
+        assert key in results  # None: the tiny run stops at iteration 2
+    assert results["ppo_seconds_per_iteration"] > 0 and 0 <= results["ppo_reward_at_1"] <= 1
+    assert results["ppo"]["config"].get("separate_critic", False) is (layout == "rl4lms")
+    assert all(t >= 24 for run in results["ppo"]["runs"] for t in run["transitions"])
+    assert "| 1 |" in capsys.readouterr().out  # the printed table
