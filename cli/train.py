@@ -10,6 +10,8 @@ from typing import Annotated
 
 import typer
 
+from hfrl.cli._options import SeedOpt, TrustCodeOpt
+
 HELP = """Train a model on a task with an RL algorithm.
 
 The task is a registered name (hfrl list tasks), your own data (a .jsonl / .json / .csv / .tsv /
@@ -19,9 +21,17 @@ or a module:attr path to your own task. --task-arg KEY=VALUE passes an argument 
 The env variable HFRL_DATA_DIR=DIR makes the GRUE tasks read DIR/<task>/ instead of the Hub.
 
 Any config field can be overridden after the named options, as --FIELD VALUE or --FIELD=VALUE
-(values are read as YAML: 1e-3, true, null, [1, 2], {top_k: 20}); see the fields of the
-algorithm's config class (e.g. hfrl.PPOConfig, trl.GRPOConfig for --alg grpo). Precedence: task
-defaults < --config < flags.
+(values are read as YAML: 1e-3, true, null, [1, 2], {top_k: 20}). `hfrl list fields --alg ALG`
+lists the algorithm's fields with their defaults (hfrl.PPOConfig, trl.GRPOConfig for --alg grpo,
+...); every transformers.TrainingArguments field works too, e.g. --report_to tensorboard (or wandb,
+trackio; default none) and --logging_dir DIR. LoRA and 4/8-bit loading take TRL's ModelConfig flags:
+--use_peft --lora_r 16 --lora_alpha 32 --lora_dropout 0.05 --lora_target_modules "[q_proj, v_proj]".
+Precedence: task defaults < --config < flags.
+
+Online algorithms count in iterations (one rollout and its updates): --num_iterations, --save_every,
+--eval_every. Checkpoints and logging steps keep the Trainer's optimizer-step numbering: iteration k
+ends at step k x steps_per_iteration (num_ppo_epochs x rollout_batch_size / mini_batch_size), and
+each log entry carries its `iteration`.
 
 \b
 Examples:
@@ -33,17 +43,33 @@ Examples:
   hfrl train --task daily_dialog --alg nlpo --task-arg reward_config=openrl
   hfrl train --task my.jsonl --alg ppo --model tiny --prompt-column question
   hfrl train --task numbers --alg grpo --model tiny --max_steps 20
+  hfrl train --task numbers --alg ppo --model tiny --use_peft --lora_r 8 --report_to tensorboard
 """
 
 TaskOpt = Annotated[str | None, typer.Option("--task", "-t", help="Task name (hfrl list tasks), or module:attr.")]
 AlgOpt = Annotated[str | None, typer.Option("--alg", "-a", help="Algorithm (hfrl list algs). Default: ppo.")]
 ModelOpt = Annotated[
-    str | None, typer.Option("--model", "-m", help="Hub id, local directory, or built-in tiny / tiny-t5.")
+    str | None,
+    typer.Option("--model", "-m", help="Hub id, local directory, .gguf file, or built-in tiny / tiny-t5 / smollm2."),
 ]
 ConfigOpt = Annotated[str | None, typer.Option("--config", "-c", help="YAML file of config fields.")]
 OutOpt = Annotated[str | None, typer.Option("--output-dir", "-o", help="Run directory (default runs/TASK-ALG).")]
-SeedOpt = Annotated[int | None, typer.Option("--seed", help="Random seed.")]
-ResumeOpt = Annotated[bool, typer.Option("--resume", help="Resume from the last checkpoint in the output dir.")]
+ResumeOpt = Annotated[
+    bool,
+    typer.Option(
+        "--resume",
+        help="Continue the run in the output dir from its last complete checkpoint, with its own config.yaml "
+        "(flags may change only when and how it saves, evaluates and logs, and --num_iterations).",
+    ),
+]
+OverwriteOpt = Annotated[
+    bool,
+    typer.Option(
+        "--overwrite_output_dir",
+        "--overwrite-output-dir",
+        help="Replace the run already in the output dir (by default a new run never overwrites another).",
+    ),
+]
 PromptColumnOpt = Annotated[
     str | None, typer.Option("--prompt-column", help="Own data: the column holding the prompts (default prompt).")
 ]
@@ -53,6 +79,14 @@ ReferencesColumnOpt = Annotated[
 ]
 TaskArgOpt = Annotated[
     list[str] | None, typer.Option("--task-arg", help="KEY=VALUE argument of the task's builder (repeatable).")
+]
+ThreadsOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--threads",
+        help="CPU threads for torch (default: 1 for a model under 50M parameters on the CPU when OMP_NUM_THREADS "
+        "is unset, else one per core).",
+    ),
 ]
 EvalTestOpt = Annotated[
     bool, typer.Option("--eval-test", help="Evaluate on the task's test split before and after training.")
@@ -72,20 +106,34 @@ def train(
     prompt_column: PromptColumnOpt = None,
     references_column: ReferencesColumnOpt = None,
     task_arg: TaskArgOpt = None,
+    threads: ThreadsOpt = None,
+    trust_code: TrustCodeOpt = False,
+    overwrite_output_dir: OverwriteOpt = False,
 ) -> None:
-    from hfrl.experiment import build_trainer, last_checkpoint, parse_overrides, resolve_run, save_run_config
+    from hfrl import experiment
+    from hfrl.trust import trusted_code
 
     task_args = parse_task_args(task_arg or [])
     task_args.update(
         {k: v for k, v in (("prompt_column", prompt_column), ("references_column", references_column)) if v}
     )
-    overrides = parse_overrides(list(ctx.args))
-    run = resolve_run(task, alg, model, config, overrides, output_dir, seed, task_args=task_args)
-    if eval_test:
-        run["eval_test"] = True
-    checkpoint = last_checkpoint(run["output_dir"]) if resume else run.pop("resume_from_checkpoint", None)
-    trainer = build_trainer(run)
-    save_run_config(run, trainer)
+    overrides = experiment.parse_overrides(list(ctx.args))
+    with trusted_code(trust_code):  # names are resolved (code imported) up to here, never later
+        if resume:
+            out = output_dir or _run_dir(task, alg, config)
+            run = experiment.resolve_resume(out, task, alg, model, config, overrides, seed, task_args)
+            checkpoint = experiment.last_checkpoint(out)
+        else:
+            run = experiment.resolve_run(task, alg, model, config, overrides, output_dir, seed, task_args=task_args)
+            experiment.prepare_output_dir(run["output_dir"], overwrite_output_dir)  # never over another run
+            checkpoint = run.pop("resume_from_checkpoint", None)
+        if eval_test:
+            run["eval_test"] = True
+        trainer = experiment.build_trainer(run)
+    from hfrl.trainers.devices import set_cpu_threads
+
+    set_cpu_threads(trainer.model, threads, use_cpu=trainer.args.use_cpu or trainer.args.device.type == "cpu")
+    experiment.save_run_config(run, trainer)
     trainer.train(resume_from_checkpoint=checkpoint)
     trainer.save_model()
     rewards = [h["reward"] for h in trainer.state.log_history if "reward" in h]
@@ -99,6 +147,19 @@ def train(
         losses = [h["loss"] for h in trainer.state.log_history if "loss" in h]
         loss = f"loss: first {losses[0]:.3f}, last {losses[-1]:.3f}; " if losses else ""
         typer.echo(f"{loss}saved to {trainer.args.output_dir}")
+
+
+def _run_dir(task: str | None, alg: str | None, config: str | None) -> str:
+    """The folder --resume continues without --output-dir: the --config file's, else runs/TASK-ALG."""
+    from hfrl.experiment import default_output_dir, read_config_file
+
+    named = read_config_file(config) if config else {}
+    if named.get("output_dir"):
+        return str(named["output_dir"])
+    task = task or named.get("task")
+    if not task:
+        raise ValueError("--resume: which run? pass --output-dir DIR (or --task, for runs/TASK-ALG)")
+    return default_output_dir(task, alg or named.get("alg") or "ppo")
 
 
 def parse_task_args(items: list[str]) -> dict:

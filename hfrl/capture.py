@@ -12,9 +12,11 @@ position's log-softmax (kept for one step only: ``(B, V)``) and last hidden stat
 forward, its new input token (the one just sampled) picks its log-prob. The last token's
 log-prob is picked from the returned sequences.
 
-With an action set (NLPO: the top-p set its logits processor sampled from), each step also keeps
-the sampled token's log-prob and the entropy under the policy renormalised over that set:
-``log p_S(a) = log p(a) - log P(S)``, where ``P(S)`` is the policy's mass on the set.
+With an action set (NLPO), each step also keeps the sampled token's log-prob and the entropy under
+the policy renormalised over that set: ``log p_S(a) = log p(a) - log P(S)``, where ``P(S)`` is the
+policy's mass on the set. The set is the one sampling drew from: the tokens whose logit is still
+finite after *every* logits processor of ``generate`` (RL4LMs: "processed logit is finite"), which
+:class:`SampledSetRecorder`, run after all of them (:func:`processor_last`), keeps 1 bit per token.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from collections.abc import Callable, Iterator
 from typing import Any, NamedTuple
 
 import torch
+from transformers import LogitsProcessor
 
 from hfrl.policies import base_lm, tempered
 
@@ -49,6 +52,7 @@ class Captured(NamedTuple):
     hidden: torch.Tensor | None  # (B, T, H) last hidden states that predicted them
     entropy: torch.Tensor  # of the action distribution (renormalised over the action set, if any)
     action_logprobs: torch.Tensor | None  # under the action distribution (None: no action set)
+    action_sets: torch.Tensor | None = None  # (B, T, ceil(V / 8)) packed sets sampled from (None: not kept)
 
 
 class StepCapture:
@@ -152,3 +156,82 @@ class StepCapture:
         hidden = torch.stack(self.hidden, dim=1) if self.keep_hidden else None
         action = torch.stack(self.action_logprobs, dim=1) if self.action_set is not None else None
         return Captured(logprobs, hidden, torch.stack(self.entropy, dim=1), action)
+
+
+# ---- the set each step sampled from -------------------------------------------------------------
+_BITS = 1 << torch.arange(8, dtype=torch.uint8)  # bit i of a byte holds vocabulary entry 8k + i
+
+
+def pack_sets(allowed: torch.Tensor) -> torch.Tensor:
+    """Boolean sets ``(..., V)`` -> ``(..., ceil(V / 8))`` bytes, 1 bit per vocabulary entry.
+
+    >>> pack_sets(torch.tensor([True, False, True, False, False, False, False, False, True])).tolist()
+    [5, 1]
+    """
+    width = allowed.shape[-1]
+    padded = torch.nn.functional.pad(allowed, (0, -width % 8)).to(torch.uint8)
+    bits = _BITS.to(allowed.device)
+    return (padded.unflatten(-1, (-1, 8)) * bits).sum(-1, dtype=torch.uint8)
+
+
+def unpack_sets(packed: torch.Tensor, width: int) -> torch.Tensor:
+    """:func:`pack_sets` undone: ``(..., ceil(V / 8))`` bytes -> boolean ``(..., width)``.
+
+    >>> unpack_sets(torch.tensor([5, 1], dtype=torch.uint8), 9).tolist()
+    [True, False, True, False, False, False, False, False, True]
+    """
+    bits = _BITS.to(packed.device)
+    return ((packed.unsqueeze(-1) & bits) != 0).flatten(-2)[..., :width]
+
+
+def set_sizes(packed: torch.Tensor) -> torch.Tensor:
+    """The number of tokens in each packed set ``(..., ceil(V / 8))`` -> ``(...)``.
+
+    >>> set_sizes(torch.tensor([[5, 1], [255, 0]], dtype=torch.uint8)).tolist()
+    [3, 8]
+    """
+    bits = _BITS.to(packed.device)
+    return ((packed.unsqueeze(-1) & bits) != 0).sum((-1, -2))
+
+
+class SampledSetRecorder(LogitsProcessor):
+    """The last logits processor of a ``generate`` call (installed by :func:`processor_last`): keeps
+    each step's set of tokens with a finite processed logit, the set sampling drew from once every
+    processor ran (min_new_tokens' EOS ban, NLPO's mask, temperature, top_k, top_p, ...). Returns
+    the scores unchanged."""
+
+    def __init__(self) -> None:
+        self.last_allowed: torch.Tensor | None = None  # (B, V) the current step's set (for StepCapture)
+        self.steps: list[torch.Tensor] = []  # (B, ceil(V / 8)) packed, per generated token
+
+    @torch.no_grad()
+    def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
+        self.last_allowed = torch.isfinite(scores)
+        self.steps.append(pack_sets(self.last_allowed))
+        return scores
+
+    def sets(self, width: int) -> torch.Tensor:
+        """``(B, width, ceil(V / 8))`` packed sets of the generated positions, empty after the last step."""
+        steps = torch.stack(self.steps, dim=1)[:, :width]
+        return torch.nn.functional.pad(steps, (0, 0, 0, width - steps.shape[1]))
+
+
+@contextlib.contextmanager
+def processor_last(lm: Any, processor: LogitsProcessor) -> Iterator[None]:
+    """Inside, ``lm.generate`` runs ``processor`` after every logits processor it builds. (A processor
+    passed to ``generate`` runs before transformers' sampling warpers: temperature, top_k, top_p...)"""
+    model = base_lm(lm)  # the module whose generate builds the processors (under a PeftModel too)
+    build = getattr(model, "_get_logits_processor", None)
+    if build is None:
+        raise RuntimeError(f"{type(model).__name__} builds no logits processors to append the action-set recorder to")
+
+    def with_last(*args: Any, **kwargs: Any) -> Any:
+        processors = build(*args, **kwargs)
+        processors.append(processor)
+        return processors
+
+    model._get_logits_processor = with_last
+    try:
+        yield
+    finally:
+        del model._get_logits_processor  # the class's own again

@@ -52,6 +52,7 @@ def score_completions(
     A metric returns a float or a dict of floats (an ``hfrl.metrics`` ``MetricResult``, whose
     per-sample scores go into each record under ``scores``); keys are prefixed with ``{prefix}_``.
     Metrics that declare ``needs_policy`` (``causal_perplexity``) also get ``policy`` and ``policy_tokenizer``.
+    A metric that fails (a model it cannot load offline) is reported as a warning and left out.
     """
     columns = {k: [r[k] for r in rows] for k in (rows[0] if rows else {})}
     mask = torch.ones(len(completions), 1)
@@ -64,7 +65,13 @@ def score_completions(
         extra = (
             {"policy": policy, "policy_tokenizer": policy_tokenizer} if getattr(metric, "needs_policy", False) else {}
         )
-        value = metric(prompts=prompts, completions=completions, **columns, **extra)
+        try:
+            value = metric(prompts=prompts, completions=completions, **columns, **extra)
+        except Exception as err:  # noqa: BLE001 - one metric that cannot load or run: reported, skipped
+            from transformers.utils import logging
+
+            logging.get_logger(__name__).warning(f"metric {name!r} failed and is skipped: {err}")
+            continue
         values = value if isinstance(value, dict) else {name: value}
         out.update({f"{prefix}_{k}": float(v) for k, v in values.items()})
         per_sample.update(getattr(value, "per_sample", None) or {})

@@ -52,7 +52,8 @@ class ConfigFileError(ValueError):
 
 
 def read_config_file(path: str | os.PathLike) -> dict[str, Any]:
-    """A YAML mapping; a syntax error is reported with the file and line."""
+    """A YAML mapping; a syntax error is reported with the file and line. A file that names code to
+    run is refused unless the user trusts it (:mod:`hfrl.trust`)."""
     try:
         text = Path(path).read_text()
     except OSError as err:
@@ -68,7 +69,9 @@ def read_config_file(path: str | os.PathLike) -> dict[str, Any]:
         return {}
     if not isinstance(data, dict):
         raise ConfigFileError(f"{path}: a config file is a mapping of field: value, got {type(data).__name__}")
-    return data
+    from hfrl.trust import check_file
+
+    return check_file(data, f"config file {path}")
 
 
 def parse_overrides(tokens: list[str]) -> dict[str, Any]:
@@ -99,20 +102,38 @@ _YES_NO = {"yes": True, "y": True, "on": True, "no": False, "n": False, "off": F
 
 def coerce_numbers(fields: dict[str, Any], config_class: type) -> dict[str, Any]:
     """YAML 1.1 reads ``5e-4`` as a string; give numeric fields their numbers back, and boolean fields
-    (not string ones such as ``save_strategy: no``) their yes / no / on / off."""
+    (not string ones such as ``save_strategy: no``) their yes / no / on / off. A value a numeric or
+    boolean field cannot take is a one-line error naming the field.
+
+    >>> from hfrl import PPOConfig
+    >>> coerce_numbers({"learning_rate": "5e-4", "num_iterations": "10", "disable_tqdm": "yes"}, PPOConfig)
+    {'learning_rate': 0.0005, 'num_iterations': 10, 'disable_tqdm': True}
+    >>> coerce_numbers({"learning_rate": "abc"}, PPOConfig)
+    Traceback (most recent call last):
+    ValueError: --learning_rate takes a number, got 'abc'
+    """
     annotations = {f.name: str(f.type) for f in dataclasses.fields(config_class)}
     out = dict(fields)
     for key, value in fields.items():
         kind = annotations.get(key, "")
-        if isinstance(value, str) and "bool" in kind and "str" not in kind and value.lower() in _YES_NO:
-            out[key] = _YES_NO[value.lower()]
+        if any(t in kind for t in ("str", "dict", "list", "Any")) or not any(
+            t in kind for t in ("bool", "float", "int")
+        ):
+            continue  # a field that takes text or structures, or one this rule does not know: as given
+        numeric = "float" in kind or "int" in kind
+        if isinstance(value, (list, dict)) or (isinstance(value, bool) and numeric and "bool" not in kind):
+            raise ValueError(f"--{key} takes {'a number' if numeric else 'true or false'}, got {value!r}")
+        if not isinstance(value, str):
             continue
-        if not isinstance(value, str) or not ("float" in kind or "int" in kind):
+        if "bool" in kind and value.lower() in _YES_NO:
+            out[key] = _YES_NO[value.lower()]
             continue
         try:
             number = float(value)
         except ValueError:
-            continue
+            raise ValueError(f"--{key} takes {'a number' if numeric else 'true or false'}, got {value!r}") from None
+        if not numeric:
+            raise ValueError(f"--{key} takes true or false, got {value!r}")
         out[key] = int(number) if "float" not in kind and number.is_integer() else number
     return out
 
@@ -186,28 +207,124 @@ def resolve_run(
         raise ValueError("no task given: pass --task NAME (see `hfrl list tasks`) or set `task:` in --config")
     run["task"] = str(run["task"])
     run.setdefault("alg", "ppo")
+    from hfrl.tasks import check_task_name
+    from hfrl.trainers import ALGORITHMS
+
+    check_task_name(run["task"])  # names first: an unknown one fails before torch is imported
+    if run["alg"] not in ALGORITHMS and ":" not in str(run["alg"]):
+        raise unknown("algorithm", str(run["alg"]), ALGORITHMS, hint=", or a 'module:attr' path to your own algorithm")
     trainer_class = algorithm_trainer(run["alg"])
     task_obj = load_task(run["task"], **task_kwargs(run))
     run.setdefault("model", task_obj.default_model)
 
     fields = config_fields(trainer_class.config_class)
+    from hfrl.model_args import MODEL_KEYS
+
     for source, cfg in ((f"config file {config_file}", file_cfg), ("command line", overrides)):
         for key in cfg:
-            if key not in fields:
-                hint = f"; the fields are those of {trainer_class.config_class.__name__}"
-                raise unknown(f"config key (from the {source})", key, fields, hint=hint)
+            if key not in fields and key not in MODEL_KEYS:
+                hint = f"; the fields are those of {trainer_class.config_class.__name__} and trl.ModelConfig's (LoRA)"
+                raise unknown(f"config key (from the {source})", key, fields | set(MODEL_KEYS), hint=hint)
     task_run, task_fields = task_config(task_obj, run["alg"], trainer_class)
     for key, value in task_run.items():  # e.g. a task's own rewards for one algorithm: lowest precedence
+        if key == "task_args" and isinstance(value, dict):  # merged under the user's task arguments
+            run[key] = {**value, **(run.get("task_args") or {})}
         run.setdefault(key, value)
     merged = coerce_numbers({**task_fields, **file_cfg, **overrides}, trainer_class.config_class)
     if output_dir is not None:
         merged["output_dir"] = output_dir
-    merged.setdefault("output_dir", os.path.join("runs", f"{Path(str(run['task']).rstrip('/')).stem}-{run['alg']}"))
+    merged.setdefault("output_dir", default_output_dir(run["task"], run["alg"]))
     if seed is not None:
         merged["seed"] = seed
     if "algorithm" in fields:  # one trainer, several algorithms (the A-LoL family): the name picks it
         merged.setdefault("algorithm", run["alg"])
     return {**run, **merged}
+
+
+def default_output_dir(task: str, alg: str) -> str:
+    """``runs/TASK-ALG``; for a data file its whole name (``my.jsonl`` and ``my.csv`` are two runs).
+
+    >>> default_output_dir("numbers", "ppo"), default_output_dir("data/my.jsonl", "ppo")
+    ('runs/numbers-ppo', 'runs/my.jsonl-ppo')
+    """
+    return os.path.join("runs", f"{Path(str(task).rstrip('/')).name}-{alg}")
+
+
+# What --resume may change: when and how a run is saved, evaluated, logged and batched for speed,
+# and how long it goes on. Anything else changes what a step means and needs a new run.
+RESUMABLE = frozenset(
+    {
+        "num_iterations", "max_steps", "num_train_epochs", "save_every", "save_steps", "save_strategy",
+        "save_total_limit", "save_only_model", "eval_every", "eval_steps", "eval_strategy", "eval_test",
+        "logging_steps", "logging_dir", "logging_first_step", "report_to", "run_name", "disable_tqdm",
+        "log_completions", "push_to_hub", "hub_model_id", "hub_strategy", "hub_private_repo", "hub_token",
+        "hub_revision", "dataloader_num_workers", "generation_batch_size", "scoring_batch_size",
+        "per_device_eval_batch_size", "use_cpu", "resume_from_checkpoint",
+    }
+)  # fmt: skip
+
+
+def resolve_resume(
+    output_dir: str | os.PathLike,
+    task: str | None = None,
+    alg: str | None = None,
+    model: str | None = None,
+    config_file: str | os.PathLike | None = None,
+    overrides: dict[str, Any] | None = None,
+    seed: int | None = None,
+    task_args: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The run in ``output_dir`` as its own ``config.yaml`` resolved it, with what the command asks
+    that may change on resume (:data:`RESUMABLE`: more iterations, other checkpoints or logging). A
+    command that would change anything else (the algorithm, task, model, rollout size, learning
+    rate...) stops with the differences: resuming it would mean another run."""
+    path = Path(output_dir) / CONFIG_NAME
+    if not path.is_file():
+        raise ValueError(f"--resume: {output_dir} holds no run to resume (no {CONFIG_NAME}); train without --resume")
+    saved = read_config_file(path)
+    asked: dict[str, Any] = dict(read_config_file(config_file)) if config_file else {}
+    asked.update(overrides or {})
+    asked.update({k: v for k, v in (("task", task), ("alg", alg), ("model", model), ("seed", seed)) if v is not None})
+    if task_args:
+        asked["task_args"] = {**(saved.get("task_args") or {}), **task_args}
+    asked.pop("output_dir", None)  # the run's own folder: --output-dir or the config's names it
+    config_class = algorithm_trainer(str(saved.get("alg", "ppo"))).config_class
+    defaults = {f.name: f.default for f in dataclasses.fields(config_class) if f.default is not dataclasses.MISSING}
+    asked = coerce_numbers(asked, config_class)
+    changed = {k: v for k, v in asked.items() if saved.get(k, defaults.get(k)) != v}
+    unsafe = {k: v for k, v in changed.items() if k not in RESUMABLE}
+    if unsafe:
+        diff = ", ".join(f"{k} {saved.get(k, defaults.get(k))!r} -> {v!r}" for k, v in sorted(unsafe.items()))
+        raise ValueError(
+            f"--resume: the run in {output_dir} differs from this command ({diff}); resume it with its own settings "
+            f"(only {', '.join(sorted(RESUMABLE - {'resume_from_checkpoint', 'hub_token'})[:6])}, ... may change) "
+            "or start a new run with another --output-dir"
+        )
+    return resolve_run(config_file=path, overrides=changed, output_dir=str(output_dir))
+
+
+def prepare_output_dir(output_dir: str | os.PathLike, overwrite: bool = False) -> None:
+    """Where a new run writes: not a file, and not another run's folder (its config.yaml, checkpoints
+    or model) unless ``overwrite``, which clears it (its checkpoints would be resumed otherwise)."""
+    path = Path(output_dir)
+    if path.exists() and not path.is_dir():
+        raise ValueError(f"--output-dir {output_dir} is a file; give a directory")
+    if not path.is_dir():
+        return
+    marks = [p.name for p in sorted(path.iterdir()) if p.name in RUN_FILES or p.name.startswith("checkpoint-")]
+    if not marks:
+        return
+    if not overwrite:
+        raise ValueError(
+            f"{output_dir} holds another run ({', '.join(marks[:4])}{', ...' if len(marks) > 4 else ''}): --resume "
+            "continues it, --overwrite_output_dir replaces it, or give a new --output-dir"
+        )
+    import shutil
+
+    shutil.rmtree(path)
+
+
+RUN_FILES = ("config.yaml", "trainer_state.json", "model.safetensors", "adapter_model.safetensors")
 
 
 def split_run(run: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -217,11 +334,19 @@ def split_run(run: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
 
 def build_trainer(run: dict[str, Any], **trainer_kwargs: Any):
     """The trainer for a resolved run: task dataset, rewards and metrics, model, config."""
+    from hfrl.model_args import model_loading, split_model_fields
     from hfrl.tasks import load_task
 
     run_keys, fields = split_run(run)
     trainer_class = algorithm_trainer(run_keys["alg"])
     task = load_task(run_keys["task"], **task_kwargs(run_keys))
+    peft_config, init_kwargs = model_loading(
+        run_keys["model"], split_model_fields(fields, config_fields(trainer_class.config_class))
+    )
+    if init_kwargs:
+        fields["model_init_kwargs"] = {**(fields.get("model_init_kwargs") or {}), **init_kwargs}
+    if peft_config is not None:
+        trainer_kwargs.setdefault("peft_config", peft_config)
     args = trainer_class.config_class(**fields)
     if run_keys.get("eval_test"):
         from hfrl.run_eval import EvalBeforeAfter
@@ -249,11 +374,15 @@ def save_run_config(run: dict[str, Any], trainer) -> str:
         f.name for f in dataclasses.fields(__import__("transformers").TrainingArguments)
     }
     # never a secret in a file that is pushed with the model
-    resolved = {name: getattr(args, name) for name in sorted(own | set(explicit)) if not name.endswith("_token")}
+    resolved = {
+        name: getattr(args, name) if hasattr(args, name) else explicit[name]  # ModelConfig flags: not args
+        for name in sorted(own | set(explicit))
+        if not name.endswith("_token")
+    }
     path = os.path.join(args.output_dir, CONFIG_NAME)
     os.makedirs(args.output_dir, exist_ok=True)
     with open(path, "w") as fh:
-        fh.write("# hfrl run configuration; repeat the run with: hfrl train --config " + path + "\n")
+        fh.write(f"# hfrl run configuration; repeat the run with: hfrl train --config {path} --output-dir NEW_DIR\n")
         yaml.safe_dump({**run_keys, **plain_values(resolved)}, fh, sort_keys=False)
     return path
 
@@ -273,9 +402,11 @@ def plain_values(values: dict[str, Any]) -> dict[str, Any]:
 
 
 def last_checkpoint(output_dir: str) -> str:
-    from transformers.trainer_utils import get_last_checkpoint
+    """The newest *complete* checkpoint of a run (``--resume``); newer incomplete ones (a write cut
+    short by a kill) are named in one warning line (:mod:`hfrl.trainers.checkpoints`)."""
+    from hfrl.trainers.checkpoints import newest_complete_checkpoint
 
-    checkpoint = get_last_checkpoint(output_dir) if os.path.isdir(output_dir) else None
+    checkpoint = newest_complete_checkpoint(output_dir)
     if checkpoint is None:
         raise ValueError(f"--resume: no checkpoint-* folder in {output_dir}; train with --save_every N first")
     return checkpoint

@@ -230,3 +230,56 @@ def alol_loss(
     for name, value in parts.items():
         stats["rho_clipfrac" if name == "rho_clipped" else name] = value.float().mean()
     return loss, stats
+
+
+# ---- Offline: PRO, preference ranking optimisation (Song et al. 2023, arXiv 2306.17492) ----------------
+def pro_loss(
+    logprob_sums: torch.Tensor,
+    lengths: torch.Tensor,
+    rewards: torch.Tensor,
+    mask: torch.Tensor,
+    sft_weight: float = 0.05,
+) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+    """PRO's loss over ``B`` prompts with up to ``N`` scored responses each, ranked by reward.
+
+    Inputs are ``(B, N)``: ``logprob_sums`` ``S = sum_t log pi(y_t | x, y_<t)`` (with gradients),
+    ``lengths`` ``|y|``, ``rewards`` ``r`` and ``mask`` (1 on real responses). Each prompt's
+    responses are sorted by reward (stable, descending): ``y^1`` best. With ``s = S / |y|`` and, for
+    ``k < n``, ``T_k^j = r_k - r_j`` (``j > k``) and ``T_k^k = max_{j > k} T_k^j`` (PRO's
+    temperatures, reward differences; its code, also LoL-RL's ``pro_qlora_llama_hh.py``):
+
+        L_k = -log( exp(s_k T_k^k) / (exp(s_k T_k^k) + sum_{j > k} exp(s_j T_k^j)) )
+        L   = sum_{k=1}^{n-1} L_k + sft_weight * (n - 1)^2 * (-S_1)
+
+    and the batch loss is the mean of ``L`` over prompts (PRO's code sums the mean of each ``L_k``,
+    the same for a fixed ``n``; its ``+ 1e-10`` inside the log is left out: logsumexp is exact).
+    Prompts with fewer than two responses add only their SFT term (``(n - 1)^2 = 0``: nothing).
+    """
+    valid = mask.bool()
+    keys = rewards.detach().masked_fill(~valid, float("-inf"))
+    order = torch.sort(keys, dim=1, descending=True, stable=True).indices  # padding last
+    r, valid = rewards.detach().gather(1, order).masked_fill(~valid.gather(1, order), 0.0), valid.gather(1, order)
+    total_logprob = logprob_sums.gather(1, order)
+    s = total_logprob / lengths.gather(1, order).to(total_logprob).clamp(min=1)  # length-normalised log-prob
+    n = valid.sum(1)
+    ranking = torch.zeros_like(s[:, 0])
+    for k in range(s.shape[1] - 1):
+        later = valid[:, k + 1 :] & valid[:, k : k + 1]
+        has = later.any(1)
+        temps = (r[:, k : k + 1] - r[:, k + 1 :]).masked_fill(~later, 0.0)  # T_k^j = r_k - r_j
+        t_kk = temps.masked_fill(~later, float("-inf")).max(1).values.masked_fill(~has, 0.0)  # max_j T_k^j
+        best = s[:, k] * t_kk
+        logits = torch.cat([best[:, None], (s[:, k + 1 :] * temps).masked_fill(~later, float("-inf"))], dim=1)
+        ranking = ranking + torch.where(has, torch.logsumexp(logits, dim=1) - best, torch.zeros_like(best))
+    sft = sft_weight * (n - 1).clamp(min=0).to(s) ** 2 * -total_logprob[:, 0]  # beta (n - 1)^2 (-S_1)
+    loss = (ranking + sft).mean()
+    with torch.no_grad():
+        top = s.masked_fill(~valid, float("-inf")).argmax(1) == 0
+        stats = {
+            "loss/ranking": ranking.mean().detach(),
+            "loss/sft": sft.mean().detach(),
+            "loss/total": loss.detach(),
+            "top1_accuracy": top.float().mean(),  # the best-rewarded response has the highest s
+            "responses": n.float().mean(),
+        }
+    return loss, stats

@@ -3,10 +3,10 @@
 The mask policy is a frozen copy of the policy (under PEFT: a second adapter holding a copy of the
 trained adapter's weights, not a second base model), refreshed from the current policy every
 ``mask_update_every`` rollouts. Generation samples through :class:`TopPMaskProcessor`, a logits
-processor that runs the mask policy incrementally with its own KV cache and keeps each step's top-p
-threshold (one float per token); scoring and the loss rebuild the same masks from one batched
-forward and those thresholds (:meth:`MaskPolicy.action_mask`: a comparison, no sort) instead of
-storing a vocabulary-sized mask per token. Unlike RL4LMs (issues #28, #62), generation always masks with
+processor that runs the mask policy incrementally with its own KV cache. What the loss renormalises
+over is not this mask alone but the set sampling finally drew from, after every other processor too
+(top_k, min_new_tokens...): :class:`hfrl.capture.SampledSetRecorder` keeps it from generation, so
+the loss runs no mask-policy forward. Unlike RL4LMs (issues #28, #62), generation always masks with
 the *current* mask policy: the processor is built from it at every rollout.
 """
 
@@ -186,16 +186,11 @@ class MaskPolicy:
         query_mask: torch.Tensor,
         response_ids: torch.Tensor,
         response_mask: torch.Tensor,
-        thresholds: torch.Tensor | None = None,
     ) -> torch.Tensor:
-        """``(B, T, V)`` allowed actions at every completion position: one batched forward, then the
-        top-p set, or, given the rollout's per-position ``thresholds (B, T)``, a comparison (no sort)."""
+        """``(B, T, V)``: the mask policy's top-p set at every completion position (one batched forward)."""
         with self.active() as model:
             logits, _ = completion_forward(model, query_ids, query_mask, response_ids, response_mask)
-        logits = tempered(logits, self.temperature)
-        if thresholds is None:
-            thresholds = top_p_threshold(logits, self.top_p, self.min_tokens_to_keep)
-        return mask_from_threshold(logits, thresholds, self.always_allowed)
+        return self.mask_from_logits(logits)
 
     def logits_processor(self, query_ids: torch.Tensor, query_mask: torch.Tensor) -> list[LogitsProcessor]:
         """A fresh processor for one ``generate`` call on these prompts."""
@@ -217,7 +212,6 @@ class TopPMaskProcessor(LogitsProcessor):
         self.attention_mask = query_mask
         self.thresholds: list[torch.Tensor] = []  # (B,) per generated token: the top-p set's smallest logit
         self.kept: list[torch.Tensor] = []  # (B,) per generated token: allowed tokens (kept on device)
-        self.last_allowed: torch.Tensor | None = None  # (B, V) the last step's set (for StepCapture)
         self.candidates: int | None = None  # where the next step looks for its top-p set (None: sort all)
 
     @torch.no_grad()
@@ -230,7 +224,6 @@ class TopPMaskProcessor(LogitsProcessor):
         threshold = top_p_threshold(logits, policy.top_p, policy.min_tokens_to_keep, self.candidates)
         mask = mask_from_threshold(logits, threshold, policy.always_allowed)[..., : scores.shape[-1]]
         self.thresholds.append(threshold)
-        self.last_allowed = mask
         kept = mask.sum(-1)
         self.kept.append(kept)
         # Sets change slowly from one token to the next: look among twice the last step's largest set
@@ -238,14 +231,6 @@ class TopPMaskProcessor(LogitsProcessor):
         widest = 2 * int(kept.max())
         self.candidates = max(widest, 256) if 4 * widest < logits.shape[-1] else None
         return cast(torch.FloatTensor, scores.masked_fill(~mask, -float("inf")))
-
-    def step_thresholds(self, width: int) -> torch.Tensor:
-        """``(B, width)``: each generated position's threshold, right-padded with +inf (nothing allowed)."""
-        out = torch.full((self.query_ids.shape[0], width), float("inf"), device=self.query_ids.device)
-        if self.thresholds:
-            steps = torch.stack(self.thresholds, dim=1)[:, :width]
-            out[:, : steps.shape[1]] = steps.to(out.device, out.dtype)
-        return out
 
     def _next_logits(self, model: Any, input_ids: torch.Tensor) -> torch.Tensor:
         if getattr(model.config, "is_encoder_decoder", False):

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import difflib
 import importlib
+import re
 from collections.abc import Iterable
 from typing import Any
 
@@ -52,6 +53,14 @@ def resolve(name: str, registry: dict[str, str], kind: str) -> Any:
 
 
 def describe(obj: Any) -> str:
-    """First line of an object's docstring."""
+    r"""The first paragraph of an object's docstring on one line, as plain text (RST's double
+    backticks become quotes).
+
+    >>> class Reward:
+    ...     __doc__ = "``f`` is a reward whose description\n    spans two lines.\n\n    Details."
+    >>> describe(Reward)
+    "'f' is a reward whose description spans two lines."
+    """
     doc = (getattr(obj, "__doc__", None) or "").strip()
-    return doc.splitlines()[0] if doc else ""
+    paragraph = " ".join(line.strip() for line in doc.split("\n\n")[0].splitlines())
+    return re.sub(r"``(.+?)``", r"'\1'", paragraph)

@@ -8,8 +8,10 @@ re-scoring anywhere.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
-from collections.abc import Callable, Sequence
+import logging
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple, cast
 
@@ -18,7 +20,7 @@ from torch import nn
 from transformers import PreTrainedModel
 
 from hfrl.advantages import Reduce, explained_variance, gae, masked_mean, masked_var, whiten
-from hfrl.capture import Captured, StepCapture
+from hfrl.capture import Captured, SampledSetRecorder, StepCapture, processor_last, unpack_sets
 from hfrl.policies import ActorCritic, ReferencePolicy, completion_forward, tempered, trim_padding
 
 
@@ -31,7 +33,7 @@ class Rollout:
     response_ids: torch.Tensor  # (B, T) completion ids, right-padded with the pad token
     response_mask: torch.Tensor  # (B, T) 1 on completion tokens up to and including the first EOS
     logprobs: torch.Tensor  # (B, T) log pi_old(a_t | s_t) of the sampled tokens in the action distribution
-    #                          (NLPO: the masked, renormalised one); the PPO ratio's denominator
+    #                          (NLPO: renormalised over the set sampled from); the PPO ratio's denominator
     ref_logprobs: torch.Tensor  # (B, T) log pi_ref(a_t | s_t)
     kl: torch.Tensor  # (B, T) log pi_old(a_t | s_t) - log pi_ref(a_t | s_t), unmasked distributions
     values: torch.Tensor  # (B, T) V(s_t) at rollout time
@@ -39,7 +41,7 @@ class Rollout:
     rewards: torch.Tensor  # (B, T) -beta * (logp - ref_logp) + task reward on the last token
     advantages: torch.Tensor  # (B, T) GAE advantages (whitened if configured)
     returns: torch.Tensor  # (B, T) advantages + values (before whitening)
-    mask_thresholds: torch.Tensor | None = None  # (B, T) NLPO: the smallest logit of each top-p action set
+    action_sets: torch.Tensor | None = None  # (B, T, ceil(V/8)) NLPO: the packed set each token was sampled from
     entropy: torch.Tensor | None = None  # (B, T) entropy of the action distribution at rollout time (logged)
     token_mask: torch.Tensor | None = None  # (B, T) bool: the transitions a token minibatch trains on
 
@@ -117,16 +119,26 @@ def generate_and_capture(
     temperature: float = 1.0,
     hidden: bool = True,
     logits_processor: Callable[[torch.Tensor, torch.Tensor], list] | None = None,
+    action_sets: bool = False,
 ) -> tuple[torch.Tensor, torch.Tensor, Captured]:
     """:func:`generate`, also keeping what generation computed anyway (:class:`hfrl.capture.StepCapture`):
     ``(response_ids, response_mask, captured)`` with :class:`hfrl.capture.Captured`'s ``(B, T)``
     tensors: the sampled tokens' log-probs under ``softmax(logits / temperature)``, the last hidden
-    states that predicted them (``hidden``), and that distribution's entropy. A logits processor
-    with a ``last_allowed`` attribute (NLPO's :class:`hfrl.masking.TopPMaskProcessor`: the ``(B, V)``
-    set each step sampled from) adds the log-probs under the distribution renormalised over that
-    set, and the entropy is that distribution's. Zero at padded positions."""
+    states that predicted them (``hidden``), and that distribution's entropy. With ``action_sets``
+    (NLPO), also the set each step sampled from (the tokens whose logit every logits processor left
+    finite: :class:`hfrl.capture.SampledSetRecorder`), packed ``(B, T, ceil(V / 8))``, the sampled
+    tokens' log-probs under the distribution renormalised over that set, and that distribution's
+    entropy. Zero at padded positions."""
     response_ids, response_mask, captured = _generate(
-        lm, query_ids, query_mask, generation_kwargs, pad_token_id, batch_size, logits_processor, (temperature, hidden)
+        lm,
+        query_ids,
+        query_mask,
+        generation_kwargs,
+        pad_token_id,
+        batch_size,
+        logits_processor,
+        (temperature, hidden),
+        action_sets,
     )
     assert captured is not None
     return response_ids, response_mask, captured
@@ -141,6 +153,7 @@ def _generate(
     batch_size: int | None,
     logits_processor: Callable[[torch.Tensor, torch.Tensor], list] | None,
     capture: tuple[float, bool] | None = None,
+    action_sets: bool = False,
 ) -> tuple[torch.Tensor, torch.Tensor, Captured | None]:
     batch_size = batch_size or len(query_ids)
     eos = generation_kwargs.get("eos_token_id", lm.generation_config.eos_token_id)
@@ -153,17 +166,17 @@ def _generate(
         processors = logits_processor(ids, mask) if logits_processor is not None else []
         if processors:
             kwargs["logits_processor"] = processors
-        if capture is None:
+        recorder = SampledSetRecorder() if capture is not None and action_sets else None
+        action_set = (lambda r=recorder: r.last_allowed) if recorder is not None else None
+        recording = processor_last(lm, recorder) if recorder is not None else contextlib.nullcontext()
+        cap = StepCapture(lm, *capture, action_set=action_set) if capture is not None else contextlib.nullcontext()
+        with recording, cap, _without_dropped_mask_warning():
             out = lm.generate(input_ids=ids, attention_mask=mask, **kwargs)  # type: ignore[operator]
-        else:
-            sets = [p for p in processors if hasattr(p, "last_allowed")]
-            action_set = (lambda p=sets[0]: p.last_allowed) if sets else None
-            with StepCapture(lm, *capture, action_set=action_set) as cap:
-                out = lm.generate(input_ids=ids, attention_mask=mask, **kwargs)  # type: ignore[operator]
         chunk = out[:, 1:] if is_seq2seq else out[:, ids.shape[1] :]  # drop decoder start / prompt
         chunks.append(chunk)
-        if capture is not None:
-            parts.append(cap.result(chunk))
+        if isinstance(cap, StepCapture):
+            part = cap.result(chunk)
+            parts.append(part._replace(action_sets=recorder.sets(chunk.shape[1])) if recorder is not None else part)
     width = max(c.shape[1] for c in chunks)
 
     def cat(tensors: list, value: float = 0) -> torch.Tensor:
@@ -184,8 +197,30 @@ def _generate(
         optional("hidden"),
         cat([p.entropy for p in parts]),
         optional("action_logprobs"),
+        optional("action_sets"),  # zero bytes (empty sets) after each row's last generated token
     )
     return response_ids, response_mask, captured
+
+
+class _DroppedMaskFilter(logging.Filter):
+    """transformers' ``generate`` drops an all-ones attention mask (no padding: faster), and then the
+    model's forward warns "We strongly recommend passing in an `attention_mask`" whenever the latest
+    sampled token is the pad id (a random-weight model samples it as an ordinary token). hfrl passes
+    every mask and builds completion masks from EOS: nothing for the user to do."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "strongly recommend passing in an `attention_mask`" not in record.getMessage()
+
+
+@contextlib.contextmanager
+def _without_dropped_mask_warning() -> Iterator[None]:
+    log = logging.getLogger("transformers.modeling_utils")
+    quiet = _DroppedMaskFilter()
+    log.addFilter(quiet)
+    try:
+        yield
+    finally:
+        log.removeFilter(quiet)
 
 
 def _pad_dim1(t: torch.Tensor, width: int, value: float) -> torch.Tensor:
@@ -198,6 +233,13 @@ def reward_name(func: Callable) -> str:
     return getattr(func, "__name__", None) or type(func).__name__
 
 
+MAX_ABS_REWARD = 1e6  # |reward| beyond this is a bug (an unscaled logit sum, 3.4e38 from a clamped inf)
+
+
+class RewardError(ValueError):
+    """A reward function returned something that is not one finite number per completion."""
+
+
 def compute_rewards(
     reward_funcs: Sequence[Callable],
     reward_weights: Sequence[float],
@@ -205,13 +247,20 @@ def compute_rewards(
     completions: list[str],
     response_mask: torch.Tensor,
     columns: dict[str, list],
+    max_abs: float | None = MAX_ABS_REWARD,
+    drop_invalid: bool = False,
 ) -> tuple[torch.Tensor, torch.Tensor, dict[str, float]]:
     """Call every reward function once on the whole batch (TRL signature) and combine them.
 
     A reward returns one float per completion (sequence level) or one list of floats per completion
     token (token level). Returns ``(scores (B,), token_rewards (B, T), per-function means)``: the
-    weighted sequence-level sum, the weighted token-level sum, and each function's mean for logging.
-    ``None`` entries (a reward that does not apply to a sample) count as 0 in the sum.
+    weighted sequence-level sum, the weighted token-level sum, and each function's own mean for
+    logging. ``None`` entries (a reward that does not apply to a sample) count as 0 in the sum.
+
+    A value that is not a number, NaN, +-inf or beyond ``max_abs`` stops with
+    :class:`RewardError` naming the function and the completion; with ``drop_invalid`` it is
+    reported (a warning) and the completion gets no reward: its row of ``response_mask`` is zeroed
+    in place, so that it takes no part in the update.
     """
     n, width = response_mask.shape
     scores = torch.zeros(n)
@@ -219,23 +268,78 @@ def compute_rewards(
     means: dict[str, float] = {}
     for func, weight in zip(reward_funcs, reward_weights, strict=True):
         name = reward_name(func)
-        out = list(func(prompts=prompts, completions=completions, **columns))
-        if len(out) != n:
-            raise ValueError(f"reward function {name!r} returned {len(out)} values for {n} completions")
-        if out and isinstance(out[0], (list, tuple)):
-            for row, values in enumerate(out):
-                length = int(response_mask[row].sum())
-                values = torch.as_tensor(values, dtype=torch.float)[:length]
-                token_rewards[row, : len(values)] += weight * values
-            means[name] = float(token_rewards.sum(1).mean()) if n else 0.0
+        out = func(prompts=prompts, completions=completions, **columns)
+        values, token_level = _reward_values(name, out, n)
+        missing = torch.tensor([v is None for v in out]) if not token_level else torch.zeros(n, dtype=torch.bool)
+        bad = ~torch.isfinite(values) | (values.abs() > max_abs if max_abs is not None else False)
+        bad = (bad.any(1) if token_level else bad) & ~missing
+        if bool(bad.any()):
+            _invalid(name, values, bad, max_abs, drop_invalid)
+            values = values.masked_fill(bad.unsqueeze(1) if token_level else bad, 0.0)
+            response_mask[bad] = 0
+        if token_level:
+            lengths = response_mask.sum(1, keepdim=True)
+            values = values[:, :width] * (torch.arange(values.shape[1])[None, :width] < lengths)
+            token_rewards[:, : values.shape[1]] += weight * values
+            means[name] = float(values.sum(1).mean()) if n else 0.0
             continue
-        values = torch.tensor([float("nan") if v is None else float(v) for v in out])
         means[name] = float(values.nanmean()) if n else 0.0
-        scores += weight * torch.nan_to_num(values, nan=0.0)
+        scores += weight * torch.nan_to_num(values, nan=0.0)  # NaN here: None, "does not apply"
     return scores, token_rewards, means
 
 
-ActionMaskFn = Callable[..., torch.Tensor]  # (query_ids, query_mask, response_ids, response_mask[, thresholds])
+def _reward_values(name: str, out: Any, n: int) -> tuple[torch.Tensor, bool]:
+    """A reward function's output as ``(B,)`` floats (None -> NaN) or, token level, ``(B, T)``
+    floats padded with 0; one line naming the function for anything else."""
+    if isinstance(out, (str, bytes)) or not hasattr(out, "__len__"):
+        raise RewardError(
+            f"reward function {name!r} returned {type(out).__name__} {out!r:.40}, not one value per completion "
+            f"(a list of {n} floats)"
+        )
+    out = list(out)
+    if len(out) != n:
+        raise RewardError(f"reward function {name!r} returned {len(out)} values for {n} completions")
+    token_level = bool(out) and isinstance(out[0], (list, tuple))
+    if token_level:
+        rows = []
+        for i, row in enumerate(out):
+            if not isinstance(row, (list, tuple)):
+                raise RewardError(f"reward function {name!r} mixed a list and a {type(row).__name__} (completion {i})")
+            rows.append([_number(name, v, i) for v in row])
+        width = max((len(r) for r in rows), default=0)
+        return torch.tensor([r + [0.0] * (width - len(r)) for r in rows], dtype=torch.float).reshape(n, width), True
+    return torch.tensor([float("nan") if v is None else _number(name, v, i) for i, v in enumerate(out)]), False
+
+
+def _number(name: str, value: Any, i: int) -> float:
+    if isinstance(value, (str, bytes, list, tuple, dict)) or value is None:
+        raise RewardError(
+            f"reward function {name!r} returned {value!r:.40} ({type(value).__name__}) for completion {i}; a reward "
+            "is a number per completion (None where it does not apply)"
+        )
+    try:
+        return float(value)
+    except (TypeError, ValueError) as err:
+        raise RewardError(f"reward function {name!r} returned {value!r:.40} for completion {i}: {err}") from err
+
+
+def _invalid(name: str, values: torch.Tensor, bad: torch.Tensor, max_abs: float | None, drop: bool) -> None:
+    """Stop (or, with ``drop``, warn) naming the function, the first bad completion and its value."""
+    i = int(bad.nonzero()[0])
+    row = values[i].reshape(-1)
+    culprit = row[~torch.isfinite(row) | (row.abs() > max_abs if max_abs is not None else False)][0]
+    what = str(float(culprit)) if not bool(torch.isfinite(culprit)) else f"{float(culprit):.3g} (|r| > {max_abs:g})"
+    more = f" (and {int(bad.sum()) - 1} more)" if int(bad.sum()) > 1 else ""
+    if not drop:
+        raise RewardError(
+            f"reward function {name!r} returned {what} for completion {i}{more}; fix the reward, raise "
+            "max_abs_reward, or set invalid_rewards to 'drop' to leave such completions out"
+        )
+    from transformers.utils import logging
+
+    logging.get_logger(__name__).warning(
+        f"reward function {name!r} returned {what} for completion {i}{more}; left out of this rollout"
+    )
 
 
 def action_logprobs(
@@ -282,31 +386,28 @@ def score(
     response_mask: torch.Tensor,
     batch_size: int,
     temperature: float = 1.0,
-    action_mask_fn: ActionMaskFn | None = None,
-    mask_thresholds: torch.Tensor | None = None,
+    action_sets: torch.Tensor | None = None,
     policy_logprobs: torch.Tensor | None = None,
     policy_values: torch.Tensor | None = None,
     policy_entropy: torch.Tensor | None = None,
     policy_action_logprobs: torch.Tensor | None = None,
 ) -> Scores:
     """Log-probs and values under the current policy, log-probs under the reference: one forward per
-    model per batch (plus one of the mask policy with ``action_mask_fn``). Given the policy's
-    ``policy_logprobs``, ``policy_values`` and ``policy_entropy (B, T)`` (captured during
-    generation; with an action set, also ``policy_action_logprobs``), only the reference runs.
+    model per batch. Given the policy's ``policy_logprobs``, ``policy_values`` and ``policy_entropy
+    (B, T)`` (captured during generation; with an action set, also ``policy_action_logprobs``), only
+    the reference runs.
 
     Returns :class:`Scores` ``(logprobs, values, ref_logprobs, action_logprobs, entropy)``, each
     ``(B, T)``: ``logprobs`` under the full distribution (for the KL penalty), ``action_logprobs``
-    and ``entropy`` under the action
-    distribution (masked by ``action_mask_fn(query_ids, query_mask, response_ids, response_mask)``,
-    with the batch's rows of ``mask_thresholds (B, T)`` as a fifth argument when given; else equal
-    to ``logprobs``).
+    and ``entropy`` under the action distribution (renormalised over the packed ``action_sets
+    (B, T, ceil(V / 8))`` generation sampled from, when given; else equal to ``logprobs``).
     """
     from trl.trainer.utils import selective_log_softmax
 
-    if policy_logprobs is not None and action_mask_fn is not None:
+    if policy_logprobs is not None and action_sets is not None:
         raise ValueError(
             "score: with captured policy log-probs, pass the action distribution's as policy_action_logprobs "
-            "instead of an action_mask_fn"
+            "instead of the action sets"
         )
     logprobs: list[torch.Tensor] = []
     values: list[torch.Tensor] = []
@@ -324,9 +425,8 @@ def score(
             logits = tempered(logits, temperature)
             values.append(value.float())
             mask = None
-            if action_mask_fn is not None:
-                extra = () if mask_thresholds is None else (mask_thresholds[rows],)
-                mask = action_mask_fn(*args, *extra)
+            if action_sets is not None:
+                mask = unpack_sets(action_sets[rows], logits.shape[-1])
                 logprobs.append(selective_log_softmax(logits, response_ids[rows]))
             action_lp, entropy = action_logprobs(logits, response_ids[rows], mask, entropy_grad=False)
             (masked if mask is not None else logprobs).append(action_lp)
@@ -397,7 +497,7 @@ def rollout_stats(rollout: Rollout, reduce: Reduce = None) -> dict[str, float]:
     """Statistics of a rollout for logging, over every process's share with ``reduce``: per
     completion (reward, length) or per completion token (KL, values, returns)."""
     mask = rollout.response_mask
-    ones = torch.ones_like(rollout.scores)
+    ones = (mask.sum(1) > 0).to(rollout.scores.dtype)  # the completions kept (a dropped reward zeroes its row)
     scores = rollout.scores.float()
     lengths = mask.sum(1).float()
     reward = masked_mean(scores, ones, reduce=reduce)

@@ -149,7 +149,8 @@ class EvalReport:
 def _default_output_dir(run: Run) -> Path:
     if run.path is not None:
         return run.path
-    return Path("runs") / ("eval-" + re.sub(r"[^\w.-]+", "-", run.name).strip("-"))
+    name = Path(run.name).stem if run.name.lower().endswith(".gguf") else run.name  # a GGUF file: its name
+    return Path("runs") / ("eval-" + re.sub(r"[^\w.-]+", "-", name).strip("-"))
 
 
 def evaluate(
@@ -210,6 +211,10 @@ def evaluate(
     }
     out = Path(output_dir) if output_dir is not None else _default_output_dir(run)
     metrics_path, predictions_path = save_eval(out, split, report, records, base=base)
+    if run.path is not None and out.resolve() == run.path.resolve() and (run.path / "README.md").is_file():
+        from hfrl.cards import write_card
+
+        write_card(run.path)  # the run's card shows the new results (its table and model-index)
     return EvalReport(metrics, report, metrics_path, predictions_path)
 
 
@@ -279,7 +284,15 @@ class EvalBeforeAfter(TrainerCallback):
             self._run(args, state, model, processing_class, base=True)
 
     def on_train_end(self, args, state, control, model=None, processing_class=None, **kwargs):
-        self._run(args, state, model, processing_class, base=False)
+        try:
+            self._run(args, state, model, processing_class, base=False)
+        except Exception as err:  # noqa: BLE001 - training is done: the model must still be saved
+            from transformers.utils import logging
+
+            logging.get_logger(__name__).warning(
+                f"the evaluation on {self.task_name}'s {self.split} split after training failed ({err}); the model "
+                f"is saved as usual: evaluate it later with `hfrl eval {args.output_dir} --split {self.split}`"
+            )
 
 
 __all__ = ["EvalBeforeAfter", "EvalReport", "eval_settings", "evaluate", "evaluate_model", "format_table"]

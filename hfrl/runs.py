@@ -2,7 +2,7 @@
 to load it, without loading anything until asked.
 
     from hfrl.runs import open_run
-    run = open_run("runs/numbers-ppo")   # a run dir, a checkpoint, a model dir, tiny, or a Hub id
+    run = open_run("runs/numbers-ppo")   # a run dir, a checkpoint, a model dir, tiny, smollm2, a .gguf file or a Hub id
     model, tokenizer = run.load()        # the full model, or the base model with the PEFT adapter
 
 A run directory from ``hfrl train`` holds the policy (a full model, or only a PEFT adapter),
@@ -55,10 +55,16 @@ _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*(/[\w.-]+)?$")
 
 
 def is_hub_id(name: str | None) -> bool:
-    """A name that can only be a Hub model id: not a local path and not a built-in tiny model."""
-    from hfrl.tiny import TINY_MODELS
+    """A name that can only be a Hub model id: not a local path, a GGUF file or a built-in model."""
+    from hfrl.models import BUILTIN_MODELS, is_gguf
 
-    return bool(name) and name not in TINY_MODELS and not os.path.exists(name) and bool(_HUB_ID.match(name))
+    return (
+        bool(name)
+        and name not in BUILTIN_MODELS
+        and not is_gguf(name)
+        and not os.path.exists(str(name))
+        and bool(_HUB_ID.match(str(name)))
+    )
 
 
 def sanitize_config(config: dict[str, Any]) -> dict[str, Any]:
@@ -92,20 +98,19 @@ class Run:
 
     @property
     def model_ref(self) -> str:
-        """What ``from_pretrained`` gets: the local directory, or the name."""
-        if self.path is not None:
-            return str(self.path)
-        from hfrl.tiny import TINY_MODELS, tiny_model_path
-
-        return tiny_model_path(self.name) if self.name in TINY_MODELS else self.name
+        """What :func:`hfrl.models.load_model` gets: the local directory, or the name (a Hub id, a
+        built-in model or a GGUF file)."""
+        return str(self.path) if self.path is not None else self.name
 
     @property
     def base_model(self) -> str | None:
-        """The model training started from, as the user named it (``tiny``, a Hub id or a path)."""
+        """The model training started from, as the user named it (``tiny``, ``smollm2``, a Hub id or a path)."""
         if self.config.get("model"):
             return str(self.config["model"])
         if self.adapter_config and self.adapter_config.get("base_model_name_or_path"):
-            return tiny_name(self.adapter_config["base_model_name_or_path"])
+            from hfrl.models import builtin_name
+
+            return builtin_name(self.adapter_config["base_model_name_or_path"])
         return None
 
     @property
@@ -116,7 +121,7 @@ class Run:
             return None
         saved = self.adapter_config.get("base_model_name_or_path")
         named = self.config.get("model")
-        if saved and (os.path.isdir(saved) or not named):
+        if saved and (os.path.exists(saved) or not named):  # a folder or a GGUF file
             return saved
         return str(named) if named else None
 
@@ -167,17 +172,15 @@ class Run:
         """``(model, tokenizer)`` in eval mode: the full model, or ``base_model`` (default: the
         adapter's own base) with the PEFT adapter on top. The tokenizer pads with EOS when it has
         no pad token."""
-        from transformers import AutoTokenizer
-
+        from hfrl.models import load_model, load_tokenizer
         from hfrl.registry import UnknownNameError
-        from hfrl.trainers.online.online_trainer import load_policy
 
         if self.is_adapter:
             from peft import PeftModel
 
             base = base_model or self.adapter_base
             try:
-                lm = load_policy(base)
+                lm = load_model(base)
             except UnknownNameError as err:
                 raise ValueError(
                     f"cannot load the adapter's base model {base!r}; pass --base-model with its Hub id or path"
@@ -185,9 +188,9 @@ class Run:
             lm = PeftModel.from_pretrained(lm, str(self.path))
             tokenizer_source = str(self.path) if self.tokenizer_files() else base
         else:
-            lm = load_policy(self.model_ref)
+            lm = load_model(self.model_ref)
             tokenizer_source = self.model_ref
-        tokenizer = AutoTokenizer.from_pretrained(_resolve_tiny(tokenizer_source))
+        tokenizer = load_tokenizer(tokenizer_source)
         if tokenizer.pad_token_id is None:
             tokenizer.pad_token = tokenizer.eos_token
         if lm.generation_config.eos_token_id is None:
@@ -195,31 +198,18 @@ class Run:
         return lm.eval(), tokenizer
 
 
-def tiny_name(name_or_path: str) -> str:
-    """``tiny`` / ``tiny-t5`` for the directory a built-in model was built in, else the argument."""
-    from hfrl.tiny import _VERSION, TINY_MODELS
-
-    root = Path(os.environ.get("HFRL_CACHE", Path.home() / ".cache" / "hfrl"))
-    for name in TINY_MODELS:
-        if os.path.realpath(name_or_path) == os.path.realpath(root / f"{name}-{_VERSION}"):
-            return name
-    return name_or_path
-
-
-def _resolve_tiny(name: str) -> str:
-    from hfrl.tiny import TINY_MODELS, tiny_model_path
-
-    return tiny_model_path(name) if name in TINY_MODELS else name
-
-
 def _config_of(name_or_path: str | None) -> dict[str, Any]:
     """A model's config.json as a dict ({} when it cannot be found offline)."""
     if not name_or_path:
         return {}
-    path = Path(_resolve_tiny(name_or_path)) / "config.json"
-    if path.is_file():
-        return json.loads(path.read_text())
+    from hfrl.models import is_gguf, load_config, resolve_model
+
     try:
+        path = Path(resolve_model(name_or_path)) / "config.json"
+        if path.is_file():
+            return json.loads(path.read_text())
+        if is_gguf(name_or_path):
+            return {"is_encoder_decoder": bool(getattr(load_config(name_or_path), "is_encoder_decoder", False))}
         from transformers import AutoConfig
 
         return AutoConfig.from_pretrained(name_or_path).to_dict()
@@ -234,19 +224,24 @@ def _read_yaml(path: Path) -> dict[str, Any]:
 
 
 def open_run(name_or_path: str | os.PathLike) -> Run:
-    """Describe a run directory, a checkpoint inside one, a model directory, a built-in tiny model
-    or a Hub id. A local directory must hold a model (``config.json``) or an adapter."""
+    """Describe a run directory, a checkpoint inside one, a model directory, a built-in model
+    (tiny, tiny-t5, smollm2), a GGUF file or a Hub id. A local directory must hold a model
+    (``config.json``) or an adapter."""
+    from hfrl.models import BUILTIN_MODELS, is_gguf
+
     name = str(name_or_path)
     path = Path(name)
+    if not path.exists() and (name in BUILTIN_MODELS or is_hub_id(name)):
+        return Run(name=name, path=None, model_config=_config_of(name))
+    if is_gguf(name) and path.is_file():
+        return Run(name=name, path=None, model_config=_config_of(name))
     if not path.exists():
-        if is_hub_id(name) or name in ("tiny", "tiny-t5"):
-            return Run(name=name, path=None, model_config=_config_of(name))
         raise ValueError(
             f"no run or model at {name!r}: give a run directory (from hfrl train), a model directory, "
-            "a Hub model id or a built-in model (tiny, tiny-t5)"
+            f"a .gguf file, a Hub model id or a built-in model ({', '.join(BUILTIN_MODELS)})"
         )
     if not path.is_dir():
-        raise ValueError(f"{name} is a file; give the run directory that holds it")
+        raise ValueError(f"{name} is a file; give the run directory that holds it (or a .gguf model file)")
     adapter_config = None
     if (path / "adapter_config.json").is_file():
         adapter_config = json.loads((path / "adapter_config.json").read_text())

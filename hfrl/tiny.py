@@ -116,10 +116,23 @@ def build_tiny_tokenizer(vocab_size: int = 512):
 
 def _build(kind: str, out: Path, seed: int = 0) -> None:
     import torch
-    from transformers import GPT2Config, GPT2LMHeadModel, T5Config, T5ForConditionalGeneration
 
     tokenizer = build_tiny_tokenizer()
-    torch.manual_seed(seed)
+    with torch.random.fork_rng(devices=[]):  # building leaves the caller's RNG as it was: a run that
+        torch.manual_seed(seed)  # builds the model draws the same value head as one that loads it
+        model = _random_model(kind, tokenizer)
+    model.generation_config.pad_token_id = tokenizer.pad_token_id
+    model.generation_config.eos_token_id = tokenizer.eos_token_id
+    tmp = out.with_name(out.name + f".tmp{os.getpid()}")
+    model.save_pretrained(tmp)
+    tokenizer.save_pretrained(tmp)
+    os.replace(tmp, out) if not out.exists() else None
+
+
+def _random_model(kind: str, tokenizer):
+    """The tiny GPT-2 (``tiny``) or T5 (``tiny-t5``) with random weights from the current RNG."""
+    from transformers import GPT2Config, GPT2LMHeadModel, T5Config, T5ForConditionalGeneration
+
     common = dict(
         vocab_size=len(tokenizer),
         pad_token_id=tokenizer.pad_token_id,
@@ -143,12 +156,7 @@ def _build(kind: str, out: Path, seed: int = 0) -> None:
             **common,
         )
         model = T5ForConditionalGeneration(config)
-    model.generation_config.pad_token_id = tokenizer.pad_token_id
-    model.generation_config.eos_token_id = tokenizer.eos_token_id
-    tmp = out.with_name(out.name + f".tmp{os.getpid()}")
-    model.save_pretrained(tmp)
-    tokenizer.save_pretrained(tmp)
-    os.replace(tmp, out) if not out.exists() else None
+    return model
 
 
 def tiny_model_path(name: str = "tiny", cache_dir: str | os.PathLike | None = None) -> str:
@@ -159,7 +167,9 @@ def tiny_model_path(name: str = "tiny", cache_dir: str | os.PathLike | None = No
     """
     if name not in TINY_MODELS:
         raise ValueError(f"unknown built-in model {name!r}; built-in models are {', '.join(TINY_MODELS)}")
-    root = Path(cache_dir or os.environ.get("HFRL_CACHE", Path.home() / ".cache" / "hfrl"))
+    from hfrl.cache import cache_root
+
+    root = Path(cache_dir) if cache_dir else cache_root()
     out = root / f"{name}-{_VERSION}"
     if not (out / "config.json").exists():
         out.parent.mkdir(parents=True, exist_ok=True)

@@ -31,12 +31,27 @@ TASKS: dict[str, str] = {
     "iwslt2017": "hfrl.tasks.iwslt2017:build",
     "wmt16": "hfrl.tasks.wmt16:build",
     "daily_dialog": "hfrl.tasks.daily_dialog:build",
+    # Leftover Lunch (A-LoL's tasks beyond hh)
+    "reddit_pos": "hfrl.tasks.reddit_pos:build",
+    "reddit_neg": "hfrl.tasks.reddit_neg:build",
+    "wow": "hfrl.tasks.wow:build",
+    "faithdial": "hfrl.tasks.faithdial:build",
+    "faithdial_wow": "hfrl.tasks.faithdial_wow:build",
+    "comet": "hfrl.tasks.comet:build",
 }
 
 UNKNOWN_HINT = (
     ", or a 'module:attr' path to your own task, a data file (.jsonl, .json, .csv, .tsv, .parquet), "
     "a folder of them or a Hub dataset id"
 )
+
+
+def check_task_name(name: str) -> None:
+    """Fail at once (before torch and transformers are imported) for a name that can be no task."""
+    from hfrl.tasks import own_data
+
+    if name not in TASKS and not own_data.is_own_data(name) and ":" not in name:
+        raise unknown("task", name, TASKS, hint=UNKNOWN_HINT)
 
 
 def task_builder(name: str) -> Any:

@@ -45,10 +45,30 @@ class Task:
 
 
 def read_task_yaml(module_file: str) -> dict[str, Any]:
-    """The YAML file beside a task module (``tasks/numbers.py`` -> ``tasks/numbers.yaml``)."""
+    """The YAML file beside a task module (``tasks/numbers.py`` -> ``tasks/numbers.yaml``).
+
+    ``extends: other.yaml`` (a file in the same folder) starts from that file's spec: mappings are
+    merged key by key, this file's values winning (tasks that share rewards and configs, such as
+    ``reddit_pos`` and ``reddit_neg``).
+    """
+    from hfrl.trust import check_file
+
     path = Path(module_file).with_suffix(".yaml")
     with open(path) as fh:
-        return yaml.safe_load(fh) or {}
+        spec = check_file(yaml.safe_load(fh) or {}, f"task file {path}")
+    parent = spec.pop("extends", None)
+    if parent is None:
+        return spec
+    if Path(parent).name != parent or not parent.endswith(".yaml") or parent == path.name:
+        raise ValueError(f"{path.name}: extends names another .yaml file in the same folder, got {parent!r}")
+    return _deep_merge(read_task_yaml(str(path.with_name(parent))), spec)
+
+
+def _deep_merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
+    out = dict(base)
+    for key, value in extra.items():
+        out[key] = _deep_merge(out[key], value) if isinstance(value, dict) and isinstance(out.get(key), dict) else value
+    return out
 
 
 def spec_id(spec: Any) -> str:

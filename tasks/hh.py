@@ -4,9 +4,11 @@ hfrl train --task hh --alg a_lol
 
 Every HH transcript ends with an assistant turn: the prompt is the dialogue up to and including the
 last ``\\n\\nAssistant:``, the completion is that turn. Train: the chosen and the rejected response of
-each pair, two examples scored by the reward model (A-LoL learns from both); validation and test:
-the chosen one (its response is the reference). HH has train and test files only: ``validation_size``
-pairs of the shuffled test split become the validation split (at most half of it).
+each pair, two examples scored by the reward model (A-LoL learns from both; PRO ranks them);
+validation and test: the chosen one (its response is the reference). With ``pairs`` (set by the
+task's ``dpo``, ``ppo`` and ``nlpo`` configs): one (prompt, chosen, rejected) row per pair. HH has
+train and test files only: ``validation_size`` pairs of the shuffled test split become the
+validation split (at most half of it).
 
 Data: the Hub's JSONL files (``{subset}/{split}.jsonl.gz`` of ``Anthropic/hh-rlhf`` at a pinned
 revision, no loading script), or a local folder with the same layout, read by the same call: the
@@ -130,8 +132,31 @@ def to_examples(batch: dict[str, list], both: bool) -> dict[str, list]:
     return out
 
 
-def load_hh(root: str, subsets: list[str], validation_size: int = 500, seed: int = 0):
-    """The ``DatasetDict`` (train / validation / test) from the HH JSONL files under ``root``."""
+def to_pairs(batch: dict[str, list]) -> dict[str, list]:
+    """HH pairs -> one (prompt, chosen, rejected, references) row each: DPO's preference pairs, and
+    one row per prompt for the online algorithms. A pair whose transcripts differ before their last
+    assistant turn is left out.
+
+    >>> pair = to_pairs({"chosen": ["\\n\\nHuman: Hi\\n\\nAssistant: Hello!"],
+    ...                  "rejected": ["\\n\\nHuman: Hi\\n\\nAssistant: Go."]})
+    >>> pair["prompt"], pair["chosen"], pair["rejected"], pair["references"]
+    (['\\n\\nHuman: Hi\\n\\nAssistant:'], [' Hello!'], [' Go.'], [['Hello!']])
+    """
+    out: dict[str, list] = {"prompt": [], "chosen": [], "rejected": [], "references": []}
+    for chosen, rejected in zip(batch["chosen"], batch["rejected"], strict=True):
+        good, bad = split_transcript(chosen), split_transcript(rejected)
+        if good is None or bad is None or good[0] != bad[0] or not good[1].strip() or not bad[1].strip():
+            continue
+        out["prompt"].append(good[0])
+        out["chosen"].append(good[1])
+        out["rejected"].append(bad[1])
+        out["references"].append([good[1].strip()])
+    return out
+
+
+def load_hh(root: str, subsets: list[str], validation_size: int = 500, seed: int = 0, pairs: bool = False):
+    """The ``DatasetDict`` (train / validation / test) from the HH JSONL files under ``root``; with
+    ``pairs``, one (prompt, chosen, rejected) row per pair in every split (:func:`to_pairs`)."""
     import glob
 
     from datasets import DatasetDict, load_dataset
@@ -158,10 +183,10 @@ def load_hh(root: str, subsets: list[str], validation_size: int = 500, seed: int
     return DatasetDict(
         {
             name: split.map(
-                to_examples,
+                to_pairs if pairs else to_examples,
                 batched=True,
                 remove_columns=split.column_names,
-                fn_kwargs={"both": name == "train"},
+                fn_kwargs={} if pairs else {"both": name == "train"},
                 desc=f"hh {name}",
             )
             for name, split in splits.items()
@@ -175,12 +200,15 @@ def build(
     validation_size: int = 500,
     seed: int = 0,
     classifier: str | None = None,
+    pairs: bool = False,
     **overrides,
 ) -> Task:
     """HH-RLHF prompts, chosen and rejected responses; reward: OpenAssistant pythia-1.4B through a
-    sigmoid (``classifier``: another sequence classifier, a Hub id or a local folder)."""
+    sigmoid (``classifier``: another sequence classifier, a Hub id or a local folder). ``pairs``:
+    one (prompt, chosen, rejected) row per pair (DPO, and the online algorithms' prompts; the task's
+    configs for those algorithms set it)."""
     source = read_task_yaml(__file__)["dataset"]
-    dataset = load_hh(data_root(data_dir, source), list(subsets or source["subsets"]), validation_size, seed)
+    dataset = load_hh(data_root(data_dir, source), list(subsets or source["subsets"]), validation_size, seed, pairs)
     if classifier is not None and "rewards" not in overrides:
-        overrides["rewards"] = [{"id": f"{__name__}:OpenAssistantReward", "args": {"model": classifier}}]
+        overrides["rewards"] = [{"id": "openassistant_reward", "args": {"model": classifier}}]
     return task_from_yaml(__file__, dataset, **overrides)

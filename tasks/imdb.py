@@ -9,16 +9,27 @@ whitespace-separated words), ``references`` (the whole review, for ``causal_perp
 Reward: P(positive) from ``lvwerra/distilbert-imdb`` on prompt + completion; ``classifier`` swaps in
 another sequence classifier (a Hub id or a local folder, e.g. a small one for offline tests).
 
+Offline (no Hub), the same task code runs on what the package ships: ``data=openings`` reads
+``fixtures/imdb_openings`` (400 short reviews written for hfrl in the Hub files' schema, 400 distinct
+openings: 256 train, 64 validation, 80 test prompts; ``tasks/fixtures/make_imdb_openings.py``) and
+``reward=vader`` scores the completion with VADER's compound sentiment in [-1, 1] (the
+``vader_sentiment`` reward and metric) instead of the classifier, with the settings tuned for the
+built-in SmolLM2-135M-Instruct (``reward_configs: vader`` in imdb.yaml; ``benchmarks/real_model.py``).
+
     hfrl train --task imdb --alg ppo
     hfrl train --task imdb --alg nlpo --task-arg classifier=path/to/classifier
+    hfrl train --task imdb --alg ppo --model smollm2 --task-arg data=openings --task-arg reward=vader
 """
 
 from __future__ import annotations
 
-from hfrl.tasks.base import Task, read_task_yaml, with_model
-from hfrl.tasks.data import build_parquet_task
+from hfrl.tasks.base import Task, apply_reward_config, read_task_yaml, spec_id, with_model
+from hfrl.tasks.data import FIXTURES, build_parquet_task
 
 CLASSIFIER_IDS = ("learned_classifier",)
+VADER_METRIC = {"id": "vader_sentiment", "args": {"key": "sentiment"}}
+DATA = {"hub": None, "openings": FIXTURES / "imdb_openings"}  # data= -> the local folder (None: Hub / HFRL_DATA_DIR)
+REWARDS = ("classifier", "vader")
 
 
 def preprocess(batch: dict[str, list]) -> dict[str, list]:
@@ -49,22 +60,46 @@ def split_validation(raw, seed: int = 0):
     return DatasetDict(train=parts["train"], validation=parts["test"], test=raw["test"])
 
 
+def task_spec(classifier: str | None = None, data: str = "hub", reward: str = "classifier", **_: object) -> dict:
+    """imdb.yaml with the task arguments applied (what ``build`` loads and what a model card shows):
+    ``classifier`` swaps the sentiment classifier, ``reward=vader`` VADER's sentiment for it (reward,
+    metric and SmolLM2's settings), ``data=openings`` the shipped openings for the Hub data."""
+    if data not in DATA:
+        raise ValueError(f"imdb: data must be one of {', '.join(DATA)}, got {data!r}")
+    if reward not in REWARDS:
+        raise ValueError(f"imdb: reward must be one of {', '.join(REWARDS)}, got {reward!r}")
+    if reward == "vader" and classifier is not None:
+        raise ValueError("imdb: reward=vader uses no classifier; drop the classifier argument")
+    spec = read_task_yaml(__file__)
+    if reward == "vader":
+        spec = apply_reward_config(spec, "vader")
+        spec["metrics"] = [VADER_METRIC if spec_id(m) in CLASSIFIER_IDS else m for m in spec["metrics"]]
+    if data != "hub":  # not the Hub dataset: no Hub id for cards
+        spec["dataset"] = {**spec["dataset"], "path": None, "revision": None}
+    spec["rewards"] = with_model(spec["rewards"], CLASSIFIER_IDS, classifier)
+    spec["metrics"] = with_model(spec["metrics"], CLASSIFIER_IDS, classifier)
+    return spec
+
+
 def build(
     data_dir: str | None = None,
     revision: str | None = None,
     max_samples: int | None = 2000,
     classifier: str | None = None,
+    data: str = "hub",
+    reward: str = "classifier",
     **overrides,
 ) -> Task:
-    """The IMDB task; ``classifier`` replaces the sentiment classifier of the reward and metric."""
-    spec = read_task_yaml(__file__)
-    spec["rewards"] = with_model(spec["rewards"], CLASSIFIER_IDS, classifier)
-    spec["metrics"] = with_model(spec["metrics"], CLASSIFIER_IDS, classifier)
+    """The IMDB task; ``classifier`` replaces the sentiment classifier of the reward and metric,
+    ``data=openings`` reads the shipped review openings, ``reward=vader`` scores with VADER."""
+    spec = task_spec(classifier, data, reward)
+    if data != "hub" and data_dir is not None:
+        raise ValueError(f"imdb: give data={data} or data_dir, not both")
     return build_parquet_task(
         __file__,
         preprocess,
         spec=spec,
-        data_dir=data_dir,
+        data_dir=DATA[data] or data_dir,
         revision=revision,
         max_samples=max_samples,
         split_raw=split_validation,

@@ -68,8 +68,35 @@ def _load_local(source: str):
         raise FileNotFoundError(f"no such data file or folder: {source}")
     kwargs = {"delimiter": "\t"} if Path(files[0]).suffix.lower() == ".tsv" else {}
     builder = _format_of(files, source)
+    for path in files:
+        if not Path(path).read_bytes().strip():
+            raise ValueError(f"data file {path} is empty: it holds no rows")
     # one split at a time: each file's column types are its own (a string or a list of references)
-    return DatasetDict({s: load_dataset(builder, data_files=f, split="train", **kwargs) for s, f in by_split.items()})
+    splits = {}
+    for split, split_files in by_split.items():
+        try:
+            splits[split] = load_dataset(builder, data_files=split_files, split="train", **kwargs)
+        except Exception as err:  # noqa: BLE001 - datasets says "An error occurred while generating the dataset"
+            raise _unreadable(split_files, builder, err) from err
+    return DatasetDict(splits)
+
+
+def _unreadable(files: list[str], builder: str, err: BaseException) -> ValueError:
+    """One line naming the file and the first real cause (datasets wraps it twice)."""
+    causes = []
+    cause: BaseException | None = err
+    while cause is not None and len(causes) < 5:
+        causes.append(cause)
+        cause = cause.__cause__ or cause.__context__
+    where = files[0] if len(files) == 1 else f"one of {', '.join(files)}"
+    decode = next((c for c in causes if isinstance(c, UnicodeDecodeError)), None)
+    if decode is not None:
+        return ValueError(
+            f"data file {where} is not UTF-8 text (byte 0x{decode.object[decode.start]:02x} at position "
+            f"{decode.start}); save it as UTF-8"
+        )
+    detail = next((str(c) for c in causes[1:] if str(c).strip()), str(err)).strip().splitlines()[0]
+    return ValueError(f"data file {where} cannot be read as {builder}: {detail}")
 
 
 def _load_hub(source: str, subset: str | None, revision: str | None):

@@ -59,6 +59,7 @@ def test_hub_files_are_pinned_and_the_yaml_declares_the_paper_setup():
     files = hh.data_files(hh.data_root(None, source), source["subsets"])
     assert files["train"][0] == f"hf://datasets/Anthropic/hh-rlhf@{source['revision']}/harmless-base/train.jsonl*"
     reward = spec["rewards"][0]
+    assert reward["id"] == "openassistant_reward"  # by registry id: task YAML imports no code path
     assert reward["args"]["model"] == "OpenAssistant/oasst-rm-2.1-pythia-1.4b-epoch-2.5"
     assert hh.OpenAssistantReward().metric.output == "probability"  # through a sigmoid
     assert spec["configs"]["a_lol_seq"] == spec["configs"]["a_lol"]  # every algorithm of the family
@@ -80,12 +81,17 @@ def test_fixture_loads_through_the_same_code(monkeypatch, tiny_reward_model):
         load_task("hh", data_dir="/nonexistent/hh")
 
 
-def test_hfrl_train_task_hh_alg_a_lol(monkeypatch, tmp_path, tiny_causal_dir, tiny_reward_model, capsys):
+@pytest.mark.parametrize("lora", [False, True], ids=["full", "lora"])
+def test_hfrl_train_task_hh_alg_a_lol(lora, monkeypatch, tmp_path, tiny_causal_dir, tiny_reward_model, capsys, caplog):
+    import transformers
+
     from hfrl.cli.app import main
+
+    transformers.utils.logging.enable_propagation()
 
     monkeypatch.setenv("HFRL_DATA_DIR", FIXTURES)
     config = tmp_path / "config.yaml"
-    rewards = [{"id": "hfrl.tasks.hh:OpenAssistantReward", "args": {"model": tiny_reward_model}}]
+    rewards = [{"id": "openassistant_reward", "args": {"model": tiny_reward_model}}]
     config.write_text(yaml.safe_dump({"rewards": rewards}))
     out = tmp_path / "run"
     args = ["train", "--task", "hh", "--alg", "a_lol", "--model", tiny_causal_dir, "--config", str(config)]
@@ -93,6 +99,8 @@ def test_hfrl_train_task_hh_alg_a_lol(monkeypatch, tmp_path, tiny_causal_dir, ti
     args += ["--max_prompt_length", "64", "--max_completion_length", "16", "--max_new_tokens", "8"]
     args += ["--value_epochs", "2", "--warmup_steps", "0", "--report_to", "none", "--use_cpu", "true"]
     args += ["--disable_tqdm", "true"]
+    if lora:  # TRL's ModelConfig flags: an adapter on the starting policy, pi_ref = the adapter switched off
+        args += ["--use_peft", "--lora_r", "4", "--max_steps", "2"]
     with pytest.raises(SystemExit) as exc:
         main(args)
         raise SystemExit(0)
@@ -102,5 +110,23 @@ def test_hfrl_train_task_hh_alg_a_lol(monkeypatch, tmp_path, tiny_causal_dir, ti
     state = json.loads((out / "trainer_state.json").read_text())
     first = state["log_history"][0]
     assert first["prepare/examples"] == 42 and 0 < first["prepare/positive_fraction"] <= 1
-    assert os.path.isfile(out / "model.safetensors") and os.path.isfile(out / "README.md")
+    assert "missing keys" not in caplog.text  # the best model's tied lm_head is re-tied, not reported
+    weights = "adapter_model.safetensors" if lora else "model.safetensors"
+    assert os.path.isfile(out / weights) and os.path.isfile(out / "README.md")
     assert "A-LoL" in (out / "README.md").read_text()
+
+
+def test_offline_without_the_reward_model_says_what_is_missing(monkeypatch, tmp_path, capsys):
+    """HH's reward model is a Hub model: offline, the error names it and the ways to replace it
+    (it was a bare `[Errno -2] Name or service not known`)."""
+    from hfrl.testing import run_cli
+
+    monkeypatch.setenv("HFRL_DATA_DIR", FIXTURES)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    args = ["train", "--task", "hh", "--alg", "a_lol", "--model", "tiny", "-o", str(tmp_path / "run")]
+    args += ["--preparation_cache_dir", str(tmp_path / "cache"), "--max_prompt_length", "64"]
+    code, _, err = run_cli(args, capsys)
+    err = err[err.index("error: ") :]  # after the datasets progress bars
+    assert code == 1 and len(err.splitlines()) == 2  # one line, and the HFRL_DEBUG hint
+    assert err.startswith("error: cannot load the classifier 'OpenAssistant/oasst-rm-2.1-pythia-1.4b-epoch-2.5'")
+    assert "--task-arg classifier=DIR" in err and "hf download OpenAssistant/oasst-rm-2.1-pythia-1.4b-epoch-2.5" in err

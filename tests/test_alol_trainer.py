@@ -333,6 +333,8 @@ def test_logs_evaluates_checkpoints_and_writes_the_card(tiny_causal_dir, splits,
     assert any("eval_reward" in h for h in history)
     with open(os.path.join(out, "trainer_state.json")) as fh:
         assert json.load(fh)["log_history"][0]["prepare/examples"] == len(train)
+    with open(os.path.join(out, "iterations.jsonl")) as fh:  # one line per log entry, as it was logged
+        assert [json.loads(line) for line in fh] == json.loads(json.dumps(history))
     with open(os.path.join(out, "preparation.json")) as fh:
         assert "positive_fraction" in json.load(fh)
     assert os.path.isfile(os.path.join(out, "predictions", "eval-step4.jsonl"))

@@ -86,6 +86,14 @@ def test_training_writes_a_valid_card_and_curve(full_run):
     assert "[Proximal Policy Optimization Algorithms](https://huggingface.co/papers/1707.06347)" in text
     assert "```bibtex\n@article{schulman2017proximal" in text
     assert "hfrl train --config config.yaml" in text
+    # how to install the hfrl that trained it (hfrl is not on PyPI): its git commit, or its version
+    assert re.search(r'pip install "hfrl (@ git\+\S+@[0-9a-f]{40}|==[\w.]+)"', text), text
+    assert "pip install hfrl\n" not in text
+    # the headline: the mean of the last iterations, the first and the peak (not one noisy iteration)
+    rewards = [h["reward"] for h in json.loads((full_run / "trainer_state.json").read_text())["log_history"]
+               if "reward" in h]  # fmt: skip
+    assert f"Trained for 2 iterations: mean reward {sum(rewards) / 2:.4f} over the last 2 iterations" in text
+    assert str(full_run) not in text  # no absolute path of this machine (the usage snippet's included)
     assert "learning_rate: 0.002" in text and "num_iterations: 2" in text  # the resolved config
     assert "- transformers: " in text and "- torch: " in text
     assert "![Mean reward per iteration](reward_curve.png)" in text
@@ -94,10 +102,7 @@ def test_training_writes_a_valid_card_and_curve(full_run):
 
 
 def test_eval_results_in_table_and_model_index(full_run):
-    from hfrl.cards import write_card
-
-    write_card(full_run)  # again, now that eval/test.json and eval/test-base.json exist
-    card = ModelCard.load(full_run / "README.md")
+    card = ModelCard.load(full_run / "README.md")  # `hfrl eval` (the fixture's evaluate calls) updated it
     after = json.loads((full_run / "eval" / "test.json").read_text())["metrics"]
     before = json.loads((full_run / "eval" / "test-base.json").read_text())["metrics"]
     results = {r.metric_type: r for r in card.data.eval_results}
@@ -114,11 +119,12 @@ def test_eval_results_in_table_and_model_index(full_run):
     assert row in card.text
 
 
-def test_full_model_usage_snippet_runs(full_run, capsys):
+def test_full_model_usage_snippet_runs(full_run, capsys, monkeypatch):
     from hfrl.runs import open_run
 
     code = usage_code((full_run / "README.md").read_text())
-    assert 'pipeline("text-generation"' in code
+    assert "pipeline(\"text-generation\", model='numbers-ppo')" in code  # the run's folder, not this machine's path
+    monkeypatch.chdir(full_run.parent)  # where the run lies, as a user runs it
     exec(compile(code, "card-snippet", "exec"), {})
     printed = capsys.readouterr().out.strip()
     # the snippet's greedy text is the model's own greedy continuation of the BOS prompt
@@ -149,11 +155,12 @@ def test_adapter_card_metadata_and_no_secret(adapter_run):
     assert ModelCard(str(card)).data.base_model == "openai-community/gpt2"
 
 
-def test_adapter_usage_snippet_runs_and_uses_the_adapter(adapter_run, capsys):
+def test_adapter_usage_snippet_runs_and_uses_the_adapter(adapter_run, capsys, monkeypatch):
     from hfrl.runs import open_run
 
     code = usage_code((adapter_run / "README.md").read_text())
     assert "PeftModel.from_pretrained(base," in code
+    monkeypatch.chdir(adapter_run.parent)
     scope: dict = {}
     exec(compile(code, "card-snippet", "exec"), scope)
     printed = capsys.readouterr().out.strip()
@@ -166,7 +173,7 @@ def test_adapter_usage_snippet_runs_and_uses_the_adapter(adapter_run, capsys):
     assert any(p.abs().sum() > 0 for n, p in scope["model"].named_parameters() if "lora_B" in n)
 
 
-def test_seq2seq_card_without_training(tmp_path, tiny_seq2seq_dir, capsys):
+def test_seq2seq_card_without_training(tmp_path, tiny_seq2seq_dir, capsys, monkeypatch):
     """A run saved before any iteration: no curve, a seq2seq snippet that runs."""
     from hfrl import PPOConfig, PPOTrainer
 
@@ -181,6 +188,7 @@ def test_seq2seq_card_without_training(tmp_path, tiny_seq2seq_dir, capsys):
     code = usage_code(card.content)
     assert "AutoModelForSeq2SeqLM" in code and "'a'" in code  # the training prompt
     torch.manual_seed(0)
+    monkeypatch.chdir(tmp_path)  # the snippet names the run's folder: run it beside the run
     exec(compile(code, "card-snippet", "exec"), {})
     assert capsys.readouterr().out.endswith("\n")
 
@@ -232,3 +240,24 @@ def test_template_is_package_data():
 
     assert TEMPLATE.is_file() and TEMPLATE.parent.name == "templates" and TEMPLATE.suffix == ".md"
     assert Path(TEMPLATE).read_text().startswith("---\n{{ card_data }}\n---")
+
+
+def test_a_card_that_fails_never_loses_the_model(tmp_path, tiny_causal_dir, make_config, monkeypatch, caplog):
+    """The model is saved before the card; a card error is reported as a warning, not raised."""
+    import hfrl.cards
+    from hfrl import PPOTrainer
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("the card template is broken")
+
+    monkeypatch.setattr(hfrl.cards, "write_card", broken)
+    trainer = PPOTrainer(
+        model=tiny_causal_dir,
+        args=make_config(num_iterations=1),
+        reward_funcs=digit_reward,
+        train_dataset=Dataset.from_dict({"prompt": ["1 2"] * 8}),
+    )
+    trainer.save_model()
+    out = Path(trainer.args.output_dir)
+    assert (out / "model.safetensors").is_file() and not (out / "README.md").exists()
+    assert "its card could not be written: the card template is broken" in caplog.text

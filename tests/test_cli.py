@@ -25,6 +25,36 @@ def test_train_help_has_examples_and_override_form(capsys):
     _, out, _ = run_cli(["train", "--help"], capsys)
     assert "hfrl train --task numbers --alg ppo --model tiny" in out
     assert "--FIELD VALUE" in out
+    flat = " ".join(out.split())  # help paragraphs are re-flowed to the terminal's width
+    assert "`hfrl list fields --alg ALG` lists the algorithm's fields" in flat
+    assert "--report_to tensorboard" in flat and '--lora_target_modules "[q_proj, v_proj]"' in flat
+    assert "iteration k ends at step k x steps_per_iteration" in flat and "--threads" in flat
+
+
+def test_list_fields_of_an_algorithm(capsys):
+    code, out, _ = run_cli(["list", "fields", "--alg", "nlpo"], capsys)
+    assert code == 0
+    rows = {line.split()[0]: line for line in out.splitlines()}
+    assert "Cumulative probability of the mask policy's top-p action set" in rows["--top_mask"]
+    assert rows["--top_mask"].endswith("(default: 0.9)") and "(default: 1e-06)" in rows["--learning_rate"]
+    assert "lora_r" in rows["--use_peft"] and "TrainingArguments" in out and "--output_dir" not in rows
+    code, _, err = run_cli(["list", "fields", "--alg", "ppp"], capsys)
+    assert code == 2 and "unknown algorithm 'ppp'; did you mean 'ppo'?" in err
+
+
+def test_threads_default_to_one_for_small_models_on_the_cpu(monkeypatch):
+    import torch
+
+    from hfrl.trainers.devices import cpu_threads
+
+    small, big = torch.nn.Linear(8, 8), torch.nn.Embedding(50_000, 1024)  # 51M parameters
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    assert (cpu_threads(small), cpu_threads(big), cpu_threads(small, use_cpu=False)) == (1, None, None)
+    assert cpu_threads(big, requested=2) == 2
+    monkeypatch.setenv("OMP_NUM_THREADS", "2")  # the user's setting wins
+    assert cpu_threads(small) is None
+    with pytest.raises(ValueError, match="--threads must be >= 1, got 0"):
+        cpu_threads(small, requested=0)
 
 
 @pytest.mark.parametrize(
@@ -46,14 +76,15 @@ def test_list(what, expected, capsys):
     [
         (
             ["train", "--task", "numbrs"],
-            "error: unknown task 'numbrs'; did you mean 'numbers'? (known: cnn_dailymail, common_gen, daily_dialog, "
-            "dates, hh, imdb, iwslt2017, narrative_qa, numbers, totto, wmt16), or a 'module:attr' path to your own "
+            "error: unknown task 'numbrs'; did you mean 'numbers'? (known: cnn_dailymail, comet, common_gen, "
+            "daily_dialog, dates, faithdial, faithdial_wow, hh, imdb, iwslt2017, narrative_qa, numbers, reddit_neg, "
+            "reddit_pos, totto, wmt16, wow), or a 'module:attr' path to your own "
             "task, a data file (.jsonl, .json, .csv, .tsv, .parquet), a folder of them or a Hub dataset id",
         ),
         (
             ["train", "--task", "numbers", "--alg", "ppx"],
             "error: unknown algorithm 'ppx'; did you mean 'ppo'? (known: a2c, a_lol, a_lol_kl, a_lol_ref_free, "
-            "a_lol_seq, dpo, grpo, nll, nlpo, ppo, r_gold, r_lol, rloo, sft, trpo, wbc), "
+            "a_lol_seq, dpo, grpo, nll, nlpo, ppo, pro, r_gold, r_lol, rloo, sft, trpo, wbc), "
             "or a 'module:attr' path to your own algorithm",
         ),
         (
@@ -62,8 +93,8 @@ def test_list(what, expected, capsys):
         ),
         (
             ["train", "--task", "numbers", "--model", "./no/such/model"],
-            "error: unknown model './no/such/model' (known: tiny, tiny-t5); give a local model directory, "
-            "a reachable Hub model id or a built-in model",
+            "error: unknown model './no/such/model' (known: smollm2, tiny, tiny-t5); give a local model directory, "
+            "a .gguf file, a reachable Hub model id or a built-in model",
         ),
     ],
 )
@@ -145,11 +176,6 @@ def test_resume_from_cli(tmp_path, capsys):
     assert code == 0, err
     state = json.loads((tmp_path / "run" / "trainer_state.json").read_text())
     assert [h["iteration"] for h in state["log_history"] if "reward" in h] == [1, 2, 3]
-
-
-def test_resume_without_checkpoint(tmp_path, capsys):
-    code, _, err = run_cli(["train", "--task", "numbers", "--output-dir", str(tmp_path / "x"), "--resume"], capsys)
-    assert code == 2 and "no checkpoint-* folder" in err
 
 
 def test_python_dash_m_entry_point():

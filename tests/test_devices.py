@@ -24,6 +24,24 @@ def test_no_accelerator_pins_no_memory_and_runs_bf16_on_the_cpu(config, monkeypa
     assert args.use_cpu is True and args.bf16 is True
 
 
+def test_several_processes_without_an_accelerator_train_together_on_the_cpu(monkeypatch):
+    """`accelerate launch --config_file multi_cpu.yaml` sets WORLD_SIZE: without use_cpu every process
+    trained alone (two separate runs writing one directory); with it they join one gloo group. (The
+    rule on a stand-in: a real config would start the process group.)"""
+    from types import SimpleNamespace
+
+    monkeypatch.setattr(devices, "has_accelerator", lambda: False)
+    for world_size, use_cpu in (("1", False), ("2", True)):
+        monkeypatch.setenv("WORLD_SIZE", world_size)
+        args = SimpleNamespace(bf16=False, use_cpu=False, dataloader_pin_memory=True)
+        devices.cpu_defaults(args)
+        assert args.use_cpu is use_cpu
+    monkeypatch.setattr(devices, "has_accelerator", lambda: True)  # GPUs: NCCL as usual
+    args = SimpleNamespace(bf16=False, use_cpu=False, dataloader_pin_memory=True)
+    devices.cpu_defaults(args)
+    assert args.use_cpu is False
+
+
 def test_with_an_accelerator_pinning_is_left_to_the_user(monkeypatch):
     """The rule itself, on a stand-in for the config (a real one would look for the GPU)."""
     monkeypatch.setattr(devices, "has_accelerator", lambda: True)

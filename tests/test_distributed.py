@@ -15,17 +15,23 @@ def test_online_training_in_two_processes(alg, tmp_path, tiny_causal_dir):
     if shutil.which("accelerate") is None:
         pytest.skip("the accelerate CLI is not on PATH")
     out = tmp_path / "run"
-    # `--cpu` alone silently runs one process; --multi_gpu + ACCELERATE_USE_CPU gives 2 gloo workers.
-    cmd = [
-        "accelerate", "launch", "--multi_gpu", "--num_processes", "2", "--num_machines", "1",
-        "--mixed_precision", "no", "--dynamo_backend", "no",
+    train = [
         "-m", "hfrl.cli", "train", "--task", "numbers", "--alg", alg, "--model", "tiny",
         "--output-dir", str(out), "--num_iterations", "2", "--rollout_batch_size", "8", "--mini_batch_size", "4",
-        "--num_ppo_epochs", "1", "--log_completions", "true", "--use_cpu", "true", "--disable_tqdm", "true",
+        "--num_ppo_epochs", "1", "--log_completions", "true", "--disable_tqdm", "true", "--save_every", "2",
     ]  # fmt: skip
-    env = {**os.environ, "ACCELERATE_USE_CPU": "1", "OMP_NUM_THREADS": "1", "PYTHONPATH": os.pathsep.join(sys.path)}
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": os.pathsep.join(sys.path)}
+    env.pop("ACCELERATE_USE_CPU", None)
+    if alg == "ppo":  # the shipped config alone, as the README shows it: no environment variable, no --use_cpu
+        configs = os.path.join(os.path.dirname(__import__("hfrl").__file__), "accelerate_configs")
+        cmd = ["accelerate", "launch", "--config_file", os.path.join(configs, "multi_cpu.yaml"), *train]
+    else:  # `--cpu` alone silently runs one process; --multi_gpu + ACCELERATE_USE_CPU gives 2 gloo workers.
+        cmd = ["accelerate", "launch", "--multi_gpu", "--num_processes", "2", "--num_machines", "1",
+               "--mixed_precision", "no", "--dynamo_backend", "no", *train, "--use_cpu", "true"]  # fmt: skip
+        env["ACCELERATE_USE_CPU"] = "1"
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "find_unused_parameters" not in proc.stderr  # every trained parameter is used: DDP need not search
 
     logs = [h for h in json.loads((out / "trainer_state.json").read_text())["log_history"] if "reward" in h]
     assert len(logs) == 2
@@ -36,6 +42,9 @@ def test_online_training_in_two_processes(alg, tmp_path, tiny_causal_dir):
         # the logged reward is the mean over both processes' completions
         assert log["reward"] == pytest.approx(sum(r["reward"] for r in rows) / len(rows), abs=1e-6)
     assert proc.stdout.count("reward: first iteration") == 1  # the summary (and the save) happen once
+    # the checkpoint is marked complete once both processes wrote their files (one RNG state each)
+    files = json.loads((out / "checkpoint-4" / "checkpoint_complete.json").read_text())["files"]
+    assert {"rng_state_0.pth", "rng_state_1.pth", "online_state.json", "optimizer.pt"} <= set(files)
 
     from transformers import AutoModelForCausalLM
 

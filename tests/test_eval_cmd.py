@@ -2,6 +2,7 @@
 before/after table, the training-time callback, and clear errors."""
 
 import json
+import os
 
 import pytest
 import torch
@@ -132,6 +133,43 @@ def test_eval_before_after_callback_in_training(tiny_causal_dir, make_config):
     with open(f"{out}/README.md") as fh:
         card = fh.read()
     assert "| split | metric | before | after | change |" in card
+
+
+def test_a_failed_final_evaluation_never_loses_the_model(tiny_causal_dir, make_config, caplog):
+    from hfrl import PPOTrainer
+    from hfrl.run_eval import EvalBeforeAfter
+    from hfrl.tasks import load_task
+
+    task = load_task("numbers")
+    evaluator = EvalBeforeAfter("numbers", split="test", max_samples=2)
+    calls = []
+
+    def metric_that_breaks_after_training(prompts, completions, **kwargs):
+        calls.append(1)
+        if len(calls) > 1:
+            raise RuntimeError("metric model unavailable")
+        return 0.0
+
+    evaluator.task.metrics = {"fragile": metric_that_breaks_after_training}
+    trainer = PPOTrainer(
+        model=tiny_causal_dir,
+        args=make_config(num_iterations=1),
+        reward_funcs=task.reward_funcs,
+        train_dataset=task.dataset["train"],
+        callbacks=[evaluator],
+    )
+    trainer.train()  # the base evaluation ran; the final one without the metric that failed
+    trainer.save_model()
+    out = trainer.args.output_dir
+    assert os.path.isfile(f"{out}/model.safetensors") and os.path.isfile(f"{out}/eval/test-base.json")
+    assert "metric 'fragile' failed and is skipped: metric model unavailable" in caplog.text
+    with open(f"{out}/eval/test.json") as fh:
+        after = json.load(fh)["metrics"]
+    assert "fragile" not in after and "reward" in after
+    # a whole evaluation that fails after training is reported too: the model is saved regardless
+    evaluator.dataset = None
+    evaluator.on_train_end(trainer.args, trainer.state, trainer.control, model=trainer.model)
+    assert "after training failed" in caplog.text and f"hfrl eval {out} --split test" in caplog.text
 
 
 def test_python_api(run_dir, tmp_path):

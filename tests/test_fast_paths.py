@@ -29,11 +29,12 @@ def test_captured_logprobs_and_values_equal_a_scoring_forward(kind, tiny_causal_
     torch.manual_seed(0)
     lm, tok = load(kind, tiny_causal_dir, tiny_seq2seq_dir)
     model = ActorCritic(lm).eval()
+    torch.nn.init.normal_(model.value_head.summary.weight)  # a trained critic's values, not the initial zeros
     texts = ["1 2 3 4 5 6", "a", "the movie was", "7", "", "x y"]
     ids = [tok(t)["input_ids"] or [tok.eos_token_id] for t in texts]
     query_ids, query_mask = pad(ids, tok.pad_token_id, "left" if kind == "causal" else "right")
     kwargs = {"do_sample": True, "top_k": 0, "temperature": 0.7, "max_new_tokens": 9}
-    response_ids, response_mask, (logprobs, hidden, entropy, action_logprobs) = generate_and_capture(
+    response_ids, response_mask, (logprobs, hidden, entropy, action_logprobs, _) = generate_and_capture(
         lm, query_ids, query_mask, kwargs, tok.pad_token_id, batch_size=4, temperature=0.7
     )
     assert action_logprobs is None  # no action set
@@ -54,7 +55,7 @@ def test_capture_under_peft_hooks_the_base_model(tiny_causal_dir):
     lm, tok = load("causal", tiny_causal_dir, None)
     peft = get_peft_model(lm, LoraConfig(r=4, target_modules=["c_attn"], fan_in_fan_out=True, init_lora_weights=False))
     query_ids, query_mask = pad([tok("1 2")["input_ids"], tok("3")["input_ids"]], tok.pad_token_id, "left")
-    response_ids, response_mask, (logprobs, hidden, _, _) = generate_and_capture(
+    response_ids, response_mask, (logprobs, hidden, _, _, _) = generate_and_capture(
         peft, query_ids, query_mask, {"do_sample": True, "max_new_tokens": 5}, tok.pad_token_id, hidden=False
     )
     assert hidden is None
@@ -66,9 +67,9 @@ def test_capture_under_peft_hooks_the_base_model(tiny_causal_dir):
 @pytest.mark.parametrize("alg", ["ppo", "nlpo", "nlpo-peft", "nlpo-t5"])
 def test_rollout_without_capture_gives_the_same_advantages(alg, tiny_causal_dir, tiny_seq2seq_dir, make_config):
     """``logprobs_from_generation`` on and off: the same rollout numbers for the same samples. NLPO:
-    the log-probs and entropy under the top-p set generation sampled from equal the scoring
-    forward's under the rebuilt masks (the mask policy under PEFT is an adapter of the captured
-    model itself: its forwards inside generation are not steps)."""
+    the log-probs and entropy under the set generation sampled from equal the scoring forward's
+    under the stored sets (the mask policy under PEFT is an adapter of the captured model itself:
+    its forwards inside generation are not steps)."""
     from peft import LoraConfig
 
     from hfrl import NLPOConfig, NLPOTrainer

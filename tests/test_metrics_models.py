@@ -14,6 +14,7 @@ import torch
 from hfrl.metrics import base as metric_base
 from hfrl.metrics import load_metric
 from hfrl.rewards import load_reward
+from hfrl.testing import requires_wordnet
 
 FIXTURES = os.path.join(os.path.dirname(__file__), "fixtures", "metrics")
 
@@ -25,14 +26,10 @@ FIXTURES = os.path.join(os.path.dirname(__file__), "fixtures", "metrics")
 def wordnet():
     from hfrl.metrics.wordnet import load_wordnet
 
-    try:
-        return load_wordnet()
-    except RuntimeError as err:
-        if os.environ.get("CI"):  # CI installs WordNet in .ci/run: a skip there would hide a broken install
-            raise
-        pytest.skip(f"WordNet is not installed here: {err}")
+    return load_wordnet()
 
 
+@requires_wordnet()
 def test_meteor_matches_nltk_documented_example(wordnet):
     # nltk.translate.meteor_score docstring: meteor_score([reference1, reference2, reference3], hypothesis1) = 0.6944
     hypothesis = "It is a guide to action which ensures that the military always obeys the commands of the party"
@@ -45,6 +42,7 @@ def test_meteor_matches_nltk_documented_example(wordnet):
     assert round(result["meteor"], 4) == 0.6944
 
 
+@requires_wordnet()
 def test_meteor_uses_wordnet_synonyms_and_handles_empty(wordnet):
     reward = load_reward("meteor")
     # "hound" matches "dog" only through WordNet; empty completion: 0; no reference: None (no score)

@@ -10,6 +10,7 @@ import torch
 from datasets import Dataset
 
 from hfrl import NLPOConfig, NLPOTrainer
+from hfrl.capture import unpack_sets
 from hfrl.masking import MASK_ADAPTER, top_p_mask
 from hfrl.policies import completion_forward
 from hfrl.rollout import action_logprobs
@@ -165,37 +166,91 @@ def test_nlpo_resume_restores_mask_policy(tiny_causal_dir, nlpo_config):
     assert all(torch.equal(state[k], v) for k, v in saved.items())
 
 
-def test_loss_masks_from_rollout_thresholds_equal_the_sorted_top_p_sets(tiny_causal_dir, nlpo_config):
-    """Generation keeps one threshold per position (B x T floats, from the mask policy's cached
-    step-by-step logits); scoring and the loss rebuild the same masks from one batched mask-policy
-    forward and a comparison, without sorting the vocabulary again."""
+def _spy_processed_scores(policy) -> list:
+    """Make ``policy.generate`` also keep transformers' processed scores: the logits after every
+    logits processor, which sampling drew from (one tuple of ``(B, V)`` per generate call)."""
+    calls = []
+    original = policy.generate
+
+    def generate(**kwargs):
+        out = original(**kwargs, output_scores=True, return_dict_in_generate=True)
+        calls.append(out.scores)
+        return out.sequences
+
+    policy.generate = generate
+    return calls
+
+
+@pytest.mark.parametrize("capture", [True, False], ids=["captured", "scored"])
+@pytest.mark.parametrize(
+    "generation",
+    [
+        {"do_sample": True, "top_k": 5},  # top_k after the top-p mask: at most 5 tokens
+        {"do_sample": True, "top_k": 0, "min_new_tokens": 6},  # EOS forbidden: EOS is special, so in the top-p mask
+    ],
+    ids=["top_k", "min_new_tokens"],
+)
+def test_stored_action_sets_are_the_sets_sampled_from(tiny_causal_dir, nlpo_config, generation, capture):
+    """The stored set of every step (old log-probs, loss, entropy) is the set of finite processed
+    logits generation sampled from (RL4LMs), not the mask policy's top-p set alone: the old log-prob
+    is the behaviour policy's and the first minibatch's ratio is 1."""
     trainer = NLPOTrainer(
         model=tiny_causal_dir,
-        args=nlpo_config(top_mask=0.5, generation_batch_size=3),  # 3 generate calls of unequal lengths
+        args=nlpo_config(
+            top_mask=0.9, min_tokens_to_keep=20, generation_kwargs=generation, logprobs_from_generation=capture
+        ),
         reward_funcs=digit_reward,
         train_dataset=prompts(),
     )
+    model = trainer.accelerator.unwrap_model(trainer.model)
+    calls = _spy_processed_scores(model.policy)
     rollout = trainer.collect_rollout([trainer.train_dataset[i] for i in range(8)])
-    assert rollout.mask_thresholds.shape == rollout.response_ids.shape
-    minibatch = rollout[torch.tensor([5, 1, 3])]  # another batch composition than at generation and scoring
-    real = minibatch.response_mask.bool()
-    from_thresholds = trainer.loss_action_mask(minibatch)
-    sorted_sets = trainer.mask_policy.action_mask(
-        minibatch.query_ids, minibatch.query_mask, minibatch.response_ids, minibatch.response_mask
+    assert len(calls) == 1
+    processed = torch.stack(calls[0], dim=1)  # (B, T, V) what sampling drew from, step by step
+    valid = rollout.response_mask.bool()
+    vocab = processed.shape[-1]
+    stored = unpack_sets(rollout.action_sets, vocab)
+    assert torch.equal(stored[valid], torch.isfinite(processed)[valid])
+    sizes = stored[valid].sum(-1)
+    eos = trainer.tokenizer.eos_token_id
+    if "top_k" in generation and generation["top_k"]:
+        assert sizes.max() <= 5 and trainer._iteration["mask/kept_tokens"] <= 5
+        assert trainer._iteration["mask/top_p_tokens"] >= 20  # the mask policy's set alone is larger
+    else:
+        assert not stored[..., eos][valid].any()  # min_new_tokens: EOS never in a stored set
+    # old log-prob = the behaviour policy's: log softmax of the processed logits at the sampled token
+    behaviour = processed.log_softmax(-1).gather(-1, rollout.response_ids.unsqueeze(-1)).squeeze(-1)
+    torch.testing.assert_close(rollout.logprobs[valid], behaviour[valid], atol=1e-5, rtol=0)
+    # the first minibatch's ratio is 1: the loss renormalises the same policy over the same sets
+    minibatch = rollout[torch.arange(4)]
+    with torch.no_grad():
+        new_logprobs, _, _ = trainer.policy_outputs(model, minibatch)
+    ratio = torch.exp(new_logprobs - minibatch.logprobs)[minibatch.response_mask.bool()]
+    torch.testing.assert_close(ratio, torch.ones_like(ratio), atol=1e-5, rtol=0)
+
+
+def test_ppo_ratio_is_over_the_full_distribution_with_top_k(tiny_causal_dir, make_config):
+    """PPO keeps no sampled set: with top_k its old log-prob is the full softmax's (not the truncated
+    distribution it sampled from), and the first ratio is still 1."""
+    from hfrl import PPOTrainer
+
+    trainer = PPOTrainer(
+        model=tiny_causal_dir,
+        args=make_config(generation_kwargs={"do_sample": True, "top_k": 5}),
+        reward_funcs=digit_reward,
+        train_dataset=prompts(),
     )
-    assert torch.equal(from_thresholds[real], sorted_sets[real])
-    # the generation-time thresholds are the batched forward's, up to float noise of the KV cache
-    with trainer.mask_policy.active() as model:
-        from hfrl.policies import completion_forward
-
-        logits, _ = completion_forward(
-            model, minibatch.query_ids, minibatch.query_mask, minibatch.response_ids, minibatch.response_mask
-        )
-    from hfrl.masking import top_p_threshold
-
-    batched = top_p_threshold(logits, 0.5, trainer.args.min_tokens_to_keep)
-    torch.testing.assert_close(minibatch.mask_thresholds[real], batched[real], atol=1e-4, rtol=0)
-    assert torch.isinf(minibatch.mask_thresholds[~real]).all()  # padding: nothing allowed
+    model = trainer.accelerator.unwrap_model(trainer.model)
+    calls = _spy_processed_scores(model.policy)
+    rollout = trainer.collect_rollout([trainer.train_dataset[i] for i in range(8)])
+    assert rollout.action_sets is None
+    valid = rollout.response_mask.bool()
+    behaviour = torch.stack(calls[0], dim=1).log_softmax(-1)
+    behaviour = behaviour.gather(-1, rollout.response_ids.unsqueeze(-1)).squeeze(-1)
+    assert (rollout.logprobs[valid] < behaviour[valid] - 1e-3).all()  # the full softmax spreads mass past the 5
+    with torch.no_grad():
+        new_logprobs, _, _ = trainer.policy_outputs(model, rollout)
+    torch.testing.assert_close(new_logprobs[valid], rollout.logprobs[valid], atol=1e-5, rtol=0)
 
 
 def test_top_p_threshold_is_the_smallest_kept_logit():

@@ -161,21 +161,24 @@ def test_peft_adapter_run_saves_adapter(tiny_causal_dir, make_config):
 
 @pytest.mark.slow
 def test_numbers_learning_curve_goes_up(tmp_path):
-    """PPO on the `numbers` task with the built-in tiny model: reward rises well above random."""
+    """PPO on the `numbers` task (its shipped config) with the built-in tiny model: reward rises well
+    above random. Runs diverge chaotically with float order (threads, memory alignment, the tests that
+    ran before), so the bound sits far from the curves: over 100 iterations, seeds 0-2 gained 0.09-0.13
+    (first 5 iterations 0.105-0.114, last 10 0.200-0.239); the test asks for 0.04."""
     from hfrl.experiment import build_trainer, resolve_run
 
     run = resolve_run(
         "numbers",
         "ppo",
         "tiny",
-        overrides={"num_iterations": 60, "disable_tqdm": True},
+        overrides={"num_iterations": 100, "disable_tqdm": True},
         output_dir=str(tmp_path / "numbers"),
     )
     trainer = build_trainer(run)
     trainer.train()
     rewards = [h["reward"] for h in iteration_logs(trainer)]
     first, last = sum(rewards[:5]) / 5, sum(rewards[-10:]) / 10
-    assert last > 1.5 * first, rewards
+    assert last > first + 0.04, rewards
 
 
 def test_bad_inputs_fail_clearly(tiny_causal_dir, make_config):

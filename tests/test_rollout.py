@@ -124,3 +124,36 @@ def test_peft_reference_is_the_adapter_disabled_base(tiny_causal_dir):
     policy_logits, _ = completion_forward(policy, q, qm, r, rm)
     assert torch.allclose(ref_logits, base_logits, atol=1e-6)
     assert not torch.allclose(policy_logits, base_logits, atol=1e-3)  # the adapter does change the policy
+
+
+def test_sampling_the_pad_token_raises_no_attention_mask_warning(tiny_causal_dir, caplog):
+    """transformers drops an all-ones mask inside generate, then warns when the latest sampled token
+    is the pad id; hfrl passes its masks, so that warning asks nothing of the user and is not shown."""
+    import transformers
+    from transformers import AutoModelForCausalLM, LogitsProcessor
+
+    from hfrl.rollout import generate
+
+    lm = AutoModelForCausalLM.from_pretrained(tiny_causal_dir)
+    pad_id = lm.config.pad_token_id
+    assert pad_id is not None and pad_id != lm.generation_config.eos_token_id
+
+    class PadFirst(LogitsProcessor):  # the first sampled token is the pad token
+        def __call__(self, input_ids, scores):
+            if input_ids.shape[1] == 2:
+                scores = torch.full_like(scores, -float("inf"))
+                scores[:, pad_id] = 0.0
+            return scores
+
+    import logging
+
+    transformers.utils.logging.enable_propagation()
+    logging.Logger.warning_once.cache_clear()  # transformers warns once per message and process
+    lm(input_ids=torch.tensor([[pad_id]]))  # outside hfrl's generation transformers warns
+    assert "strongly recommend passing in an `attention_mask`" in caplog.text
+    logging.Logger.warning_once.cache_clear()
+    caplog.clear()
+    ids, mask = torch.tensor([[5, 6]]), torch.ones(1, 2, dtype=torch.long)
+    kwargs = {"do_sample": True, "max_new_tokens": 3}
+    response, _ = generate(lm, ids, mask, kwargs, pad_token_id=pad_id, logits_processor=lambda *a: [PadFirst()])
+    assert response[0, 0] == pad_id and "attention_mask" not in caplog.text

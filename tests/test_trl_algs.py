@@ -10,8 +10,9 @@ import yaml
 from hfrl.tasks.data import DATA_DIR_ENV, FIXTURES
 from hfrl.testing import run_cli
 
+# TRL's default saving (save_strategy "steps"), every step: checkpoints and the end of training
 COMMON = ["--model", "tiny", "--max_steps", "2", "--logging_steps", "1", "--report_to", "none",
-          "--disable_tqdm", "true", "--save_strategy", "no"]  # fmt: skip
+          "--disable_tqdm", "true", "--save_steps", "1"]  # fmt: skip
 ONLINE = ["--per_device_train_batch_size", "4", "--num_generations", "2", "--max_completion_length", "4"]
 
 
@@ -20,20 +21,36 @@ def logs(out):
     return [h for h in state["log_history"] if "loss" in h]
 
 
+def assert_saved(out, alg):
+    """Checkpoints at both steps, the final model loadable, hfrl's card beside it."""
+    from hfrl.runs import open_run
+
+    assert (out / "checkpoint-1" / "model.safetensors").is_file() and (out / "checkpoint-2").is_dir()
+    assert (out / "checkpoint-2" / "checkpoint_complete.json").is_file()  # complete, so --resume may use it
+    state = json.loads((out / "trainer_state.json").read_text())
+    lines = [json.loads(line) for line in (out / "iterations.jsonl").read_text().splitlines()]
+    assert lines == state["log_history"]  # one line per log entry, written as it was logged
+    model, tokenizer = open_run(out).load()
+    assert model.config.model_type == "gpt2" and tokenizer.pad_token is not None
+    assert f"trained with {alg.upper()}" in (out / "README.md").read_text()
+
+
 @pytest.mark.parametrize("alg", ["grpo", "rloo"])
-def test_online_trl_trainer_on_a_task(alg, tmp_path, capsys):
+def test_online_trl_trainer_on_a_task(alg, tmp_path, capsys, recwarn):
     out = tmp_path / alg
     code, stdout, err = run_cli(
         ["train", "--task", "numbers", "--alg", alg, "--output-dir", str(out), *COMMON, *ONLINE], capsys
     )
     assert code == 0, err
     assert "reward: first iteration" in stdout
+    # transformers' deprecations of what TRL calls (gradient_checkpointing_*): nothing the user can act on
+    assert not [w for w in recwarn if "checkpointing" in str(w.message)], [str(w.message) for w in recwarn]
     steps = logs(out)
     assert len(steps) == 2 and "rewards/increasing_numbers/mean" in steps[0]  # the task's reward, by name
     saved = yaml.safe_load((out / "config.yaml").read_text())
     # the task's shared defaults reach TRL under TRL's names (numbers: 20 new tokens, min_new_tokens 20, top_k 0)
     assert saved["max_completion_length"] == 4 and saved["generation_kwargs"] == {"min_new_tokens": 20}
-    assert (out / "model.safetensors").is_file()
+    assert_saved(out, alg)
     card = (out / "README.md").read_text()  # hfrl's card, not TRL's
     assert f"trained with {alg.upper()} on the hfrl task `numbers`" in card
     assert "hfrl train --config config.yaml" in card and "tags:\n- hfrl\n- trl\n- " + alg in card
@@ -59,6 +76,7 @@ def test_sft_on_task_references(tmp_path, capsys, monkeypatch):
     )
     assert code == 0, err
     assert "loss: first" in stdout and len(logs(out)) == 2
+    assert_saved(out, "sft")
     saved = yaml.safe_load((out / "config.yaml").read_text())
     assert saved["max_length"] == 148 and saved["learning_rate"] == 1e-5  # 128 + 20 tokens; the task's sft section
     card = (out / "README.md").read_text()
@@ -105,7 +123,7 @@ def test_dpo_on_preference_pairs(tmp_path, capsys):
     )
     assert code == 0, err
     assert "loss: first" in stdout and len(logs(out)) == 2
-    assert "trained with DPO" in (out / "README.md").read_text()
+    assert_saved(out, "dpo")
 
 
 def test_clear_errors(tmp_path, capsys, monkeypatch):
@@ -125,7 +143,7 @@ def test_clear_errors(tmp_path, capsys, monkeypatch):
             "grpo",
             "--output-dir",
             str(tmp_path),
-            *COMMON[:-2],
+            *COMMON,
             "--model",
             "tiny-t5",
         ],
@@ -145,7 +163,8 @@ def test_list_algs_shows_trl_trainers(capsys):
     assert code == 0
     names = {line.split()[0] for line in out.splitlines()}
     assert {"ppo", "nlpo", "a2c", "trpo", "grpo", "rloo", "sft", "dpo"} <= names
-    assert "TRL's GRPOTrainer on an hfrl task" in out
+    assert "grpo            TRL's GRPOTrainer: group-relative advantages over several completions per prompt." in out
+    assert "``" not in out and all(line.endswith(".") for line in out.splitlines())  # whole sentences, plain text
 
 
 def test_configs_are_trls_with_cpu_defaults(tmp_path):
@@ -159,7 +178,7 @@ def test_configs_are_trls_with_cpu_defaults(tmp_path):
     for ours, theirs in ((GRPOConfig, trl.GRPOConfig), (RLOOConfig, trl.RLOOConfig), (SFTConfig, trl.SFTConfig),
                          (DPOConfig, trl.DPOConfig)):  # fmt: skip
         extra = {f.name for f in dataclasses.fields(ours)} - {f.name for f in dataclasses.fields(theirs)}
-        assert issubclass(ours, theirs) and extra <= {"max_prompt_length", "truncation_side"}
+        assert issubclass(ours, theirs) and extra <= {"max_prompt_length", "truncation_side", "reference_free"}
         with warnings.catch_warnings():
             warnings.simplefilter("error", FutureWarning)  # TRL's default under transformers' current name
             args = ours(output_dir=str(tmp_path), report_to="none")
@@ -181,3 +200,28 @@ def test_translate_task_defaults():
         "max_prompt_length": 64, "truncation_side": "left",
     }  # fmt: skip
     assert SFTTrainer.translate_task_defaults(defaults) == {"max_length": 112}
+
+
+def test_task_rewards_and_prompts_in_trls_own_trainer(tmp_path, tiny_causal_dir):
+    """The README's recipe: TRL's GRPOTrainer with a task's reward functions and its prompts. The
+    `numbers` prompts are empty (generation starts from BOS, as in RL4LMs), which TRL cannot generate
+    from: prepare_prompts gives them the tokenizer's BOS text."""
+    import trl
+    from transformers import AutoTokenizer
+
+    from hfrl.tasks import load_task
+    from hfrl.trainers.trl_adapters import prepare_prompts
+
+    task = load_task("numbers")
+    tokenizer = AutoTokenizer.from_pretrained(tiny_causal_dir, padding_side="left")
+    trainer = trl.GRPOTrainer(
+        model=tiny_causal_dir,
+        reward_funcs=task.reward_funcs,
+        train_dataset=prepare_prompts(task.dataset["train"], tokenizer),
+        processing_class=tokenizer,
+        args=trl.GRPOConfig(output_dir=str(tmp_path), max_steps=1, per_device_train_batch_size=4, num_generations=2,
+                            max_completion_length=4, use_cpu=True, bf16=False, report_to="none", save_strategy="no",
+                            disable_tqdm=True),
+    )  # fmt: skip
+    trainer.train()
+    assert "rewards/increasing_numbers/mean" in trainer.state.log_history[0]

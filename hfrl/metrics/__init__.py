@@ -41,6 +41,8 @@ METRICS: dict[str, str] = {
     # learned classifiers (learned.py)
     "learned_classifier": "hfrl.metrics.learned:LearnedClassifier",
     "intent_accuracy": "hfrl.metrics.learned:IntentAccuracy",
+    # lexicon sentiment, the offline stand-in for a sentiment classifier (sentiment.py)
+    "vader_sentiment": "hfrl.metrics.sentiment:VaderSentiment",
     # drift (drift.py)
     "causal_perplexity": "hfrl.metrics.drift:CausalPerplexity",
     # any `evaluate` module, and any reward

@@ -20,15 +20,32 @@ from hfrl.metrics.base import SampleMetric, cached, default_device, last_turn, t
 INPUTS = ("completion", "prompt+completion", "last_turn+completion", "pair")
 
 
+class ClassifierUnavailableError(OSError):
+    """A learned reward's or metric's classifier that cannot be loaded (not on this machine, and the
+    Hub unreachable): the message names it and how to replace it."""
+
+    def __init__(self, name: str, cause: BaseException) -> None:
+        reason = " ".join(str(cause).split()) or type(cause).__name__
+        super().__init__(
+            f"cannot load the classifier {name!r} that a reward or metric of this task scores with ({reason[:200]}): "
+            f"download it once where the Hub is reachable (`hf download {name}`), or pass a local copy through the "
+            "task's classifier argument (e.g. --task-arg classifier=DIR; `hfrl list tasks`), or train on other "
+            "rewards (--rewards '[rouge]'); offline, HF_HUB_OFFLINE=1 skips the network retries"
+        )
+
+
 def load_classifier(name: str, device: str):
     """``(tokenizer, model)`` of a sequence classifier, loaded once per process and device."""
 
     def build():
         from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
-        tokenizer = AutoTokenizer.from_pretrained(name)
+        try:
+            tokenizer = AutoTokenizer.from_pretrained(name)
+            model = AutoModelForSequenceClassification.from_pretrained(name)
+        except Exception as err:  # noqa: BLE001 - offline, a typo, no network: say which model and what to do
+            raise ClassifierUnavailableError(name, err) from err
         tokenizer.padding_side = "right"  # absolute-position encoders (BERT, RoBERTa) read left padding as text offset
-        model = AutoModelForSequenceClassification.from_pretrained(name)
         if tokenizer.pad_token is None:  # GPT-style classifiers: pad with EOS, as their cards advise
             tokenizer.pad_token = tokenizer.eos_token
             model.config.pad_token_id = tokenizer.pad_token_id

@@ -36,9 +36,21 @@ REWARDS: dict[str, str] = {
     "commongen_repeat_penalty": f"{_M}:CommonGenRepeatPenalty",
     # learned classifiers
     "learned_classifier": f"{_M}:LearnedClassifier",
+    # lexicon sentiment: the offline stand-in for IMDB's classifier (hfrl.metrics.sentiment)
+    "vader_sentiment": f"{_M}:VaderSentiment",
     "intent_accuracy": f"{_M}:IntentAccuracy",
     # any `evaluate` module with per-sample scores
     "evaluate": f"{_M}:EvaluateReward",
+    # task rewards: HH's reward model (A-LoL)
+    "openassistant_reward": "hfrl.tasks.hh:OpenAssistantReward",
+    # Leftover-Lunch dialogue attributes (dialogue.py) and the COMET critic (comet_critic.py)
+    "cola_fluency": "hfrl.rewards.dialogue:CoLAFluency",
+    "dialogrpt_depth": "hfrl.rewards.dialogue:DialogRPTDepth",
+    "dialogrpt_updown": "hfrl.rewards.dialogue:DialogRPTUpdown",
+    "faithcritic": "hfrl.rewards.dialogue:FaithCritic",
+    "offensive_safety": "hfrl.rewards.dialogue:OffensiveSafety",
+    "tfidf_diversity": "hfrl.rewards.dialogue:TfidfDiversity",
+    "comet_critic": "hfrl.rewards.comet_critic:CometCritic",
 }
 
 

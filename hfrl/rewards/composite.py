@@ -36,7 +36,7 @@ class WeightedSum:
 
         from hfrl.rollout import compute_rewards
 
-        # compute_rewards checks each component's length (naming it) and turns None / NaN into 0.
+        # compute_rewards checks each component (naming it: length, type, NaN / inf) and turns None into 0.
         mask = torch.ones(len(completions), 1)
         scores, token_rewards, _ = compute_rewards(self.rewards, self.weights, prompts, completions, mask, columns)
         if bool(token_rewards.any()):

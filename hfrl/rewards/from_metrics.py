@@ -1,5 +1,6 @@
 """Rewards made of metrics' per-sample scores: ROUGE, BLEU, chrF, TER, METEOR, BERTScore, BLEURT, CIDEr,
-SPICE, PARENT, the CommonGen repeat penalty, learned classifiers, intent accuracy and ``evaluate`` modules.
+SPICE, PARENT, the CommonGen repeat penalty, learned classifiers, VADER sentiment, intent accuracy and
+``evaluate`` modules.
 
 Each is a small picklable class (it keeps settings only; models live in a per-process cache) with the
 TRL signature ``reward(prompts, completions, **columns) -> list[float]``; dataset columns such as
@@ -261,6 +262,22 @@ class LearnedClassifier(MetricReward):
         from hfrl.metrics.learned import LearnedClassifier as Metric
 
         super().__init__(Metric(model=model, label=label, **args), Metric.name)
+
+
+class VaderSentiment(MetricReward):
+    """VADER's compound sentiment in [-1, 1] (a word lexicon, no model download): the offline stand-in
+    for IMDB's learned classifier. ``input``: ``completion`` or ``prompt+completion``.
+
+    >>> VaderSentiment()(prompts=["", ""], completions=["a wonderful, moving film", "dull and bad"])
+    [0.5719, -0.7351]
+    """
+
+    __name__ = "vader_sentiment"
+
+    def __init__(self, input: str = "completion", separator: str = " ", empty_score: float = 0.0) -> None:
+        from hfrl.metrics.sentiment import VaderSentiment as Metric
+
+        super().__init__(Metric(input=input, separator=separator, empty_score=empty_score), Metric.name)
 
 
 class IntentAccuracy(MetricReward):

@@ -1,7 +1,8 @@
-"""Which device a run trains on when the machine has no accelerator."""
+"""Which device a run trains on when the machine has no accelerator, and how many CPU threads."""
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 
@@ -26,5 +27,41 @@ def cpu_defaults(args: Any) -> None:
     accelerator = has_accelerator()
     if args.bf16 and not args.use_cpu and not accelerator:
         args.use_cpu = True
+    if int(os.environ.get("WORLD_SIZE", "1")) > 1 and not accelerator:
+        args.use_cpu = True  # launched as several processes on a CPU-only machine: gloo, not N lone runs
     if args.use_cpu or not accelerator:
         args.dataloader_pin_memory = False
+
+
+SMALL_MODEL_PARAMETERS = 50_000_000  # below this, one CPU thread is as fast as two on an idle machine
+
+
+def cpu_threads(model: Any, requested: int | None = None, use_cpu: bool = True) -> int | None:
+    """The number of torch CPU threads for a run: ``requested`` when given; else one thread for a
+    model under 50M parameters trained on the CPU when ``OMP_NUM_THREADS`` is unset: its matrices
+    are too small to gain from a second thread, and with another process busy on the other core
+    two threads ran its iterations 10-50x slower; else None (torch's default, one per core).
+
+    >>> import torch
+    >>> cpu_threads(torch.nn.Linear(4, 4)) if "OMP_NUM_THREADS" not in os.environ else 1
+    1
+    >>> cpu_threads(torch.nn.Linear(4, 4), requested=2)
+    2
+    """
+    if requested is not None:
+        if requested < 1:
+            raise ValueError(f"--threads must be >= 1, got {requested}")
+        return requested
+    if os.environ.get("OMP_NUM_THREADS") or not use_cpu:
+        return None
+    size = sum(p.numel() for p in model.parameters())
+    return 1 if size < SMALL_MODEL_PARAMETERS else None
+
+
+def set_cpu_threads(model: Any, requested: int | None = None, use_cpu: bool = True) -> None:
+    """Apply :func:`cpu_threads` to torch (no change when it is None)."""
+    threads = cpu_threads(model, requested, use_cpu)
+    if threads is not None:
+        import torch
+
+        torch.set_num_threads(threads)

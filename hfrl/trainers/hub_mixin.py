@@ -8,20 +8,62 @@ declares ``_name``, ``_tag_names`` and ``_paper`` (its card metadata) and ``rewa
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import os
+from collections.abc import Iterator
 from typing import Any
+
+from transformers.utils import logging
+
+logger = logging.get_logger(__name__)
+
+
+@contextlib.contextmanager
+def secrets_removed(args: Any) -> Iterator[Any]:
+    """``args`` with every string field named ``*_token`` (``hub_token``) set to None inside: what
+    ``training_args.bin`` pickles never holds a secret. The values come back on exit."""
+    names = [f.name for f in dataclasses.fields(args) if f.name.endswith("_token")]
+    saved = {name: getattr(args, name) for name in names if isinstance(getattr(args, name, None), str)}
+    for name in saved:
+        setattr(args, name, None)
+    try:
+        yield args
+    finally:
+        for name, value in saved.items():
+            setattr(args, name, value)
+
+
+class NonFiniteError(FloatingPointError):
+    """A loss or gradient that is NaN or infinite: the run stops before the optimizer step."""
 
 
 class HubMixin:
     """Mixed into a ``transformers.Trainer`` subclass (before ``Trainer`` in the bases)."""
 
+    _checkpointing = False  # inside _save_checkpoint: the run directory holds no final model yet
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        from hfrl.trainers.quiet import quiet_dependency_warnings
+
+        quiet_dependency_warnings()
+        super().__init__(*args, **kwargs)
+
     # ---- model card and Hub (hfrl.cards, hfrl.hub) -------------------------------------------
     def save_model(self, output_dir: str | None = None, _internal_call: bool = False) -> None:
-        """Save as the Trainer does, then write the model card into the run directory. A push asked
-        for by ``args.push_to_hub`` goes through :meth:`push_to_hub` (the model or adapter and its card)."""
+        """Save as the Trainer does, then write the model card into the run directory. The model is
+        saved first: a card that cannot be written is reported, never a lost model. A push asked for
+        by ``args.push_to_hub`` goes through :meth:`push_to_hub` (the model or adapter and its card)."""
         super().save_model(output_dir, _internal_call=True)
         if output_dir is None or os.path.abspath(output_dir) == os.path.abspath(self.args.output_dir):
-            self.create_model_card()
+            try:
+                self.create_model_card()
+            except Exception as err:  # noqa: BLE001 - the model is saved; the card is secondary
+                logger.warning(
+                    f"the model is saved in {self.args.output_dir}, but its card could not be written: {err} "
+                    f'(write it later with: python -c "from hfrl.cards import write_card; '
+                    f"write_card('{self.args.output_dir}')\")"
+                )
         if self.args.push_to_hub and not _internal_call:
             self._push_run(self.args.output_dir, "Model save", self.args.hub_token, self.args.hub_revision, None)
 
@@ -60,8 +102,11 @@ class HubMixin:
         dataset: str | list[str] | None = None,
         **kwargs: Any,
     ) -> None:
-        """Write ``README.md`` (and ``reward_curve.png``) into the output directory (``hfrl.cards``)."""
-        if not self.is_world_process_zero():
+        """Write ``README.md`` (and ``reward_curve.png``) into the output directory (``hfrl.cards``).
+
+        Not while a checkpoint is saved: TRL's trainers call this at every checkpoint, before the run
+        directory holds a model; hfrl writes the card when the model is saved (:meth:`save_model`)."""
+        if not self.is_world_process_zero() or self._checkpointing:
             return
         from hfrl.cards import write_card
 
@@ -90,6 +135,51 @@ class HubMixin:
         self.save_model(_internal_call=True)
         token, revision = token or self.args.hub_token, revision or self.args.hub_revision
         return self._push_run(self.args.output_dir, commit_message, token, revision, private)
+
+    def _save(self, output_dir: str | None = None, state_dict: Any = None) -> None:
+        """The Trainer's save, with no secret in the ``training_args.bin`` it writes."""
+        with secrets_removed(self.args):
+            super()._save(output_dir, state_dict)  # type: ignore[misc]
+
+    def _iteration_text(self) -> str:
+        per = getattr(self.args, "steps_per_iteration", None)
+        step = self.state.global_step
+        return f"iteration {step // per + 1}" if per else f"step {step + 1}"
+
+    def non_finite(self, what: str) -> NonFiniteError:
+        """The error for a NaN / inf ``what`` (loss terms, gradient norm) at the current step."""
+        return NonFiniteError(
+            f"{self._iteration_text()}: {what}, before the optimizer step (nothing of it was applied or saved): "
+            f"lower learning_rate (now {self.args.learning_rate:g}) or check the rewards' scale"
+        )
+
+    def _get_grad_norm(self, model: Any, grad_norm: Any = None) -> Any:
+        """The Trainer's gradient norm, checked: a NaN or infinite norm stops the run before
+        ``optimizer.step()`` would write it into the weights."""
+        norm = super()._get_grad_norm(model, grad_norm=grad_norm)  # type: ignore[misc]
+        value = float(norm) if norm is not None else 0.0
+        if value != value or value in (float("inf"), float("-inf")):
+            raise self.non_finite(f"the gradient norm is {value}")
+        return norm
+
+    def _issue_warnings_after_load(self, load_result: Any) -> None:
+        """The Trainer's check after loading a checkpoint (the best model at the end), without its
+        false alarm for tied weights: safetensors stores a tied ``lm_head.weight`` once, under the
+        embedding's name, and transformers 5 lists it as missing. Tied keys are re-tied instead."""
+        model = getattr(self.model, "policy", self.model)
+        tied = set(getattr(model, "all_tied_weights_keys", None) or {})
+        prefix = "policy." if model is not self.model else ""
+        missing = [k for k in load_result.missing_keys if k.removeprefix(prefix) not in tied]
+        if len(missing) < len(load_result.missing_keys):
+            model.tie_weights()
+        super()._issue_warnings_after_load(load_result._replace(missing_keys=missing))  # type: ignore[misc]
+
+    def _save_checkpoint(self, model: Any, trial: Any) -> None:
+        self._checkpointing = True
+        try:
+            super()._save_checkpoint(model, trial)  # type: ignore[misc]
+        finally:
+            self._checkpointing = False
 
     def _push_from_checkpoint(self, checkpoint_folder: str) -> None:
         """Pushes during training (``hub_strategy``): the checkpoint's model and card through

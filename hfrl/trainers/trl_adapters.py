@@ -26,6 +26,7 @@ from typing import Any
 import trl
 from transformers import TrainerCallback
 
+from hfrl.trainers.crash_safe import CrashSafeMixin
 from hfrl.trainers.hub_mixin import HubMixin
 
 _GENERATION_FIELDS = ("temperature", "top_p", "top_k", "min_p", "repetition_penalty")
@@ -89,10 +90,20 @@ class SFTConfig(trl.SFTConfig):
 
 @dataclass
 class DPOConfig(trl.DPOConfig):
-    """TRL's ``DPOConfig`` with hfrl's CPU defaults."""
+    """TRL's ``DPOConfig`` with hfrl's CPU defaults and DPO's reference-free option."""
+
+    reference_free: bool = field(
+        default=False,
+        metadata={
+            "help": "hfrl: DPO without a reference model, log pi_ref = 0 for every response (the DPO authors' "
+            "reference_free; TRL 1.16 dropped it): the loss is -log sigmoid(beta (log pi(y_w) - log pi(y_l)))."
+        },
+    )
 
     def __post_init__(self) -> None:
         _hfrl_defaults(self)
+        if self.reference_free:
+            self.precompute_ref_log_probs = True  # TRL then loads no reference and reads the zeros below
         super().__post_init__()
 
 
@@ -110,21 +121,16 @@ class SaveStateAtEnd(TrainerCallback):
 
 
 def causal_model_path(model: Any, trainer: str) -> Any:
-    """A model name or folder for TRL (built-in ``tiny`` resolved), checked to be a causal LM."""
-    from transformers import AutoConfig
-
+    """A model name or folder for TRL, checked to be a causal LM: a built-in model resolved, a GGUF
+    file as its dequantised copy (:func:`hfrl.models.plain_model_dir`: TRL reloads its reference
+    model from the policy's path, which ``from_pretrained`` must open without a ``gguf_file``)."""
     if not isinstance(model, str):
         config = model.config
     else:
-        from hfrl.registry import unknown
-        from hfrl.tiny import TINY_MODELS, tiny_model_path
+        from hfrl.models import load_config, plain_model_dir
 
-        model = tiny_model_path(model) if model in TINY_MODELS else model
-        try:
-            config = AutoConfig.from_pretrained(model)
-        except OSError as err:
-            hint = "; give a local model directory, a reachable Hub model id or a built-in model"
-            raise unknown("model", model, TINY_MODELS, hint=hint) from err
+        model = plain_model_dir(model)
+        config = load_config(model)
     if getattr(config, "is_encoder_decoder", False):
         raise ValueError(
             f"TRL's {trainer} trains causal language models; {getattr(config, '_name_or_path', model)} is an "
@@ -134,10 +140,10 @@ def causal_model_path(model: Any, trainer: str) -> Any:
 
 
 def load_tokenizer(model: Any, padding_side: str = "left"):
-    from transformers import AutoTokenizer
+    from hfrl.models import load_tokenizer as load
 
     name = model if isinstance(model, str) else model.config._name_or_path
-    tokenizer = AutoTokenizer.from_pretrained(name)
+    tokenizer = load(name)
     tokenizer.padding_side = padding_side
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
@@ -267,14 +273,14 @@ class _OnlineAdapter:
         return online_defaults_to_trl(defaults)
 
 
-class GRPOTrainer(HubMixin, _OnlineAdapter, trl.GRPOTrainer):
+class GRPOTrainer(CrashSafeMixin, HubMixin, _OnlineAdapter, trl.GRPOTrainer):
     """TRL's GRPOTrainer on an hfrl task: group-relative policy optimisation with the task's rewards."""
 
     config_class = GRPOConfig
     _tag_names = ["hfrl", "trl", "grpo"]
 
 
-class RLOOTrainer(HubMixin, _OnlineAdapter, trl.RLOOTrainer):
+class RLOOTrainer(CrashSafeMixin, HubMixin, _OnlineAdapter, trl.RLOOTrainer):
     """TRL's RLOOTrainer on an hfrl task: REINFORCE leave-one-out with the task's rewards."""
 
     config_class = RLOOConfig
@@ -322,7 +328,7 @@ class _PairsAdapter:
         return lengths_to_max_length(defaults)
 
 
-class SFTTrainer(HubMixin, _PairsAdapter, trl.SFTTrainer):
+class SFTTrainer(CrashSafeMixin, HubMixin, _PairsAdapter, trl.SFTTrainer):
     """TRL's SFTTrainer on an hfrl task: supervised fine-tuning on its references (or completions)."""
 
     config_class = SFTConfig
@@ -343,12 +349,19 @@ def preference_pairs(dataset):
     return dataset.select_columns(["prompt", "chosen", "rejected"])
 
 
-class DPOTrainer(HubMixin, _PairsAdapter, trl.DPOTrainer):
+class DPOTrainer(CrashSafeMixin, HubMixin, _PairsAdapter, trl.DPOTrainer):
     """TRL's DPOTrainer on an hfrl task with preference pairs (``chosen`` / ``rejected`` columns)."""
 
     config_class = DPOConfig
     _tag_names = ["hfrl", "trl", "dpo"]
     _pairs = staticmethod(preference_pairs)
+
+    def _precompute_ref_logps(self, dataset, name: str, batch_size: int):
+        """With ``reference_free``, every reference log-prob is 0 (nothing is computed)."""
+        if not self.args.reference_free:
+            return super()._precompute_ref_logps(dataset, name, batch_size)
+        zeros = [0.0] * len(dataset)
+        return dataset.add_column("ref_chosen_logps", zeros).add_column("ref_rejected_logps", zeros)
 
 
 __all__ = [

@@ -6,11 +6,11 @@ hfrl train --task hh --alg a_lol --model MODEL
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 from transformers import TrainingArguments
 
-from hfrl.losses import ALOL_ALGORITHMS
+from hfrl.losses import ADVANTAGE_WEIGHTED, ALOL_ALGORITHMS, REWARD_WEIGHTED
 from hfrl.trainers.devices import cpu_defaults
 
 SAMPLINGS = ("none", "good_priority", "good_random")
@@ -27,6 +27,8 @@ class ALoLConfig(TrainingArguments):
     sampling an epoch draws as many examples as have a positive weight, so an epoch-based budget
     scales with the positive fraction. An explicit ``max_steps`` is taken as is.
     """
+
+    algorithms: ClassVar[tuple[str, ...]] = ALOL_ALGORITHMS  # what `algorithm` may be (PROConfig: pro)
 
     # ---- Algorithm ----
     algorithm: str = field(
@@ -99,7 +101,9 @@ class ALoLConfig(TrainingArguments):
     # ---- Preparation cache ----
     preparation_cache_dir: str | None = field(
         default=None,
-        metadata={"help": "Where prepared datasets are cached (default: $HFRL_CACHE/offline, ~/.cache/hfrl/offline)."},
+        metadata={
+            "help": "Where prepared datasets are cached (default: $HFRL_CACHE/offline, else $HF_HOME/hfrl/offline)."
+        },
     )
     overwrite_preparation_cache: bool = field(
         default=False, metadata={"help": "Recompute the preparation even when a cached one matches."}
@@ -129,18 +133,27 @@ class ALoLConfig(TrainingArguments):
     remove_unused_columns: bool = field(
         default=False, metadata={"help": "Keep dataset columns: rewards and metrics receive them as keyword arguments."}
     )
+    ddp_find_unused_parameters: bool | None = field(
+        default=False,
+        metadata={
+            "help": "DDP: every trained parameter takes part in each forward, so DDP need not search for unused ones."
+        },
+    )
 
     def __post_init__(self) -> None:
-        if self.algorithm not in ALOL_ALGORITHMS:
+        if self.algorithm not in self.algorithms:
             from hfrl.registry import unknown
 
-            raise unknown("algorithm", self.algorithm, ALOL_ALGORITHMS, hint="; set algorithm to one of them")
+            raise unknown("algorithm", self.algorithm, self.algorithms, hint="; set algorithm to one of them")
+        weighted = self.algorithm in (*REWARD_WEIGHTED, *ADVANTAGE_WEIGHTED)
         if self.sampling is None:
-            self.sampling = "none" if self.algorithm == "nll" else "good_priority"
+            self.sampling = "good_priority" if weighted else "none"
         if self.sampling not in SAMPLINGS:
             raise ValueError(f"sampling must be one of {', '.join(SAMPLINGS)}, got {self.sampling!r}")
-        if self.algorithm == "nll" and self.sampling != "none":
-            raise ValueError(f"nll has no advantage or reward to sample by: set sampling 'none', not {self.sampling!r}")
+        if not weighted and self.sampling != "none":
+            raise ValueError(
+                f"{self.algorithm} has no advantage or reward to sample by: set sampling 'none', not {self.sampling!r}"
+            )
         if not 0 < self.ppo_clip <= 1:
             raise ValueError(f"ppo_clip must be in (0, 1] (rho is clamped to [1 - c, 1 + c]), got {self.ppo_clip}")
         for name in ("kl_beta",):

@@ -28,9 +28,11 @@ from transformers import PreTrainedModel, PreTrainedTokenizerBase, Trainer, Trai
 
 from hfrl.evaluation import encode_prompt, score_completions
 from hfrl.losses import ADVANTAGE_WEIGHTED, NEEDS_REFERENCE, alol_loss
+from hfrl.models import BUILTIN_MODELS, is_gguf, load_model, load_tokenizer
 from hfrl.policies import completion_forward, disable_dropout, is_peft_model
 from hfrl.rewards import reward_list
 from hfrl.rollout import generate, pad
+from hfrl.trainers.crash_safe import CrashSafeMixin
 from hfrl.trainers.hub_mixin import HubMixin
 from hfrl.trainers.offline.alol_config import ALoLConfig
 from hfrl.trainers.offline.preparation import (
@@ -40,7 +42,8 @@ from hfrl.trainers.offline.preparation import (
     module_fingerprint,
     prepare_dataset,
 )
-from hfrl.trainers.online.online_trainer import _SaveStateAtEnd, load_policy
+from hfrl.trainers.offline.priority_sampler import PrioritySampler
+from hfrl.trainers.online.online_trainer import _SaveStateAtEnd
 
 RewardFunc = Callable[..., Sequence[Any]]
 
@@ -90,9 +93,7 @@ class _LogPreparation(TrainerCallback):
 def adapter_config(model: Any) -> Any:
     """The ``PeftConfig`` when ``model`` names a PEFT adapter (a local folder or a Hub repository with
     ``adapter_config.json``, e.g. an SFT QLoRA adapter as pi_ref), else None."""
-    from hfrl.tiny import TINY_MODELS
-
-    if not isinstance(model, str) or model in TINY_MODELS:
+    if not isinstance(model, str) or model in BUILTIN_MODELS or is_gguf(model):
         return None
     if os.path.isdir(model) and not os.path.isfile(os.path.join(model, "adapter_config.json")):
         return None
@@ -129,7 +130,7 @@ def check_qlora(model: Any, peft_config: Any) -> None:
         )
 
 
-class ALoLTrainer(HubMixin, Trainer):
+class ALoLTrainer(CrashSafeMixin, HubMixin, Trainer):
     """Offline RL on (prompt, completion, reward) data: A-LoL and its family, by ``args.algorithm``.
 
     Example:
@@ -194,10 +195,8 @@ class ALoLTrainer(HubMixin, Trainer):
 
         policy, self._fresh_adapter = self._load_policy(model, args, peft_config)
         if processing_class is None:
-            from transformers import AutoTokenizer
-
             has_tokenizer = isinstance(model, str) and os.path.isfile(os.path.join(model, "tokenizer_config.json"))
-            processing_class = AutoTokenizer.from_pretrained(model if has_tokenizer else policy.config._name_or_path)
+            processing_class = load_tokenizer(model if has_tokenizer else policy.config._name_or_path)
         if processing_class.pad_token_id is None:
             processing_class.pad_token = processing_class.eos_token
         if policy.generation_config.eos_token_id is None:
@@ -251,14 +250,14 @@ class ALoLTrainer(HubMixin, Trainer):
         if adapter is not None:  # e.g. an SFT QLoRA adapter: trained further, the starting model is pi_ref
             from peft import PeftModel
 
-            base = load_policy(adapter.base_model_name_or_path, init_kwargs)
+            base = load_model(adapter.base_model_name_or_path, init_kwargs)
             if args.load_in_4bit:
                 from peft import prepare_model_for_kbit_training
 
                 base = prepare_model_for_kbit_training(base, use_gradient_checkpointing=args.gradient_checkpointing)
             policy = PeftModel.from_pretrained(base, model, is_trainable=True)
         else:
-            policy = load_policy(model, init_kwargs)
+            policy = load_model(model, init_kwargs)
         fresh = peft_config is not None
         if fresh:
             if is_peft_model(policy):
@@ -348,16 +347,10 @@ class ALoLTrainer(HubMixin, Trainer):
         """``good_priority``: ``P(i) ∝ A+_i`` (reward methods: ``∝ R_i``), with replacement;
         ``good_random``: uniform over the positive examples; both draw as many examples per epoch as
         are positive. ``none``: the Trainer's shuffling of all examples."""
-        from torch.utils.data import SubsetRandomSampler, WeightedRandomSampler
-
         weights = self.preparation.sampling_weights
         if self.args.sampling == "none" or weights is None:
             return super()._get_train_sampler(train_dataset)
-        generator = torch.Generator().manual_seed(self.args.seed)
-        positive = torch.nonzero(weights > 0).flatten()
-        if self.args.sampling == "good_random":
-            return SubsetRandomSampler(positive.tolist(), generator=generator)
-        return WeightedRandomSampler(weights, num_samples=len(positive), replacement=True, generator=generator)
+        return PrioritySampler(weights, uniform=self.args.sampling == "good_random", seed=self.args.seed)
 
     # ---- loss -------------------------------------------------------------------------------
     def compute_loss(

@@ -19,7 +19,6 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -61,10 +60,9 @@ class PrepareContext:
 
     @property
     def cache_dir(self) -> Path:
-        root = self.args.preparation_cache_dir or os.path.join(
-            os.environ.get("HFRL_CACHE", Path.home() / ".cache" / "hfrl"), "offline"
-        )
-        return Path(root)
+        from hfrl.cache import cache_root
+
+        return Path(self.args.preparation_cache_dir) if self.args.preparation_cache_dir else cache_root() / "offline"
 
 
 @dataclass

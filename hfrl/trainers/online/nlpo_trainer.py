@@ -10,6 +10,7 @@ from typing import Any
 
 import torch
 
+from hfrl.capture import set_sizes
 from hfrl.masking import MaskPolicy
 from hfrl.trainers.online.nlpo_config import NLPOConfig
 from hfrl.trainers.online.ppo_trainer import PPOTrainer
@@ -18,14 +19,17 @@ MASK_POLICY_NAME = "mask_policy.safetensors"
 
 
 class NLPOTrainer(PPOTrainer):
-    """NLPO: sampling, the ratio, the old log-probs and the entropy use the masked, renormalised
-    distribution; the KL penalty uses the unmasked one. The mask policy used by generation is the
+    """NLPO: generation samples through the mask policy's top-p mask; the ratio, the old log-probs and
+    the entropy use the policy renormalised over the set each token was actually sampled from (the
+    tokens every logits processor left finite: the top-p mask, and also top_k, top_p, min_new_tokens'
+    EOS ban...; RL4LMs: "processed logit is finite"), kept from generation, 1 bit per vocabulary
+    entry; the KL penalty uses the unmasked distribution. The mask policy used by generation is the
     refreshed one (RL4LMs kept masking with its initial copy)."""
 
     config_class = NLPOConfig
     _name = "NLPO"
     _tag_names = ["hfrl", "nlpo"]
-    _generation_keeps_action_set = True  # TopPMaskProcessor.last_allowed
+    _action_set_from_sampling = True
     _paper = {
         "title": "Is Reinforcement Learning (Not) for Natural Language Processing: Benchmarks, Baselines, "
         "and Building Blocks for Natural Language Policy Optimization",
@@ -63,16 +67,6 @@ class NLPOTrainer(PPOTrainer):
 
         return make
 
-    def _generation_mask_thresholds(self, response_ids: torch.Tensor) -> torch.Tensor:
-        """The top-p thresholds generation used, ``(B, T)`` floats (not ``B x T x V`` booleans)."""
-        width = response_ids.shape[1]
-        return torch.cat([p.step_thresholds(width) for p in self._processors]).to(response_ids.device)
-
-    def _action_mask_fn(self):
-        """Scoring and the loss rebuild each mask from one mask-policy forward and the kept
-        thresholds: a comparison, no vocabulary sort."""
-        return self.mask_policy.action_mask
-
     def collect_rollout(self, batch):
         iteration = self.state.global_step // self.args.steps_per_iteration
         if iteration - self._mask_refreshed_at >= self.args.mask_update_every:
@@ -80,8 +74,11 @@ class NLPOTrainer(PPOTrainer):
             self._mask_refreshed_at = iteration
         self._processors = []
         rollout = super().collect_rollout(batch)
-        kept = [k for p in self._processors for k in p.kept]
-        self._iteration["mask/kept_tokens"] = torch.cat(kept).float().mean().item() if kept else 0.0
+        top_p = [k for p in self._processors for k in p.kept]
+        valid = rollout.response_mask.bool()
+        sampled = set_sizes(rollout.action_sets)[valid].float()  # type: ignore[arg-type]
+        self._iteration["mask/kept_tokens"] = sampled.mean().item() if len(sampled) else 0.0  # sampled from
+        self._iteration["mask/top_p_tokens"] = torch.cat(top_p).float().mean().item() if top_p else 0.0
         return rollout
 
     # ---- checkpoints ------------------------------------------------------------------------
@@ -92,22 +89,21 @@ class NLPOTrainer(PPOTrainer):
         super().load_online_state(state)
         self._mask_refreshed_at = int(state.get("mask_refreshed_at", 0))
 
-    def _save_checkpoint(self, model, trial) -> None:
-        super()._save_checkpoint(model, trial)
+    _own_checkpoint_files = (*PPOTrainer._own_checkpoint_files, MASK_POLICY_NAME)
+
+    def _save_own_state(self, folder: str) -> None:
+        super()._save_own_state(folder)
         if self.args.should_save:
             from safetensors.torch import save_file
 
-            folder = os.path.join(self._get_output_dir(trial=trial), f"checkpoint-{self.state.global_step}")
             state = {k: v.detach().contiguous().cpu() for k, v in self.mask_policy.state_dict().items()}
             save_file(_untie(state), os.path.join(folder, MASK_POLICY_NAME))
 
     def _load_from_checkpoint(self, resume_from_checkpoint: str, model=None) -> None:
-        super()._load_from_checkpoint(resume_from_checkpoint, model)
-        path = os.path.join(resume_from_checkpoint, MASK_POLICY_NAME)
-        if os.path.isfile(path):
-            from safetensors.torch import load_file
+        from safetensors.torch import load_file
 
-            self.mask_policy.load_state_dict(load_file(path))
+        super()._load_from_checkpoint(resume_from_checkpoint, model)
+        self.mask_policy.load_state_dict(load_file(os.path.join(resume_from_checkpoint, MASK_POLICY_NAME)))
 
 
 def _untie(state: dict) -> dict:

@@ -84,6 +84,19 @@ class OnlineConfig(TrainingArguments):
     reward_weights: list[float] | None = field(
         default=None, metadata={"help": "Weight of each reward function (default: 1 each)."}
     )
+    max_abs_reward: float | None = field(
+        default=1e6,
+        metadata={
+            "help": "A reward beyond +-this (or NaN, +-inf) is an error (or dropped: invalid_rewards). None: no bound."
+        },
+    )
+    invalid_rewards: str = field(
+        default="error",
+        metadata={
+            "help": "A reward that is NaN, +-inf or beyond max_abs_reward: 'error' stops the run naming the function "
+            "and the completion; 'drop' warns and leaves that completion out of the rollout's update."
+        },
+    )
     kl_coef: float = field(default=0.1, metadata={"help": "Initial coefficient beta of the per-token KL penalty."})
     kl_target: float | None = field(
         default=None,
@@ -116,7 +129,11 @@ class OnlineConfig(TrainingArguments):
     # ---- Evaluation and checkpoints, in iterations ----
     eval_every: int | None = field(default=None, metadata={"help": "Evaluate every N iterations (None: never)."})
     save_every: int | None = field(
-        default=None, metadata={"help": "Save a checkpoint every N iterations (None: no checkpoints)."}
+        default=None,
+        metadata={
+            "help": "Save a checkpoint every N iterations (None: no checkpoints). Checkpoints keep the Trainer's "
+            "optimizer-step numbering: iteration k is checkpoint-(k x steps_per_iteration)."
+        },
     )
     log_completions: bool = field(
         default=False,
@@ -134,6 +151,15 @@ class OnlineConfig(TrainingArguments):
         default=False, metadata={"help": "Keep dataset columns: rewards receive them as keyword arguments."}
     )
     logging_strategy: str = field(default="steps", metadata={"help": "Log once per iteration (derived)."})
+    logging_nan_inf_filter: bool = field(
+        default=False, metadata={"help": "Log the real loss (a non-finite one stops the run before the step)."}
+    )
+    ddp_find_unused_parameters: bool | None = field(
+        default=False,
+        metadata={
+            "help": "DDP: every trained parameter takes part in each forward, so DDP need not search for unused ones."
+        },
+    )
 
     def __post_init__(self) -> None:
         for name in ("num_iterations", "rollout_batch_size", "mini_batch_size", "num_ppo_epochs", "max_new_tokens"):
@@ -159,6 +185,10 @@ class OnlineConfig(TrainingArguments):
             )
         if self.truncation_side not in ("left", "right"):
             raise ValueError(f"truncation_side must be 'left' or 'right', got {self.truncation_side!r}")
+        if self.invalid_rewards not in ("error", "drop"):
+            raise ValueError(f"invalid_rewards must be 'error' or 'drop', got {self.invalid_rewards!r}")
+        if self.max_abs_reward is not None and self.max_abs_reward <= 0:
+            raise ValueError(f"max_abs_reward must be > 0 or None, got {self.max_abs_reward}")
         if self.kl_coef < 0:
             raise ValueError(f"kl_coef must be >= 0, got {self.kl_coef}")
         if self.kl_target is not None and self.kl_target <= 0:

@@ -1,32 +1,36 @@
 """The shared online actor-critic trainer: rollouts inside ``transformers.Trainer``'s loop.
 
-``train()`` is the Trainer's own. The sampler hands every micro-step the same ``rollout_batch_size``
-prompts for one iteration (TRL's ``RepeatSampler``); ``_prepare_inputs`` collects a rollout when
-its buffer is empty (generate -> reward -> score -> KL penalty + GAE -> KL controller step) and then
-hands out one minibatch per micro-step over ``num_ppo_epochs`` shuffled passes. Subclasses write
-only their ``compute_loss``. State that is not a model tensor (KL coefficient, iteration) travels in
-``online_state.json`` inside each checkpoint.
+The training loop is the Trainer's own. The sampler hands the first micro-step of an iteration its
+``rollout_batch_size`` prompts and the others placeholders (:mod:`.iteration_sampler`);
+``_prepare_inputs`` collects a rollout when its buffer is empty (generate -> reward -> score -> KL
+penalty + GAE -> KL controller step) and then hands out one minibatch per micro-step over
+``num_ppo_epochs`` shuffled passes. Subclasses write only their ``compute_loss``. State that is not
+a model tensor (KL coefficient, iteration) travels in ``online_state.json`` inside each checkpoint,
+which counts once it is complete (:mod:`hfrl.trainers.crash_safe`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
 import time
 from collections import defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import torch
 from datasets import Dataset
 from torch import nn
-from transformers import AutoConfig, PreTrainedModel, PreTrainedTokenizerBase, Trainer, TrainerCallback
+from transformers import PreTrainedModel, PreTrainedTokenizerBase, Trainer, TrainerCallback
 from transformers.trainer_callback import ProgressCallback
 
+from hfrl.capture import unpack_sets
 from hfrl.evaluation import NOT_REWARD_COLUMNS, PROMPT_IDS, encode_prompt, score_completions
 from hfrl.kl import make_kl_controller
 from hfrl.minibatches import plan_epoch, whiten_per_minibatch
+from hfrl.models import load_model, load_tokenizer
 from hfrl.policies import ActorCritic, ReferencePolicy, disable_dropout, tempered
 from hfrl.rewards import reward_list
 from hfrl.rollout import (
@@ -40,34 +44,15 @@ from hfrl.rollout import (
     rollout_stats,
     score,
 )
+from hfrl.trainers.crash_safe import CrashSafeMixin
 from hfrl.trainers.hub_mixin import HubMixin
+from hfrl.trainers.online.iteration_sampler import IterationSampler, PromptRows
 from hfrl.trainers.online.online_config import OnlineConfig
 
 ONLINE_STATE_NAME = "online_state.json"
 VALUE_HEAD_NAME = "value_head.safetensors"
 
 RewardFunc = Callable[..., Sequence[Any]]
-
-
-def load_policy(model: str | PreTrainedModel, init_kwargs: dict | None = None) -> PreTrainedModel:
-    """A model instance, or a name / local path (or built-in ``tiny`` / ``tiny-t5``) loaded with the
-    Auto class that fits its config (seq2seq or causal)."""
-    if not isinstance(model, str):
-        return model
-    from transformers import AutoModelForCausalLM, AutoModelForSeq2SeqLM
-
-    from hfrl.tiny import TINY_MODELS, tiny_model_path
-
-    path = tiny_model_path(model) if model in TINY_MODELS else model
-    try:
-        config = AutoConfig.from_pretrained(path)
-    except OSError as err:
-        from hfrl.registry import unknown
-
-        hint = "; give a local model directory, a reachable Hub model id or a built-in model"
-        raise unknown("model", model, TINY_MODELS, hint=hint) from err
-    auto = AutoModelForSeq2SeqLM if getattr(config, "is_encoder_decoder", False) else AutoModelForCausalLM
-    return auto.from_pretrained(path, **(init_kwargs or {}))
 
 
 class _IterationProgress(TrainerCallback):
@@ -87,7 +72,7 @@ class _IterationProgress(TrainerCallback):
         if self.bar is not None and logs and "reward" in logs:
             postfix = {"reward": f"{logs['reward']:.3f}"}
             if logs.get("beta"):  # the KL is measured only when there is a reference model
-                postfix["kl"] = f"{logs['kl']:.3f}"
+                postfix["kl"] = f"{round(logs['kl'], 3) + 0.0:.3f}"  # + 0.0: no "-0.000"
             self.bar.set_postfix(postfix, refresh=False)
             self.bar.update(1)
 
@@ -123,7 +108,7 @@ class PromptBatch:
         return len(self.examples)
 
 
-class OnlineTrainer(HubMixin, Trainer):
+class OnlineTrainer(CrashSafeMixin, HubMixin, Trainer):
     """Base of PPO / NLPO / A2C / TRPO. Subclasses set ``config_class`` and write ``compute_loss``."""
 
     config_class: type[OnlineConfig] = OnlineConfig
@@ -159,11 +144,9 @@ class OnlineTrainer(HubMixin, Trainer):
         from transformers.trainer_utils import enable_full_determinism, set_seed
 
         enable_full_determinism(args.seed) if args.full_determinism else set_seed(args.seed)
-        policy = load_policy(model, args.model_init_kwargs)
+        policy = load_model(model, args.model_init_kwargs)
         if processing_class is None:
-            from transformers import AutoTokenizer
-
-            processing_class = AutoTokenizer.from_pretrained(policy.config._name_or_path)
+            processing_class = load_tokenizer(policy.config._name_or_path)
         if processing_class.pad_token_id is None:
             processing_class.pad_token = processing_class.eos_token
         if policy.generation_config.eos_token_id is None:
@@ -222,12 +205,9 @@ class OnlineTrainer(HubMixin, Trainer):
         return dataset.add_column(PROMPT_IDS, ids)
 
     def _get_train_sampler(self, train_dataset=None):
-        from trl.trainer.utils import RepeatSampler
-
-        # Every micro-step of an iteration receives the same rollout prompts; one rollout per iteration.
-        return RepeatSampler(
-            data_source=train_dataset if train_dataset is not None else self.train_dataset,
-            mini_repeat_count=1,
+        # One rollout's prompts per iteration, fetched once; placeholders for its other micro-steps.
+        return IterationSampler(
+            train_dataset if train_dataset is not None else self.train_dataset,
             batch_size=self.args.rollout_batch_size * self.accelerator.num_processes,
             repeat_count=self.args.micro_steps_per_iteration,
             seed=self.args.seed,
@@ -243,7 +223,7 @@ class OnlineTrainer(HubMixin, Trainer):
                 "lower rollout_batch_size or add prompts"
             )
         return self._get_dataloader(
-            dataset=self.train_dataset,
+            dataset=PromptRows(self.train_dataset),
             description="Training",
             batch_size=self.args.rollout_batch_size,
             sampler_fn=self._get_train_sampler,
@@ -253,7 +233,13 @@ class OnlineTrainer(HubMixin, Trainer):
     # ---- rollout ----------------------------------------------------------------------------
     def _prepare_inputs(self, batch: PromptBatch | list[dict[str, Any]]) -> Rollout:
         if not self._buffer:
-            self._rollout = self.collect_rollout(batch.examples if isinstance(batch, PromptBatch) else batch)
+            examples = batch.examples if isinstance(batch, PromptBatch) else batch
+            if examples[0] is None:  # a placeholder batch (IterationSampler): only a first micro-step has prompts
+                raise RuntimeError(
+                    f"{self._name}: a micro-step without prompts found no rollout to train on; training "
+                    "resumes only at an iteration boundary (a checkpoint written by save_every)"
+                )
+            self._rollout = self.collect_rollout(examples)
             self._buffer = self._minibatches(self._rollout)
         return self._buffer.pop(0)
 
@@ -284,8 +270,11 @@ class OnlineTrainer(HubMixin, Trainer):
         return ids.to(self.accelerator.device), mask.to(self.accelerator.device)
 
     def _generate(self, query_ids, query_mask, generation_kwargs: dict, logits_processor=None, capture=False):
-        """``(response_ids, response_mask)``; with ``capture``, also ``(logprobs, values, entropy,
-        action_logprobs)`` from what generation computed (:func:`hfrl.rollout.generate_and_capture`)."""
+        """``(response_ids, response_mask)``; with ``capture`` (a rollout), also ``(logprobs, values,
+        entropy, action_logprobs, action_sets)`` from what generation computed
+        (:func:`hfrl.rollout.generate_and_capture`): values and log-probs when
+        :meth:`_capture_at_generation`, the sets sampled from when the loss renormalises over them
+        (``_action_set_from_sampling``; None entries otherwise)."""
         from trl.models.utils import unwrap_model_for_generation
 
         with unwrap_model_for_generation(
@@ -294,20 +283,42 @@ class OnlineTrainer(HubMixin, Trainer):
             was_training = unwrapped.training
             unwrapped.eval()
             batch = (query_ids, query_mask, generation_kwargs, self.tokenizer.pad_token_id)
-            with self._autocast():
-                if capture:
+            sets = capture and self._action_set_from_sampling
+            with self._autocast(), self._diverged_weights_named():
+                if capture and (sets or self._capture_at_generation()):
+                    scoring = self._capture_at_generation()
                     ids, mask, cap = generate_and_capture(
                         unwrapped.policy,
                         *batch,
                         self.args.generation_batch_size,
                         self.temperature,
+                        hidden=scoring,
                         logits_processor=logits_processor,
+                        action_sets=sets,
                     )
-                    out = [ids, mask, cap.logprobs, unwrapped.value_head(cap.hidden), cap.entropy, cap.action_logprobs]
+                    captured = [None] * 4  # without a scoring capture, score() runs the policy
+                    if scoring:
+                        values = unwrapped.value_head(cap.hidden)
+                        captured = [cap.logprobs, values, cap.entropy, cap.action_logprobs]
+                    out = [ids, mask, *captured, cap.action_sets]
                 else:
                     out = list(generate(unwrapped.policy, *batch, self.args.generation_batch_size, logits_processor))
+                    out += [None] * 5 if capture else []
             unwrapped.train(was_training)
         return tuple(out)
+
+    @contextlib.contextmanager
+    def _diverged_weights_named(self) -> Iterator[None]:
+        """Sampling from a policy whose weights went non-finite fails deep in torch ("probability
+        tensor contains either inf, nan or element < 0"): say what happened and what to change."""
+        try:
+            yield
+        except RuntimeError as err:
+            if "probability tensor contains" not in str(err):
+                raise
+            raise self.non_finite(
+                "the policy's next-token probabilities are NaN or infinite (its weights diverged)"
+            ) from err
 
     def _require_unsharded_policy(self, what: str) -> None:
         """One clear error instead of a silent failure where ``what`` needs the policy's full weights."""
@@ -318,19 +329,14 @@ class OnlineTrainer(HubMixin, Trainer):
                 "(hfrl/accelerate_configs/multi_gpu.yaml) or ZeRO-2 (deepspeed_zero2.yaml)"
             )
 
-    #: whether generation's logits processor exposes the action set each step samples from
-    #: (``last_allowed``), so that log-probs under the action distribution are captured too (NLPO)
-    _generation_keeps_action_set = False
+    #: whether the loss's action distribution is the policy renormalised over the set each token was
+    #: sampled from, after every logits processor (NLPO), rather than the full softmax (PPO, A2C, TRPO)
+    _action_set_from_sampling = False
 
     def _capture_at_generation(self) -> bool:
         """Whether the rollout's policy log-probs and values come from generation (no scoring forward
-        of the policy): on by config, with the value head on the shared backbone, and any action
-        mask the one generation sampled from."""
-        return (
-            self.args.logprobs_from_generation
-            and not self.args.separate_critic
-            and (self._action_mask_fn() is None or self._generation_keeps_action_set)
-        )
+        of the policy): on by config, with the value head on the shared backbone."""
+        return self.args.logprobs_from_generation and not self.args.separate_critic
 
     def _autocast(self):
         """Rollout generation and scoring under the run's mixed precision (``bf16`` / ``fp16``), as
@@ -348,23 +354,12 @@ class OnlineTrainer(HubMixin, Trainer):
         factory (NLPO's action mask), or None."""
         return None
 
-    def _action_mask_fn(self):
-        """Hook: ``(query_ids, query_mask, response_ids, response_mask[, mask_thresholds]) -> bool
-        (B, T, V)`` action mask of the loss's distribution (NLPO), or None for the full vocabulary."""
-        return None
-
-    def _generation_mask_thresholds(self, response_ids: torch.Tensor) -> torch.Tensor | None:
-        """Hook: what the last generation kept to rebuild its action masks (NLPO: ``(B, T)``
-        top-p thresholds), handed to the action mask function at scoring and in the loss."""
-        return None
-
     def action_logprobs(self, logits: torch.Tensor, inputs: Rollout) -> tuple[torch.Tensor, torch.Tensor | None]:
         """Log-probs of the taken tokens and entropies under the action distribution for the loss
         (the full softmax; NLPO masks it). The entropy is computed only when it is in the loss
         (``ent_coef``); the logged ``entropy`` is otherwise the rollout's."""
-        return action_logprobs(
-            logits, inputs.response_ids, self.loss_action_mask(inputs), with_entropy=bool(self.args.ent_coef)
-        )
+        mask = self.loss_action_mask(inputs, logits.shape[-1])
+        return action_logprobs(logits, inputs.response_ids, mask, with_entropy=bool(self.args.ent_coef))
 
     def policy_outputs(self, model, inputs: Rollout) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor]:
         """One forward of the (wrapped) model over a minibatch: ``(logprobs, entropy or None, values)``."""
@@ -372,13 +367,10 @@ class OnlineTrainer(HubMixin, Trainer):
         logprobs, entropy = self.action_logprobs(tempered(logits, self.temperature), inputs)
         return logprobs, entropy, values
 
-    def loss_action_mask(self, inputs: Rollout) -> torch.Tensor | None:
-        """The boolean ``(B, T, V)`` action mask of a minibatch for the loss (None: full vocabulary)."""
-        fn = self._action_mask_fn()
-        if fn is None:
-            return None
-        extra = () if inputs.mask_thresholds is None else (inputs.mask_thresholds,)
-        return fn(inputs.query_ids, inputs.query_mask, inputs.response_ids, inputs.response_mask, *extra)
+    def loss_action_mask(self, inputs: Rollout, vocab: int) -> torch.Tensor | None:
+        """The boolean ``(B, T, vocab)`` action mask of a minibatch for the loss: the sets its tokens
+        were sampled from (NLPO), or None (the full vocabulary)."""
+        return None if inputs.action_sets is None else unpack_sets(inputs.action_sets, vocab)
 
     @property
     def temperature(self) -> float:
@@ -389,11 +381,11 @@ class OnlineTrainer(HubMixin, Trainer):
         completions of the same prompts (in turn) until the rollout holds that many transitions;
         the first round already samples as many as the previous rollout's mean length asks for.
 
-        Returns ``(examples, query_ids, query_mask, response_ids, response_mask, captured)`` with
-        one example per completion; ``captured`` holds the policy's log-probs, values, entropy and
-        action log-probs kept by generation (four Nones when scoring recomputes them)."""
+        Returns ``(examples, query_ids, query_mask, response_ids, response_mask, captured,
+        action_sets)`` with one example per completion; ``captured`` holds the policy's log-probs,
+        values, entropy and action log-probs kept by generation (four Nones when scoring recomputes
+        them), ``action_sets`` the sets NLPO sampled from (None otherwise)."""
         args, target = self.args, self.args.rollout_tokens
-        capture = self._capture_at_generation()
         pending = list(batch)
         if target and self._mean_completion_length:
             pending = _cycle(batch, 0, max(len(batch), math.ceil(target / self._mean_completion_length)))
@@ -406,10 +398,8 @@ class OnlineTrainer(HubMixin, Trainer):
                 pending = sorted(pending, key=lambda ex: len(ex[PROMPT_IDS]))
             query_ids, query_mask = self._queries(pending)
             out = self._generate(
-                query_ids, query_mask, self._rollout_generation_kwargs(), self._logits_processor(), capture=capture
+                query_ids, query_mask, self._rollout_generation_kwargs(), self._logits_processor(), capture=True
             )
-            if capture and self._action_mask_fn() is not None and out[5] is None:
-                raise RuntimeError(f"{self._name}: generation's logits processor kept no action set to capture")
             examples += pending
             rounds.append(out)
             tokens += int(out[1].sum())
@@ -420,31 +410,31 @@ class OnlineTrainer(HubMixin, Trainer):
         self._mean_completion_length = tokens / len(examples)
         if len(rounds) > 1:
             width = max(r[0].shape[1] for r in rounds)
-            pad_values = (self.tokenizer.pad_token_id, 0, 0.0, 0.0, 0.0, 0.0)
+            pad_values = (self.tokenizer.pad_token_id, 0, 0.0, 0.0, 0.0, 0.0, 0)
             parts = zip(*rounds, strict=True)
             out = tuple(
                 None if part[0] is None else torch.cat([_pad_columns(t, width, value) for t in part])
-                for part, value in zip(parts, pad_values, strict=False)
+                for part, value in zip(parts, pad_values, strict=True)
             )
             query_ids, query_mask = self._queries(examples)
-        response_ids, response_mask, *captured = out if capture else (*out, None, None, None, None)
-        return examples, query_ids, query_mask, response_ids, response_mask, tuple(captured)
+        response_ids, response_mask, *captured, action_sets = out
+        return examples, query_ids, query_mask, response_ids, response_mask, tuple(captured), action_sets
 
     def collect_rollout(self, batch: list[dict[str, Any]]) -> Rollout:
         """Generate, reward, score, penalise KL, estimate advantages, step the KL controller."""
         args, start = self.args, time.perf_counter()
-        batch, query_ids, query_mask, response_ids, response_mask, captured = self._generate_rollout(batch)
-        # with captured log-probs, the action distribution's came from generation: no mask to rebuild
-        action_mask_fn = self._action_mask_fn() if captured[0] is None else None
-        mask_thresholds = self._generation_mask_thresholds(response_ids)
+        batch, query_ids, query_mask, response_ids, response_mask, captured, action_sets = self._generate_rollout(batch)
         t_generate = time.perf_counter()
 
         completions = self._decode(response_ids)
         columns = {k: [ex[k] for ex in batch] for k in batch[0] if k not in NOT_REWARD_COLUMNS}
         prompts = [ex["prompt"] for ex in batch]
+        mask = response_mask.cpu()  # rows of completions whose reward is dropped (invalid_rewards) are zeroed
         scores, token_rewards, reward_means = compute_rewards(
-            self.reward_funcs, self.reward_weights, prompts, completions, response_mask.cpu(), columns
-        )
+            self.reward_funcs, self.reward_weights, prompts, completions, mask, columns,
+            args.max_abs_reward, args.invalid_rewards == "drop",
+        )  # fmt: skip
+        response_mask = mask.to(response_mask.device)
         t_reward = time.perf_counter()
 
         model = self.accelerator.unwrap_model(self.model)
@@ -458,8 +448,7 @@ class OnlineTrainer(HubMixin, Trainer):
                 response_mask,
                 args.scoring_batch_size or args.mini_batch_size,
                 self.temperature,
-                action_mask_fn,
-                mask_thresholds,
+                None if self._capture_at_generation() else action_sets,  # captured: renormalised already
                 *captured,
             )
         beta = self.kl_ctl.value
@@ -482,7 +471,7 @@ class OnlineTrainer(HubMixin, Trainer):
             self._reduce,
             entropy,
         )
-        rollout.mask_thresholds = mask_thresholds
+        rollout.action_sets = action_sets
         stats = rollout_stats(rollout, self._reduce)  # over every process: the same on all of them
         self.kl_ctl.step(stats["kl"])
         t_score = time.perf_counter()
@@ -537,9 +526,16 @@ class OnlineTrainer(HubMixin, Trainer):
                 fh.writelines(json.dumps(row, default=str) + "\n" for row in rows)
 
     def record(self, stats: dict[str, torch.Tensor]) -> None:
-        """Keep a minibatch's loss statistics; they are averaged into the iteration's log entry."""
-        for key, value in stats.items():
-            self._update_stats[key].append(float(value))
+        """Keep a minibatch's loss statistics; they are averaged into the iteration's log entry. A
+        non-finite loss term stops the run here, before its backward and optimizer step."""
+        values = {key: float(value) for key, value in stats.items()}
+        broken = {k: v for k, v in values.items() if k.startswith("loss/") and not math.isfinite(v)}
+        if broken:
+            terms = ", ".join(f"{k} = {v}" for k, v in broken.items())
+            scale = f"; this rollout's reward mean {self._iteration.get('reward', float('nan')):.3g}"
+            raise self.non_finite(f"{terms}{scale}")
+        for key, value in values.items():
+            self._update_stats[key].append(value)
 
     # ---- logging ----------------------------------------------------------------------------
     def log(self, logs: dict[str, float], start_time: float | None = None) -> None:
@@ -628,12 +624,16 @@ class OnlineTrainer(HubMixin, Trainer):
         if model.critic is not None:
             model.critic.save_pretrained(os.path.join(output_dir, "critic"), state_dict=parts.get("critic"))
         self.tokenizer.save_pretrained(output_dir)
-        torch.save(self.args, os.path.join(output_dir, "training_args.bin"))
+        from hfrl.trainers.hub_mixin import secrets_removed
 
-    def _save_checkpoint(self, model: nn.Module, trial: Any) -> None:
-        super()._save_checkpoint(model, trial)
+        with secrets_removed(self.args) as args:  # the pickle never holds hub_token
+            torch.save(args, os.path.join(output_dir, "training_args.bin"))
+
+    _own_checkpoint_files: tuple[str, ...] = (VALUE_HEAD_NAME, ONLINE_STATE_NAME)
+
+    def _save_own_state(self, folder: str) -> None:
+        """``online_state.json`` in the checkpoint (before it is marked complete: :mod:`hfrl.trainers.crash_safe`)."""
         if self.args.should_save:
-            folder = os.path.join(self._get_output_dir(trial=trial), f"checkpoint-{self.state.global_step}")
             with open(os.path.join(folder, ONLINE_STATE_NAME), "w") as fh:
                 json.dump(self.online_state(), fh, indent=2)
 
@@ -655,10 +655,8 @@ class OnlineTrainer(HubMixin, Trainer):
         wrapper.value_head.load_state_dict(load_file(os.path.join(resume_from_checkpoint, VALUE_HEAD_NAME)))
         if wrapper.critic is not None:
             load_pretrained_weights(wrapper.critic, os.path.join(resume_from_checkpoint, "critic"))
-        state_file = os.path.join(resume_from_checkpoint, ONLINE_STATE_NAME)
-        if os.path.isfile(state_file):
-            with open(state_file) as fh:
-                self.load_online_state(json.load(fh))
+        with open(os.path.join(resume_from_checkpoint, ONLINE_STATE_NAME)) as fh:  # train() checked it is there
+            self.load_online_state(json.load(fh))
 
 
 def _cycle(examples: list, start: int, count: int) -> list:

@@ -43,6 +43,9 @@ class TRPOConfig(OnlineConfig):
     )
     num_ppo_epochs: int = field(default=10, metadata={"help": "Critic epochs per rollout (sb3-contrib: 10)."})
     learning_rate: float = field(default=1e-3, metadata={"help": "Critic learning rate (sb3-contrib: 1e-3)."})
+    ddp_find_unused_parameters: bool | None = field(
+        default=True, metadata={"help": "DDP: the critic's optimizer steps leave the policy's parameters unused."}
+    )
 
     def __post_init__(self) -> None:
         if self.mini_batch_size is None:

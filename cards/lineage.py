@@ -1,0 +1,73 @@
+"""Which hfrl runs a model came from: the two-stage recipe of the A-LoL work (an ``nll`` run gives
+the reference policy, an A-LoL run starts from it) leaves a chain of run directories, each naming
+its starting model in ``config.yaml``. The card of a later stage names the earlier ones.
+
+    from hfrl.cards.lineage import lineage_text
+    lineage_text("runs/reddit_pos-nll")
+    # ' (the reference policy: hfrl run `runs/reddit_pos-nll`, NLL (behaviour cloning) on the task
+    #   `reddit_pos`, from microsoft/DialoGPT-medium)'
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import yaml
+
+
+def parent_run(model: str | None) -> dict[str, Any] | None:
+    """``{"path", "task", "alg", "model"}`` when ``model`` is an hfrl run directory (``config.yaml``
+    with ``alg`` and ``model``), else None."""
+    path = os.path.join(str(model), "config.yaml") if model else ""
+    if not path or not os.path.isfile(path):
+        return None
+    try:
+        with open(path) as fh:
+            config = yaml.safe_load(fh) or {}
+    except (OSError, yaml.YAMLError):
+        return None
+    if not isinstance(config, dict) or not config.get("alg") or not config.get("model"):
+        return None
+    return {"path": str(model), "task": config.get("task"), "alg": str(config["alg"]), "model": str(config["model"])}
+
+
+def lineage(model: str | None, limit: int = 8) -> list[dict[str, Any]]:
+    """The chain of hfrl runs behind ``model``, nearest first (at most ``limit``: a guard against cycles)."""
+    chain: list[dict[str, Any]] = []
+    run = parent_run(model)
+    while run is not None and len(chain) < limit:
+        chain.append(run)
+        run = parent_run(run["model"])
+    return chain
+
+
+def algorithm_name(alg: str) -> str:
+    """The card name of a registered algorithm: the A-LoL family's own names, else the trainer's."""
+    from hfrl.cards.render import algorithm_info
+    from hfrl.trainers.offline.alol_trainer import DISPLAY_NAMES
+
+    return DISPLAY_NAMES.get(alg) or algorithm_info(alg=alg)["name"]
+
+
+def lineage_text(model: str | None) -> str:
+    """`` (the reference policy: hfrl run ..., ALG on the task ..., from ...)`` for a model trained by
+    earlier hfrl runs, else ``""``."""
+    chain = lineage(model)
+    if not chain:
+        return ""
+    stages = [
+        f"hfrl run `{run['path']}`, {algorithm_name(run['alg'])}"
+        + (f" on the task `{run['task']}`" if run["task"] else "")
+        for run in chain
+    ]
+    return f" (the reference policy: {'; which started from '.join(stages)}, from {chain[-1]['model']})"
+
+
+def root_model(model: str | None) -> str | None:
+    """The model the first run of the chain started from (``model`` itself when it is not a run)."""
+    chain = lineage(model)
+    return chain[-1]["model"] if chain else model
+
+
+__all__ = ["lineage", "lineage_text", "parent_run", "root_model"]

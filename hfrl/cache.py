@@ -1,0 +1,26 @@
+"""Where hfrl keeps what it builds or computes once (the built-in tiny models, A-LoL's prepared datasets).
+
+``$HFRL_CACHE`` when set, else ``hfrl/`` under the Hugging Face cache home (``$HF_HOME``, by default
+``~/.cache/huggingface``), beside the models and datasets the Hub libraries cache.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+
+
+def cache_root(environ: Mapping[str, str] = os.environ) -> Path:
+    """``$HFRL_CACHE``, else ``$HF_HOME/hfrl`` (huggingface_hub's rule for ``HF_HOME``: ``$XDG_CACHE_HOME/huggingface``
+    or ``~/.cache/huggingface`` when unset).
+
+    >>> str(cache_root({"HFRL_CACHE": "/tmp/hfrl-cache", "HF_HOME": "/data/hf"}))
+    '/tmp/hfrl-cache'
+    >>> str(cache_root({"HF_HOME": "/data/hf"}))
+    '/data/hf/hfrl'
+    """
+    if environ.get("HFRL_CACHE"):
+        return Path(environ["HFRL_CACHE"]).expanduser()
+    default_home = os.path.join(environ.get("XDG_CACHE_HOME", "~/.cache"), "huggingface")
+    return Path(environ.get("HF_HOME", default_home)).expanduser() / "hfrl"

@@ -1,0 +1,134 @@
+"""Complete checkpoints: a ``checkpoint-N`` folder counts only once everything in it is written.
+
+transformers' ``Trainer`` writes ``checkpoint-N/`` in place, one file after another (weights,
+optimizer, scheduler, RNG states, ``trainer_state.json``), and hfrl's trainers add their own state
+after it (``online_state.json``: the KL controller; NLPO's ``mask_policy.safetensors``). A run killed
+in between leaves a folder that looks like a checkpoint: resuming from it silently reset the KL
+coefficient or NLPO's mask, or failed with a bare ``[Errno 2]`` or a safetensors header error.
+
+So the last file written into a checkpoint is ``checkpoint_complete.json``, the list of every file
+of the checkpoint with its size, written atomically (a temporary name, then ``os.replace``) after
+every process has finished writing. A folder without it is incomplete; one whose files no longer
+match it (deleted, truncated) is damaged. :func:`newest_complete_checkpoint` (``hfrl train
+--resume``, ``train(resume_from_checkpoint=True)``) takes the newest complete checkpoint and warns,
+in one line, about the newer ones it skipped; a checkpoint named explicitly is refused with what is
+missing. The Trainer's rotation (``save_total_limit``) runs once the new checkpoint is complete, so
+an interrupted write never leaves the run without a complete checkpoint. A marker was preferred to
+writing into a temporary folder and renaming it: the Trainer names the folder itself
+(``checkpoint-{global_step}`` in ``_save_checkpoint``, transformers 5.23), and a marker covers its
+files and hfrl's alike without copying that method.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+from collections.abc import Iterable
+
+logger = logging.getLogger(__name__)
+
+COMPLETE_NAME = "checkpoint_complete.json"
+_CHECKPOINT = re.compile(r"^checkpoint-(\d+)$")  # transformers' PREFIX_CHECKPOINT_DIR-{global_step}
+
+
+def manifest(folder: str) -> dict[str, int] | None:
+    """``{relative path: size in bytes}`` recorded in a checkpoint's completion marker, or None when
+    the folder has no readable marker."""
+    try:
+        with open(os.path.join(folder, COMPLETE_NAME)) as fh:
+            files = json.load(fh)["files"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return {str(name): int(size) for name, size in files.items()} if isinstance(files, dict) else None
+
+
+def mark_complete(folder: str) -> None:
+    """Write ``checkpoint_complete.json`` listing every file now in ``folder`` with its size: the
+    last file of a checkpoint. Atomic: a kill leaves either no marker or the whole one."""
+    files = {}
+    for root, _, names in os.walk(folder):
+        for name in names:
+            path = os.path.join(root, name)
+            relative = os.path.relpath(path, folder).replace(os.sep, "/")
+            if relative not in (COMPLETE_NAME, COMPLETE_NAME + ".tmp"):
+                files[relative] = os.path.getsize(path)
+    tmp = os.path.join(folder, COMPLETE_NAME + ".tmp")
+    with open(tmp, "w") as fh:
+        json.dump({"files": dict(sorted(files.items()))}, fh, indent=1)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, os.path.join(folder, COMPLETE_NAME))
+
+
+def checkpoint_problem(folder: str, expected: Iterable[str] = ()) -> str | None:
+    """None for a complete checkpoint, else what is wrong with it in a few words. ``expected``: file
+    names a complete checkpoint holds, named when missing from a folder that has no marker."""
+    if not os.path.isdir(folder):
+        return "it does not exist"
+    files = manifest(folder)
+    if files is None:
+        missing = [name for name in expected if not os.path.exists(os.path.join(folder, name))]
+        found = f"; missing {', '.join(missing)}" if missing else ""
+        return f"incomplete: its writing was interrupted (no {COMPLETE_NAME}{found})"
+    missing = [name for name in files if not os.path.isfile(os.path.join(folder, name))]
+    if missing:
+        return f"damaged: missing {', '.join(missing)}"
+    changed = [name for name, size in files.items() if os.path.getsize(os.path.join(folder, name)) != size]
+    if changed:
+        return f"damaged: {', '.join(changed)} changed size after the checkpoint was written"
+    return None
+
+
+def checkpoints_newest_first(output_dir: str) -> list[str]:
+    """The ``checkpoint-N`` folders of a run directory, highest step first."""
+    if not os.path.isdir(output_dir):
+        return []
+    found = [(int(m.group(1)), name) for name in os.listdir(output_dir) if (m := _CHECKPOINT.match(name))]
+    return [os.path.join(output_dir, name) for _, name in sorted(found, reverse=True)]
+
+
+def newest_complete_checkpoint(output_dir: str, expected: Iterable[str] = ()) -> str | None:
+    """The complete checkpoint with the highest step in ``output_dir``, None if there is no
+    ``checkpoint-*`` folder. Newer incomplete ones are named, with what is wrong with each, in one
+    warning line; if none is complete, in a one-line ``ValueError``."""
+    folders = checkpoints_newest_first(output_dir)
+    chosen = next((f for f in folders if checkpoint_problem(f) is None), None)
+    names = list(manifest(chosen) or {}) if chosen else list(expected)  # what a complete one holds
+    skipped = [f for f in folders if chosen is None or _step(f) > _step(chosen)]
+    reasons = "; ".join(f"{os.path.basename(f)}: {checkpoint_problem(f, names)}" for f in skipped)
+    if chosen is None:
+        if folders:
+            raise ValueError(f"no complete checkpoint in {output_dir} to resume from ({reasons}); start the run again")
+        return None
+    if skipped:
+        logger.warning(f"skipped {reasons}; resuming from {os.path.basename(chosen)}")
+    return chosen
+
+
+def require_complete(folder: str, expected: Iterable[str] = ()) -> None:
+    """Raise a one-line ``ValueError`` naming what is missing unless ``folder`` is a complete checkpoint."""
+    problem = checkpoint_problem(folder, expected)
+    if problem is None:
+        return
+    parent = os.path.dirname(os.path.abspath(folder))
+    others = [f for f in checkpoints_newest_first(parent) if f != os.path.abspath(folder)]
+    good = next((f for f in others if checkpoint_problem(f) is None), None)
+    hint = f"resume from {good} (the newest complete one)" if good else "start the run again"
+    raise ValueError(f"cannot resume from checkpoint {folder}: {problem}; {hint}, or delete it")
+
+
+def _step(folder: str) -> int:
+    match = _CHECKPOINT.match(os.path.basename(folder))
+    return int(match.group(1)) if match else -1
+
+
+__all__ = [
+    "COMPLETE_NAME",
+    "checkpoint_problem",
+    "checkpoints_newest_first",
+    "mark_complete",
+    "newest_complete_checkpoint",
+    "require_complete",
+]

@@ -1,0 +1,56 @@
+"""``iterations.jsonl``: a run's log entries, one JSON line each, written as they are logged.
+
+``trainer_state.json`` is written at checkpoints and at the end of training, so a killed run lost the
+curve since its last checkpoint. This file gets each entry of the Trainer's ``log_history`` (the
+same dict, ``step`` included) appended and flushed the moment it is logged: for the online trainers
+one line per iteration (with its ``iteration``), for the offline and TRL trainers one line per
+logging step, and evaluations and the final summary as lines of their own. RL4LMs kept such logs.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any
+
+from transformers import TrainerCallback
+
+ITERATIONS_NAME = "iterations.jsonl"
+
+
+class IterationLog(TrainerCallback):
+    """Append every new ``log_history`` entry to ``<output_dir>/iterations.jsonl`` (main process only)."""
+
+    def on_log(self, args, state, control, logs=None, **kwargs):
+        if state.is_world_process_zero and state.log_history:
+            os.makedirs(args.output_dir, exist_ok=True)
+            with open(os.path.join(args.output_dir, ITERATIONS_NAME), "a") as fh:
+                fh.write(json.dumps(state.log_history[-1], default=str) + "\n")
+
+
+def restart_log(output_dir: str, resumed_step: int | None) -> None:
+    """Prepare ``iterations.jsonl`` for a run that starts: a new run (``resumed_step`` None) starts an
+    empty file; a run resumed from the checkpoint at ``resumed_step`` keeps the lines up to that step
+    and drops those logged after it by the run that was interrupted, since the resumed run logs those
+    steps again (bit-exactly the same values but for timings): each step appears once."""
+    path = os.path.join(output_dir, ITERATIONS_NAME)
+    if not os.path.isfile(path):
+        return
+    kept: list[str] = []
+    if resumed_step is not None:
+        with open(path) as fh:
+            kept = [line for line in fh if (step := _step(line)) is not None and step <= resumed_step]
+    tmp = path + ".tmp"
+    with open(tmp, "w") as fh:
+        fh.writelines(kept)
+    os.replace(tmp, path)
+
+
+def _step(line: str) -> int | None:
+    """The ``step`` of a line; None for a line cut short by a kill or not an entry."""
+    try:
+        entry: Any = json.loads(line)
+    except ValueError:
+        return None
+    step = entry.get("step") if isinstance(entry, dict) else None
+    return step if isinstance(step, int) else None

@@ -1,0 +1,14 @@
+"""Task ``reddit_neg``: Reddit response generation trained on downvoted comments (Leftover Lunch);
+see :mod:`hfrl.tasks.reddit` for the data, rewards and arguments.
+
+hfrl train --task reddit_neg --alg a_lol --task-arg safety_model=PATH
+"""
+
+from __future__ import annotations
+
+import functools
+
+from hfrl.tasks.reddit import build_task
+
+build = functools.partial(build_task, __file__, "neg")
+build.__module__ = __name__  # type: ignore[attr-defined]  # its arguments are checked as hfrl's own task's

@@ -1,0 +1,14 @@
+"""Task ``wow``: knowledge-grounded dialogue trained on Wizard of Wikipedia
+(Leftover Lunch); see :mod:`hfrl.tasks.knowledge_dialogue` for the data, rewards and arguments.
+
+hfrl train --task wow --alg a_lol
+"""
+
+from __future__ import annotations
+
+import functools
+
+from hfrl.tasks.knowledge_dialogue import build_task
+
+build = functools.partial(build_task, __file__, "wow")
+build.__module__ = __name__  # type: ignore[attr-defined]  # its arguments are checked as hfrl's own task's

@@ -1,0 +1,47 @@
+"""The two-stage recipe's model cards: a model trained from earlier hfrl runs (``nll`` gives the
+reference policy, ``a_lol`` starts from it) names them, and its Hub metadata names the first base."""
+
+from __future__ import annotations
+
+import yaml
+
+from hfrl.cards.lineage import lineage, lineage_text, parent_run, root_model
+
+
+def make_run(path, task, alg, model):
+    path.mkdir(parents=True)
+    (path / "config.yaml").write_text(yaml.safe_dump({"task": task, "alg": alg, "model": str(model)}))
+    return path
+
+
+def test_lineage_of_a_two_stage_run(tmp_path):
+    nll = make_run(tmp_path / "nll", "reddit_pos", "nll", "microsoft/DialoGPT-medium")
+    alol = make_run(tmp_path / "alol", "reddit_pos", "a_lol", nll)
+    assert [run["alg"] for run in lineage(str(alol))] == ["a_lol", "nll"]
+    assert root_model(str(alol)) == root_model(str(nll)) == "microsoft/DialoGPT-medium"
+    assert lineage_text(str(nll)) == (
+        f" (the reference policy: hfrl run `{nll}`, NLL (behaviour cloning) on the task `reddit_pos`, "
+        "from microsoft/DialoGPT-medium)"
+    )
+    assert "A-LoL on the task `reddit_pos`; which started from hfrl run" in lineage_text(str(alol))
+    assert lineage_text("microsoft/DialoGPT-medium") == "" and root_model("gpt2") == "gpt2"
+    assert parent_run(str(tmp_path)) is None  # a folder without config.yaml
+
+
+def test_cycles_stop(tmp_path):
+    loop = make_run(tmp_path / "loop", "numbers", "ppo", tmp_path / "loop")
+    assert len(lineage(str(loop))) == 8
+
+
+def test_card_names_the_reference_run_and_the_hub_base(tmp_path, tiny_causal_dir):
+    import shutil
+
+    from hfrl.cards.render import render_card
+
+    nll = make_run(tmp_path / "nll", "reddit_pos", "nll", "microsoft/DialoGPT-medium")
+    alol = tmp_path / "alol"
+    shutil.copytree(tiny_causal_dir, alol)
+    (alol / "config.yaml").write_text(yaml.safe_dump({"task": "reddit_pos", "alg": "a_lol", "model": str(nll)}))
+    card = render_card(alol)
+    assert card.data.base_model == "microsoft/DialoGPT-medium"  # the chain's Hub model, not the local folder
+    assert f"A fine-tuned version of `{nll}` (the reference policy: hfrl run `{nll}`, NLL" in card.content
