@@ -10,7 +10,12 @@ target 2; a separate value model; SB3's defaults otherwise. RL4LMs' own run reac
 reward of 0.170 at iteration 10 and 0.302 at iteration 20.
 
     OMP_NUM_THREADS=1 python benchmarks/rl4lms_numbers.py --seeds 0 1 2 --iterations 30 --json out.json
-    OMP_NUM_THREADS=1 python benchmarks/rl4lms_numbers.py --algs ppo --set minibatch_unit=sequences  # one ablation
+    OMP_NUM_THREADS=1 python benchmarks/rl4lms_numbers.py --algs ppo --variant rl4lms-sequences --json out.json
+    python benchmarks/rl4lms_numbers.py --table out.json  # the ablation table of every variant run so far
+
+``--json`` merges: each run is stored under ``variants[NAME]`` (``--variant``, or ``--name``) and the
+issue's figures (``ppo_reward_at_10``, ``ppo_reward_at_20``, ``nlpo_reward_at_30``,
+``ppo_seconds_per_iteration``) sit at the top, from the ``hfrl`` variant once it has run.
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ import argparse
 import json
 import os
 import statistics
+import sys
 import tempfile
 import time
 from typing import Any
@@ -123,6 +129,55 @@ def setup_config(layout: str = "hfrl", top_k: int = 50) -> dict[str, Any]:
     return config
 
 
+#: Named settings for the ablation (``--variant``): a layout of :func:`setup_config` and the
+#: overrides that make the one difference; generation overrides update ``generation_kwargs``.
+VARIANTS: dict[str, tuple[str, dict[str, Any]]] = {
+    "hfrl": ("hfrl", {}),
+    "rl4lms": ("rl4lms", {}),
+    "rl4lms-sequences": ("rl4lms", {"minibatch_unit": "sequences"}),
+    "rl4lms-whiten-rollout": ("rl4lms", {"whiten_scope": "rollout"}),
+    "rl4lms-fixed-kl": ("rl4lms", {"kl_target": None}),
+    "rl4lms-shared-critic": ("rl4lms", {"separate_critic": False}),
+    "hfrl-tokens": ("hfrl", {"minibatch_unit": "tokens"}),
+    "hfrl-whiten-minibatch": ("hfrl", {"whiten_scope": "minibatch"}),
+    "hfrl-fixed-kl": ("hfrl", {"kl_target": None}),
+    "hfrl-separate-critic": ("hfrl", {"separate_critic": True}),
+    "hfrl-no-eos": ("hfrl", {"generation_kwargs": {"min_new_tokens": 20}}),  # every episode 20 tokens
+    "hfrl-top-k-0": ("hfrl", {"generation_kwargs": {"top_k": 0}}),
+    "hfrl-ent-0": ("hfrl", {"ent_coef": 0.0}),
+    # the issue's "nearest settings": 80 completions, 4-sequence minibatches, fixed KL, separate critic
+    "issue-nearest": (
+        "hfrl",
+        {
+            "rollout_tokens": None,
+            "rollout_batch_size": 80,
+            "mini_batch_size": 4,
+            "kl_target": None,
+            "separate_critic": True,
+        },
+    ),  # fmt: skip
+}
+
+
+def variant_config(name: str, top_k: int = 50) -> dict[str, Any]:
+    """The config of a named :data:`VARIANTS` entry."""
+    if name not in VARIANTS:
+        raise ValueError(f"variant must be one of {', '.join(VARIANTS)}, got {name!r}")
+    layout, overrides = VARIANTS[name]
+    config = setup_config(layout, top_k)
+    apply_overrides(config, overrides)
+    return config
+
+
+def apply_overrides(config: dict[str, Any], overrides: dict[str, Any]) -> None:
+    """``config.update(overrides)``, except that ``generation_kwargs`` are merged key by key."""
+    for key, value in overrides.items():
+        if key == "generation_kwargs" and value is not None:
+            config[key] = {**config.get(key, {}), **value}
+        else:
+            config[key] = value
+
+
 #: NLPO samples from the whole vocabulary under its own top-p mask (RL4LMs' gpt2_nlpo.yml: top_k 0)
 NLPO_CONFIG: dict[str, Any] = dict(
     generation_kwargs={"do_sample": True, "top_k": 0, "top_p": 1.0, "temperature": 1.0},
@@ -133,17 +188,28 @@ NLPO_CONFIG: dict[str, Any] = dict(
 
 
 class _IterationClock(TrainerCallback):
-    """The wall-clock time at the end of every iteration (its log entry)."""
+    """The wall-clock time at the end of every iteration (its log entry); with ``label``, also one
+    progress line per iteration on stderr (for long runs in the background)."""
 
-    def __init__(self) -> None:
+    def __init__(self, label: str | None = None) -> None:
         self.times: list[float] = []
+        self.label = label
 
     def on_log(self, args, state, control, logs=None, **kwargs):
         if logs and "reward" in logs:
             self.times.append(time.perf_counter())
+            if self.label:
+                print(
+                    f"{self.label} iteration {len(self.times) - 1}: reward {logs['reward']:.3f}, length "
+                    f"{logs['completion_length']:.1f}, {self.times[-1] - self.times[-2]:.2f} s",
+                    file=sys.stderr,
+                    flush=True,
+                )
 
 
-def run(alg: str, seed: int, iterations: int, config: dict[str, Any], root: str) -> dict[str, Any]:
+def run(
+    alg: str, seed: int, iterations: int, config: dict[str, Any], root: str, progress: bool = False
+) -> dict[str, Any]:
     """One training run; per-iteration reward, completion length and seconds."""
     from transformers.trainer_callback import PrinterCallback
 
@@ -167,7 +233,7 @@ def run(alg: str, seed: int, iterations: int, config: dict[str, Any], root: str)
         model=model_dir, args=args, reward_funcs=IncreasingNumbers(min_tokens=20), train_dataset=prompts
     )
     trainer.remove_callback(PrinterCallback)  # no log dict per iteration on stdout
-    clock = _IterationClock()
+    clock = _IterationClock(f"{alg} seed {seed}" if progress else None)
     trainer.add_callback(clock)
     clock.times.append(time.perf_counter())
     trainer.train()
@@ -213,63 +279,114 @@ def parse_overrides(items: list[str], parser: argparse.ArgumentParser) -> dict[s
     return out
 
 
+#: the figures the issue asks for, copied to the top of the JSON from the default variant
+HEADLINE = ("ppo_reward_at_10", "ppo_reward_at_20", "nlpo_reward_at_30", "ppo_seconds_per_iteration")
+DEFAULT_VARIANT = "hfrl"
+
+
+def print_curve(alg: str, name: str, summary: dict[str, Any], seeds: list[int], threads: int, runs: list) -> None:
+    """The reward table of one algorithm and variant: mean (std) over seeds and each seed's value."""
+    print(f"\n{alg.upper()}, variant {name}, seeds {seeds}, {threads} thread(s)")
+    print("| iteration | mean reward (std over seeds) | per seed | RL4LMs PPO | completion length | completions |")
+    print("| --- | --- | --- | --- | --- | --- |")
+    for it in (i for i in REPORT_AT if summary[f"reward_at_{i}"] is not None):
+        per_seed = " / ".join(f"{r['reward'][it - 1]:.3f}" for r in runs)
+        print(
+            f"| {it} | {summary[f'reward_at_{it}']:.3f} ({summary[f'reward_std_at_{it}']:.3f}) | {per_seed} | "
+            f"{RL4LMS_PPO.get(it, '')} | {summary[f'length_at_{it}']:.1f} | {summary[f'completions_at_{it}']:.0f} |"
+        )
+    print(
+        f"seconds per iteration: {summary['seconds_per_iteration']:.3f} ({threads} thread(s)); "
+        f"transitions per iteration: {summary['transitions_per_iteration']:.0f}"
+    )
+
+
+def ablation_table(results: dict[str, Any]) -> str:
+    """A markdown table of every variant in a (merged) results JSON: mean reward at each reported
+    iteration, the completion length at the last, seconds per iteration."""
+    lines = [
+        "| variant | alg | seeds | " + " | ".join(f"@{i}" for i in REPORT_AT) + " | length (last) | s/iteration |",
+        "| --- | --- | --- | " + " | ".join("---" for _ in REPORT_AT) + " | --- | --- |",
+    ]
+    for name, variant in results.get("variants", {}).items():
+        for alg in ("ppo", "nlpo"):
+            if alg not in variant:
+                continue
+            s = variant[alg]["summary"]
+            done = [i for i in REPORT_AT if s.get(f"reward_at_{i}") is not None]
+            cells = " | ".join(f"{s[f'reward_at_{i}']:.3f}" if i in done else "" for i in REPORT_AT)
+            lines.append(
+                f"| {name} | {alg} | {len(variant[alg]['runs'])} | {cells} | {s[f'length_at_{done[-1]}']:.1f} | "
+                f"{s['seconds_per_iteration']:.2f} ({variant['threads']}t) |"
+            )
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--iterations", type=int, default=30)
     parser.add_argument("--algs", nargs="+", default=["ppo", "nlpo"], choices=["ppo", "nlpo"])
-    parser.add_argument("--layout", default="hfrl", choices=LAYOUTS, help="how the update is laid out (setup_config)")
+    parser.add_argument(
+        "--variant", default=DEFAULT_VARIANT, choices=list(VARIANTS), help="named settings (VARIANTS): one ablation"
+    )
     parser.add_argument(
         "--top-k",
         type=int,
         default=50,
         help="PPO's rollout sampling top_k: 50 is what RL4LMs' gpt2_ppo.yml sampled with (no top_k given, so "
-        "transformers took the model config's 50); 0 samples from the whole vocabulary (NLPO: 0, see NLPO_CONFIG)",
+        "transformers took the model config's 50); 0 samples from the whole vocabulary (NLPO: see NLPO_CONFIG)",
     )
     parser.add_argument("--set", nargs="*", default=[], metavar="FIELD=VALUE", help="config overrides, every algorithm")
     parser.add_argument("--nlpo-set", nargs="*", default=[], metavar="FIELD=VALUE", help="config overrides, NLPO only")
+    parser.add_argument("--name", help="the name the run is stored under in --json (default: the variant's)")
     parser.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's own)")
-    parser.add_argument("--json", help="write the figures and every run's curve here")
+    parser.add_argument("--progress", action="store_true", help="one line per iteration on stderr")
+    parser.add_argument(
+        "--json", help="write the figures and every run's curve here; an existing file gains this variant (merge)"
+    )
+    parser.add_argument("--table", metavar="JSON", help="print the ablation table of a results JSON and exit")
     args = parser.parse_args(argv)
+    if args.table:
+        with open(args.table) as fh:
+            print(ablation_table(json.load(fh)))
+        return {}
     if args.threads:
         torch.set_num_threads(args.threads)
     overrides, nlpo_overrides = parse_overrides(args.set, parser), parse_overrides(args.nlpo_set, parser)
+    name = args.name or args.variant
 
     threads = torch.get_num_threads()
-    results: dict[str, Any] = {
+    variant: dict[str, Any] = {
         "threads": threads,
         "seeds": args.seeds,
-        "layout": args.layout,
         "top_k": args.top_k,
         "overrides": overrides,
         "nlpo_overrides": nlpo_overrides,
     }
     with tempfile.TemporaryDirectory() as root:
         for alg in args.algs:
-            config = setup_config(args.layout, args.top_k)
+            config = variant_config(args.variant, args.top_k)
             if alg == "nlpo":
-                config.update(NLPO_CONFIG, **nlpo_overrides)
-            config.update(overrides)
-            runs = [run(alg, seed, args.iterations, config, root) for seed in args.seeds]
+                apply_overrides(config, NLPO_CONFIG)
+                apply_overrides(config, nlpo_overrides)
+            apply_overrides(config, overrides)
+            runs = [run(alg, seed, args.iterations, config, root, args.progress) for seed in args.seeds]
             summary = summarise(runs)
-            results[alg] = {"config": config, "summary": summary, "runs": runs}
+            variant[alg] = {"config": config, "summary": summary, "runs": runs}
             for key, value in summary.items():
-                results[f"{alg}_{key}"] = value
-            print(f"\n{alg.upper()}, layout {args.layout}, top_k {args.top_k}, seeds {args.seeds}, {threads} thread(s)")
+                variant[f"{alg}_{key}"] = value
+            print_curve(alg, name, summary, args.seeds, threads, runs)
             if overrides or (alg == "nlpo" and nlpo_overrides):
                 print(f"overrides: {overrides} {nlpo_overrides if alg == 'nlpo' else ''}")
-            print("| iteration | mean reward (std over seeds) | RL4LMs PPO | completion length | completions |")
-            print("| --- | --- | --- | --- | --- |")
-            for it in (i for i in REPORT_AT if summary[f"reward_at_{i}"] is not None):
-                ref = RL4LMS_PPO.get(it, "")
-                print(
-                    f"| {it} | {summary[f'reward_at_{it}']:.3f} ({summary[f'reward_std_at_{it}']:.3f}) | {ref} | "
-                    f"{summary[f'length_at_{it}']:.1f} | {summary[f'completions_at_{it}']:.0f} |"
-                )
-            print(
-                f"seconds per iteration: {summary['seconds_per_iteration']:.3f} ({threads} thread(s)); "
-                f"transitions per iteration: {summary['transitions_per_iteration']:.0f}"
-            )
+    results: dict[str, Any] = {}
+    if args.json and os.path.exists(args.json):
+        with open(args.json) as fh:
+            results = json.load(fh)
+    stored = results.setdefault("variants", {}).setdefault(name, {})
+    stored.update(variant)  # a second run of the same name with other --algs adds to it
+    main_variant = results["variants"].get(DEFAULT_VARIANT, stored)
+    results.update({key: main_variant.get(key) for key in HEADLINE})  # the issue's figures, at the top
     if args.json:
         with open(args.json, "w") as fh:
             json.dump(results, fh, indent=2)

@@ -34,17 +34,32 @@ def test_tokenizer_and_model_are_rl4lms_synthetic_setup(bench, tmp_path):
     assert len(AutoTokenizer.from_pretrained(path)) == 278
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("layout", ["hfrl", "rl4lms"])
-def test_tiny_run_writes_every_figure(bench, layout, tmp_path, capsys):
+def test_variant_configs_make_one_difference(bench):
+    hfrl, rl4lms = bench.variant_config("hfrl"), bench.variant_config("rl4lms")
+    assert {k for k in rl4lms if rl4lms[k] != hfrl.get(k)} == {"minibatch_unit", "whiten_scope", "separate_critic"}
+    sequences = bench.variant_config("rl4lms-sequences")
+    assert {k for k in sequences if sequences[k] != rl4lms[k]} == {"minibatch_unit"}
+    no_eos = bench.variant_config("hfrl-no-eos")["generation_kwargs"]
+    assert no_eos == {**hfrl["generation_kwargs"], "min_new_tokens": 20}  # merged, not replaced
+    with pytest.raises(ValueError, match="variant must be one of hfrl, rl4lms"):
+        bench.variant_config("nope")
+
+
+def test_tiny_runs_merge_into_one_json(bench, tmp_path, capsys):
     out = tmp_path / "results.json"
     small = ["rollout_tokens=24", "rollout_batch_size=4", "mini_batch_size=2", "num_ppo_epochs=1", "max_new_tokens=6"]
-    bench.main(["--seeds", "0", "--iterations", "2", "--layout", layout, "--threads", "1", "--json", str(out),
-                "--set", *small])  # fmt: skip
+    common = ["--seeds", "0", "--iterations", "2", "--threads", "1", "--json", str(out), "--set", *small]
+    bench.main(["--variant", "rl4lms", "--algs", "ppo", *common])
+    bench.main(["--variant", "hfrl", *common])  # PPO and NLPO
     results = json.loads(out.read_text())
     for key in ("ppo_reward_at_10", "ppo_reward_at_20", "nlpo_reward_at_30"):
-        assert key in results  # None: the tiny run stops at iteration 2
-    assert results["ppo_seconds_per_iteration"] > 0 and 0 <= results["ppo_reward_at_1"] <= 1
-    assert results["ppo"]["config"].get("separate_critic", False) is (layout == "rl4lms")
-    assert all(t >= 24 for run in results["ppo"]["runs"] for t in run["transitions"])
-    assert "| 1 |" in capsys.readouterr().out  # the printed table
+        assert key in results and results[key] is None  # the tiny run stops at iteration 2
+    hfrl, rl4lms = results["variants"]["hfrl"], results["variants"]["rl4lms"]
+    assert results["ppo_seconds_per_iteration"] == hfrl["ppo_seconds_per_iteration"] > 0
+    assert 0 <= hfrl["ppo_reward_at_1"] <= 1 and 0 <= hfrl["nlpo_reward_at_1"] <= 1 and "nlpo" not in rl4lms
+    assert rl4lms["ppo"]["config"]["separate_critic"] and not hfrl["ppo"]["config"].get("separate_critic", False)
+    assert all(t >= 24 for run in rl4lms["ppo"]["runs"] for t in run["transitions"])
+    assert "| 1 |" in capsys.readouterr().out  # the printed curve
+    bench.main(["--table", str(out)])
+    table = capsys.readouterr().out
+    assert "| rl4lms | ppo | 1 |" in table and "| hfrl | nlpo | 1 |" in table
