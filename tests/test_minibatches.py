@@ -128,3 +128,15 @@ def test_rl4lms_layout_trains(alg, tiny_causal_dir, make_config):
             assert not torch.equal(param, before[name]), f"{name} did not change"
     logs = [h for h in trainer.state.log_history if "reward" in h]
     assert len(logs) == 2 and all(h["num_completions"] > 4 for h in logs)
+
+
+def test_rounds_of_different_widths_pad_every_field():
+    """A rollout of several generation rounds pads each round's fields to the widest round along
+    the token axis: (B, T) tensors and NLPO's packed sets (B, T, V / 8) alike (empty sets: 0)."""
+    from hfrl.trainers.online.online_trainer import _pad_columns
+
+    ids = torch.tensor([[5, 6]])
+    sets = torch.full((1, 2, 3), 255, dtype=torch.uint8)
+    assert _pad_columns(ids, 4, 1).tolist() == [[5, 6, 1, 1]]
+    padded = _pad_columns(sets, 4, 0)
+    assert padded.shape == (1, 4, 3) and padded[0, :2].eq(255).all() and padded[0, 2:].eq(0).all()

@@ -665,8 +665,8 @@ def _cycle(examples: list, start: int, count: int) -> list:
 
 
 def _pad_columns(t: torch.Tensor, width: int, value: float) -> torch.Tensor:
-    """Right-pad dim 1 of a ``(B, T)`` tensor to ``width``."""
-    return nn.functional.pad(t, (0, width - t.shape[1]), value=value)
+    """Right-pad dim 1 of a ``(B, T, ...)`` tensor to ``width`` (NLPO's packed sets are ``(B, T, V / 8)``)."""
+    return nn.functional.pad(t, (0, 0) * (t.dim() - 2) + (0, width - t.shape[1]), value=value)
 
 
 def _split_state_dict(state_dict: dict, prefixes: tuple[str, ...]) -> dict[str, dict]:
