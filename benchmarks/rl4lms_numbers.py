@@ -4,10 +4,15 @@ per iteration (sample efficiency) and seconds per iteration, over several seeds,
 The setup is RL4LMs' ``synthetic_generate_increasing_numbers`` PPO config as measured on a 2-core
 CPU (ALGORITHMS.md §1, §3): GPT-2 with 2 layers, 2 heads, 64 dims and 128 positions from random
 weights; a WordLevel tokenizer of 278 whitespace-split tokens; the prompt ``<|endoftext|>``; at
-most 20 new tokens sampled with top_k 0, an episode ending at EOS; 1,280 transitions per
-iteration; 5 epochs of 64-transition minibatches; learning rate 1e-3; KL coefficient 0.02 with
-target 2; a separate value model; SB3's defaults otherwise. RL4LMs' own run reached a mean
-reward of 0.170 at iteration 10 and 0.302 at iteration 20.
+most 20 new tokens, an episode ending at EOS; 1,280 transitions per iteration; 5 epochs of
+64-transition minibatches; learning rate 1e-3; KL coefficient 0.02 with target 2; SB3's defaults
+otherwise. PPO samples with ``top_k`` 50 (``--top-k``: RL4LMs' GPT-2 PPO config gives none, so
+transformers took 50; at 0 PPO learns half as fast here), NLPO with ``top_k`` 0 under its top-p
+mask (RL4LMs' ``gpt2_nlpo.yml``). The variant ``hfrl`` lays the update out hfrl's way (whole
+completions per minibatch, rollout whitening, shared backbone), ``rl4lms`` as SB3 does (token
+minibatches, per-minibatch normalisation, a separate value model); the other VARIANTS change one
+setting each. RL4LMs' own PPO run reached a mean reward of 0.170 at iteration 10 and 0.302 at
+iteration 20; its NLPO stayed at ~0.085. Results: benchmarks/RESULTS.md.
 
     OMP_NUM_THREADS=1 python benchmarks/rl4lms_numbers.py --seeds 0 1 2 --iterations 30 --json out.json
     OMP_NUM_THREADS=1 python benchmarks/rl4lms_numbers.py --algs ppo --variant rl4lms-sequences --json out.json
@@ -244,6 +249,8 @@ def run(
         "completion_length": [h["completion_length"] for h in logs],
         "num_completions": [h["num_completions"] for h in logs],
         "transitions": [round(h["completion_length"] * h["num_completions"]) for h in logs],
+        "kl": [h.get("kl") for h in logs],  # per-token mean KL to the reference, and the KL coefficient
+        "beta": [h.get("beta") for h in logs],
         "mask_kept_tokens": [h["mask/kept_tokens"] for h in logs] if alg == "nlpo" else None,
         # the first iteration also pays for the Trainer's start: left out when there are others
         "seconds_per_iteration": statistics.mean(seconds[1:] or seconds),
