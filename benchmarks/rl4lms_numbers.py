@@ -198,11 +198,13 @@ class _IterationClock(TrainerCallback):
 
     def __init__(self, label: str | None = None) -> None:
         self.times: list[float] = []
+        self.cpu: list[float] = []  # this process's CPU seconds (every thread): the work, whatever else runs
         self.label = label
 
     def on_log(self, args, state, control, logs=None, **kwargs):
         if logs and "reward" in logs:
             self.times.append(time.perf_counter())
+            self.cpu.append(time.process_time())
             if self.label:
                 print(
                     f"{self.label} iteration {len(self.times) - 1}: reward {logs['reward']:.3f}, length "
@@ -241,8 +243,10 @@ def run(
     clock = _IterationClock(f"{alg} seed {seed}" if progress else None)
     trainer.add_callback(clock)
     clock.times.append(time.perf_counter())
+    clock.cpu.append(time.process_time())
     trainer.train()
     seconds = [b - a for a, b in zip(clock.times, clock.times[1:], strict=False)]
+    cpu = [b - a for a, b in zip(clock.cpu, clock.cpu[1:], strict=False)]
     logs = [h for h in trainer.state.log_history if "reward" in h]
     return {
         "reward": [h["reward"] for h in logs],
@@ -254,6 +258,7 @@ def run(
         "mask_kept_tokens": [h["mask/kept_tokens"] for h in logs] if alg == "nlpo" else None,
         # the first iteration also pays for the Trainer's start: left out when there are others
         "seconds_per_iteration": statistics.mean(seconds[1:] or seconds),
+        "cpu_seconds_per_iteration": statistics.mean(cpu[1:] or cpu),
         "phase_seconds": {k: statistics.mean(h[k] for h in logs) for k in PHASES},
     }
 
@@ -263,6 +268,7 @@ def summarise(runs: list[dict[str, Any]]) -> dict[str, Any]:
     iterations = len(runs[0]["reward"])
     out: dict[str, Any] = {
         "seconds_per_iteration": statistics.mean(r["seconds_per_iteration"] for r in runs),
+        "cpu_seconds_per_iteration": statistics.mean(r["cpu_seconds_per_iteration"] for r in runs),
         "transitions_per_iteration": statistics.mean(statistics.mean(r["transitions"]) for r in runs),
     }
     for it in REPORT_AT:
@@ -303,7 +309,8 @@ def print_curve(alg: str, name: str, summary: dict[str, Any], seeds: list[int], 
             f"{RL4LMS_PPO.get(it, '')} | {summary[f'length_at_{it}']:.1f} | {summary[f'completions_at_{it}']:.0f} |"
         )
     print(
-        f"seconds per iteration: {summary['seconds_per_iteration']:.3f} ({threads} thread(s)); "
+        f"seconds per iteration: {summary['seconds_per_iteration']:.3f} ({threads} thread(s); CPU seconds "
+        f"{summary['cpu_seconds_per_iteration']:.3f}); "
         f"transitions per iteration: {summary['transitions_per_iteration']:.0f}"
     )
 

@@ -56,6 +56,7 @@ def test_tiny_runs_merge_into_one_json(bench, tmp_path, capsys):
         assert key in results and results[key] is None  # the tiny run stops at iteration 2
     hfrl, rl4lms = results["variants"]["hfrl"], results["variants"]["rl4lms"]
     assert results["ppo_seconds_per_iteration"] == hfrl["ppo_seconds_per_iteration"] > 0
+    assert hfrl["ppo_cpu_seconds_per_iteration"] > 0
     assert 0 <= hfrl["ppo_reward_at_1"] <= 1 and 0 <= hfrl["nlpo_reward_at_1"] <= 1 and "nlpo" not in rl4lms
     assert rl4lms["ppo"]["config"]["separate_critic"] and not hfrl["ppo"]["config"].get("separate_critic", False)
     assert all(t >= 24 for run in rl4lms["ppo"]["runs"] for t in run["transitions"])
