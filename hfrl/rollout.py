@@ -43,9 +43,15 @@ class Rollout:
     returns: torch.Tensor  # (B, T) advantages + values (before whitening)
     action_sets: torch.Tensor | None = None  # (B, T, ceil(V/8)) NLPO: the packed set each token was sampled from
     entropy: torch.Tensor | None = None  # (B, T) entropy of the action distribution at rollout time (logged)
+    token_mask: torch.Tensor | None = None  # (B, T) bool: the transitions a token minibatch trains on
 
     def __len__(self) -> int:
         return self.response_ids.shape[0]
+
+    @property
+    def train_mask(self) -> torch.Tensor:
+        """The completion tokens the loss counts: a token minibatch's selection, else every one."""
+        return self.response_mask if self.token_mask is None else self.token_mask
 
     def __getitem__(self, index: torch.Tensor | slice) -> Rollout:
         """The rows ``index`` of every tensor (a minibatch)."""

@@ -37,7 +37,7 @@ class A2CTrainer(OnlineTrainer):
             values,
             inputs.returns,
             entropy,
-            inputs.response_mask,
+            inputs.train_mask,
             self.args.vf_coef,
             self.args.ent_coef,
         )

@@ -31,6 +31,21 @@ class OnlineConfig(TrainingArguments):
         metadata={"help": "Completions per optimizer step, per process; split into gradient_accumulation_steps."},
     )
     num_ppo_epochs: int = field(default=4, metadata={"help": "Passes over each rollout."})
+    minibatch_unit: str = field(
+        default="sequences",
+        metadata={
+            "help": "What a minibatch holds: 'sequences' (mini_batch_size whole completions) or 'tokens' (an equal "
+            "share of the rollout's transitions, drawn at random across all its completions, as SB3's rollout "
+            "buffer / RL4LMs). Either way an epoch has rollout_batch_size / mini_batch_size minibatches."
+        },
+    )
+    rollout_tokens: int | None = field(
+        default=None,
+        metadata={
+            "help": "Transitions (completion tokens) per rollout, at least: further completions of the rollout's "
+            "prompts are sampled until there are this many (RL4LMs: n_steps x n_envs). None: one completion per prompt."
+        },
+    )
     generation_batch_size: int | None = field(
         default=None, metadata={"help": "Prompts per `generate` call (default: the whole rollout)."}
     )
@@ -95,6 +110,13 @@ class OnlineConfig(TrainingArguments):
     gamma: float = field(default=0.99, metadata={"help": "Discount factor."})
     lam: float = field(default=0.95, metadata={"help": "GAE lambda."})
     whiten_advantages: bool = field(default=True, metadata={"help": "Normalise advantages over each rollout."})
+    whiten_scope: str = field(
+        default="rollout",
+        metadata={
+            "help": "Where whiten_advantages normalises: 'rollout' (once over the rollout) or 'minibatch' (also over "
+            "each minibatch's transitions, as SB3 / RL4LMs)."
+        },
+    )
     vf_coef: float = field(default=0.5, metadata={"help": "Value loss coefficient c_v."})
     ent_coef: float = field(default=0.0, metadata={"help": "Entropy bonus coefficient c_e."})
     separate_critic: bool = field(
@@ -152,6 +174,14 @@ class OnlineConfig(TrainingArguments):
             raise ValueError(
                 f"mini_batch_size ({self.mini_batch_size}) must be a multiple of gradient_accumulation_steps "
                 f"({self.gradient_accumulation_steps})"
+            )
+        if self.minibatch_unit not in ("sequences", "tokens"):
+            raise ValueError(f"minibatch_unit must be 'sequences' or 'tokens', got {self.minibatch_unit!r}")
+        if self.whiten_scope not in ("rollout", "minibatch"):
+            raise ValueError(f"whiten_scope must be 'rollout' or 'minibatch', got {self.whiten_scope!r}")
+        if self.rollout_tokens is not None and self.rollout_tokens < 1:
+            raise ValueError(
+                f"rollout_tokens must be >= 1 or None (one completion per prompt), got {self.rollout_tokens}"
             )
         if self.truncation_side not in ("left", "right"):
             raise ValueError(f"truncation_side must be 'left' or 'right', got {self.truncation_side!r}")

@@ -29,6 +29,7 @@ from transformers.trainer_callback import ProgressCallback
 from hfrl.capture import unpack_sets
 from hfrl.evaluation import NOT_REWARD_COLUMNS, PROMPT_IDS, encode_prompt, score_completions
 from hfrl.kl import make_kl_controller
+from hfrl.minibatches import plan_epoch, whiten_per_minibatch
 from hfrl.models import load_model, load_tokenizer
 from hfrl.policies import ActorCritic, ReferencePolicy, disable_dropout, tempered
 from hfrl.rewards import reward_list
@@ -181,6 +182,7 @@ class OnlineTrainer(CrashSafeMixin, HubMixin, Trainer):
         self._rollout: Rollout | None = None  # the current iteration's rollout
         self._iteration: dict[str, Any] = {}
         self._update_stats: dict[str, list[float]] = defaultdict(list)
+        self._mean_completion_length: float | None = None  # of the last rollout: sizes rollout_tokens' first round
         if not args.disable_tqdm:
             self.remove_callback(ProgressCallback)
             self.add_callback(_IterationProgress())
@@ -242,11 +244,24 @@ class OnlineTrainer(CrashSafeMixin, HubMixin, Trainer):
         return self._buffer.pop(0)
 
     def _minibatches(self, rollout: Rollout) -> list[Rollout]:
-        size = self.args.per_device_train_batch_size
+        """Every micro-step's share of the rollout, ``num_ppo_epochs`` shuffled passes of
+        ``rollout_batch_size / mini_batch_size`` minibatches (:mod:`hfrl.minibatches`)."""
+        args = self.args
+        per_minibatch = args.gradient_accumulation_steps
+        num_minibatches = args.rollout_batch_size // args.mini_batch_size
+        whiten = args.whiten_advantages and args.whiten_scope == "minibatch"
         out = []
-        for _ in range(self.args.num_ppo_epochs):
-            order = torch.randperm(len(rollout), device=rollout.response_ids.device)
-            out.extend(rollout[order[i : i + size]] for i in range(0, len(rollout), size))
+        for _ in range(args.num_ppo_epochs):
+            for minibatch in plan_epoch(rollout.response_mask, num_minibatches, per_minibatch, args.minibatch_unit):
+                advantages = (
+                    whiten_per_minibatch(rollout.advantages, rollout.response_mask, minibatch) if whiten else None
+                )
+                for micro in minibatch:
+                    part = rollout[micro.rows]
+                    part.token_mask = micro.token_mask
+                    if advantages is not None:
+                        part.advantages = advantages[micro.rows]
+                    out.append(part)
         return out
 
     def _queries(self, batch: list[dict[str, Any]]) -> tuple[torch.Tensor, torch.Tensor]:
@@ -361,16 +376,54 @@ class OnlineTrainer(CrashSafeMixin, HubMixin, Trainer):
     def temperature(self) -> float:
         return float(self.args.generation_kwargs.get("temperature") or 1.0)
 
+    def _generate_rollout(self, batch: list[dict[str, Any]]) -> tuple:
+        """Sample the rollout: one completion per prompt, then, with ``rollout_tokens``, further
+        completions of the same prompts (in turn) until the rollout holds that many transitions;
+        the first round already samples as many as the previous rollout's mean length asks for.
+
+        Returns ``(examples, query_ids, query_mask, response_ids, response_mask, captured,
+        action_sets)`` with one example per completion; ``captured`` holds the policy's log-probs,
+        values, entropy and action log-probs kept by generation (four Nones when scoring recomputes
+        them), ``action_sets`` the sets NLPO sampled from (None otherwise)."""
+        args, target = self.args, self.args.rollout_tokens
+        pending = list(batch)
+        if target and self._mean_completion_length:
+            pending = _cycle(batch, 0, max(len(batch), math.ceil(target / self._mean_completion_length)))
+        examples: list[dict[str, Any]] = []
+        rounds: list[tuple] = []
+        tokens = 0
+        while True:
+            chunk = min(args.generation_batch_size or len(pending), args.scoring_batch_size or args.mini_batch_size)
+            if chunk < len(pending):  # batches of similar prompt lengths: less padding to generate and score over
+                pending = sorted(pending, key=lambda ex: len(ex[PROMPT_IDS]))
+            query_ids, query_mask = self._queries(pending)
+            out = self._generate(
+                query_ids, query_mask, self._rollout_generation_kwargs(), self._logits_processor(), capture=True
+            )
+            examples += pending
+            rounds.append(out)
+            tokens += int(out[1].sum())
+            if not target or tokens >= target:
+                break
+            needed = math.ceil((target - tokens) * len(examples) / tokens)  # at the mean length so far
+            pending = _cycle(batch, len(examples), needed)
+        self._mean_completion_length = tokens / len(examples)
+        if len(rounds) > 1:
+            width = max(r[0].shape[1] for r in rounds)
+            pad_values = (self.tokenizer.pad_token_id, 0, 0.0, 0.0, 0.0, 0.0, 0)
+            parts = zip(*rounds, strict=True)
+            out = tuple(
+                None if part[0] is None else torch.cat([_pad_columns(t, width, value) for t in part])
+                for part, value in zip(parts, pad_values, strict=True)
+            )
+            query_ids, query_mask = self._queries(examples)
+        response_ids, response_mask, *captured, action_sets = out
+        return examples, query_ids, query_mask, response_ids, response_mask, tuple(captured), action_sets
+
     def collect_rollout(self, batch: list[dict[str, Any]]) -> Rollout:
         """Generate, reward, score, penalise KL, estimate advantages, step the KL controller."""
         args, start = self.args, time.perf_counter()
-        chunk = min(args.generation_batch_size or len(batch), args.scoring_batch_size or args.mini_batch_size)
-        if chunk < len(batch):  # batches of similar prompt lengths: less padding to generate and score over
-            batch = sorted(batch, key=lambda ex: len(ex[PROMPT_IDS]))
-        query_ids, query_mask = self._queries(batch)
-        response_ids, response_mask, *captured, action_sets = self._generate(
-            query_ids, query_mask, self._rollout_generation_kwargs(), self._logits_processor(), capture=True
-        )
+        batch, query_ids, query_mask, response_ids, response_mask, captured, action_sets = self._generate_rollout(batch)
         t_generate = time.perf_counter()
 
         completions = self._decode(response_ids)
@@ -604,6 +657,16 @@ class OnlineTrainer(CrashSafeMixin, HubMixin, Trainer):
             load_pretrained_weights(wrapper.critic, os.path.join(resume_from_checkpoint, "critic"))
         with open(os.path.join(resume_from_checkpoint, ONLINE_STATE_NAME)) as fh:  # train() checked it is there
             self.load_online_state(json.load(fh))
+
+
+def _cycle(examples: list, start: int, count: int) -> list:
+    """``count`` examples taken in turn from ``examples``, starting at index ``start`` (wrapping)."""
+    return [examples[(start + i) % len(examples)] for i in range(count)]
+
+
+def _pad_columns(t: torch.Tensor, width: int, value: float) -> torch.Tensor:
+    """Right-pad dim 1 of a ``(B, T, ...)`` tensor to ``width`` (NLPO's packed sets are ``(B, T, V / 8)``)."""
+    return nn.functional.pad(t, (0, 0) * (t.dim() - 2) + (0, width - t.shape[1]), value=value)
 
 
 def _split_state_dict(state_dict: dict, prefixes: tuple[str, ...]) -> dict[str, dict]:

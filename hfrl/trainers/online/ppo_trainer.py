@@ -57,7 +57,7 @@ class PPOTrainer(OnlineTrainer):
             inputs.values,
             inputs.returns,
             entropy,
-            inputs.response_mask,
+            inputs.train_mask,
             self.args.cliprange,
             self.args.cliprange_value,
             self.args.vf_coef,

@@ -62,7 +62,7 @@ class TRPOTrainer(OnlineTrainer):
         _, values = model(
             inputs.query_ids, inputs.query_mask, inputs.response_ids, inputs.response_mask, values_only=True
         )
-        loss = masked_mean((values - inputs.returns) ** 2, inputs.response_mask)
+        loss = masked_mean((values - inputs.returns) ** 2, inputs.train_mask)
         self.record({"loss/value": loss.detach()})
         return (loss, {"values": values}) if return_outputs else loss
 

@@ -1,0 +1,142 @@
+"""Minibatches of a rollout: whole completions or transitions drawn across completions (SB3 /
+RL4LMs), per-minibatch advantage whitening, and a rollout of a fixed number of transitions."""
+
+import pytest
+import torch
+from datasets import Dataset
+
+from hfrl import PPOConfig, PPOTrainer
+from hfrl.minibatches import plan_epoch, selection_mask, whiten_per_minibatch
+from hfrl.testing import digit_reward
+
+# 3 completions of 4, 1 and 3 tokens: 8 transitions
+MASK = torch.tensor([[1, 1, 1, 1], [1, 0, 0, 0], [1, 1, 1, 0]])
+
+
+def test_token_minibatches_cover_every_transition_once_in_equal_shares():
+    torch.manual_seed(0)
+    plan = plan_epoch(MASK, num_minibatches=3, micro_batches=2, unit="tokens")
+    assert len(plan) == 3 and all(len(minibatch) == 2 for minibatch in plan)
+    counts = torch.zeros_like(MASK)
+    sizes = []
+    for minibatch in plan:
+        selected = selection_mask(minibatch, MASK)
+        sizes.append(int(selected.sum()))
+        counts += selected
+        for micro in minibatch:
+            # only rows with a selected token are run, and only completion tokens are selected
+            assert micro.token_mask.any(1).all()
+            assert (micro.token_mask <= MASK[micro.rows].bool()).all()
+    assert torch.equal(counts, MASK)  # every transition exactly once per epoch, nothing else
+    assert sorted(sizes) == [2, 3, 3]  # 8 transitions in 3 minibatches: sizes differ by at most one
+
+
+def test_token_minibatches_draw_across_completions():
+    """Over many epochs a 2-token minibatch holds tokens of two different completions about as often
+    as uniform sampling says: 1 - P(same row) = 1 - (4*3 + 0 + 3*2) / (8*7) = 1 - 18/56 = 0.68."""
+    torch.manual_seed(0)
+    mixed = total = 0
+    for _ in range(500):
+        for [micro] in plan_epoch(MASK, num_minibatches=4, unit="tokens"):
+            mixed += len(micro.rows) == 2
+            total += 1
+    assert mixed / total == pytest.approx(0.68, abs=0.05)
+
+
+def test_sequence_minibatches_are_the_shuffled_rows():
+    torch.manual_seed(3)
+    order = torch.randperm(4)
+    torch.manual_seed(3)
+    plan = plan_epoch(torch.ones(4, 2, dtype=torch.long), num_minibatches=2, micro_batches=2, unit="sequences")
+    rows = [micro.rows.tolist() for minibatch in plan for micro in minibatch]
+    assert rows == [[r] for r in order.tolist()]  # the same draw as one randperm of the rows, in order
+    assert all(micro.token_mask is None for minibatch in plan for micro in minibatch)
+
+
+def test_whiten_per_minibatch_by_hand():
+    advantages = torch.tensor([[1.0, 2.0, 3.0, 9.0], [4.0, 0.0, 0.0, 0.0], [5.0, 6.0, 7.0, 0.0]])
+    minibatch = plan_epoch(MASK, num_minibatches=1, unit="tokens")[0]
+    # keep the tokens (0, 0), (0, 2) and (1, 0): advantages 1, 3, 4
+    minibatch[0].token_mask.zero_()
+    rows = minibatch[0].rows.tolist()
+    for row, t in ((0, 0), (0, 2), (1, 0)):
+        minibatch[0].token_mask[rows.index(row), t] = True
+    out = whiten_per_minibatch(advantages, MASK, minibatch)
+    # mean 8/3; unbiased var ((5/3)^2 + (1/3)^2 + (4/3)^2) / 2 = 7/3; std 1.5275
+    expected = torch.zeros(3, 4)
+    expected[0, 0], expected[0, 2], expected[1, 0] = -1.0911, 0.2182, 0.8729
+    assert torch.allclose(out, expected, atol=1e-4)
+
+
+def test_unknown_unit_fails_clearly():
+    with pytest.raises(ValueError, match="minibatch unit must be one of sequences, tokens, got 'rows'"):
+        plan_epoch(MASK, 1, unit="rows")
+
+
+@pytest.mark.parametrize(
+    "overrides, message",
+    [
+        ({"minibatch_unit": "rows"}, "minibatch_unit must be 'sequences' or 'tokens', got 'rows'"),
+        ({"whiten_scope": "batch"}, "whiten_scope must be 'rollout' or 'minibatch', got 'batch'"),
+        ({"rollout_tokens": 0}, r"rollout_tokens must be >= 1 or None \(one completion per prompt\), got 0"),
+    ],
+)
+def test_bad_options_fail_clearly(overrides, message, make_config):
+    with pytest.raises(ValueError, match=message):
+        make_config(**overrides)
+
+
+@pytest.mark.parametrize("alg", ["ppo", "nlpo"])
+def test_rl4lms_layout_trains(alg, tiny_causal_dir, make_config):
+    """Token minibatches, per-minibatch whitening and a rollout of at least 48 transitions (4 prompts
+    of at most 8 tokens: several generation rounds): every rollout holds enough completions, the
+    first minibatch reproduces the rollout's log-probs (NLPO: under the top-p sets rebuilt from
+    every round's thresholds), and training moves every parameter."""
+    from hfrl import NLPOConfig, NLPOTrainer
+
+    config_class, trainer_class = (PPOConfig, PPOTrainer) if alg == "ppo" else (NLPOConfig, NLPOTrainer)
+    extra = {} if alg == "ppo" else {"top_mask": 0.5}
+    args = make_config(
+        config_class,
+        **extra,
+        rollout_batch_size=4,
+        mini_batch_size=2,
+        gradient_accumulation_steps=2,
+        rollout_tokens=48,
+        minibatch_unit="tokens",
+        whiten_scope="minibatch",
+    )
+    trainer = trainer_class(
+        model=tiny_causal_dir,
+        args=args,
+        reward_funcs=digit_reward,
+        train_dataset=Dataset.from_dict({"prompt": ["1 2 3", "the movie", "", "a b"]}),
+    )
+    rollout = trainer.collect_rollout([trainer.train_dataset[i] for i in range(4)])
+    assert int(rollout.response_mask.sum()) >= 48 and len(rollout) > 4  # further completions of the 4 prompts
+    parts = trainer._minibatches(rollout)
+    assert len(parts) == args.micro_steps_per_iteration == 2 * 2 * 2  # epochs x minibatches x micro-batches
+    assert sum(int(part.token_mask.sum()) for part in parts[:4]) == int(rollout.response_mask.sum())  # one epoch
+    trainer.model.train()
+    trainer.compute_loss(trainer.model, parts[0])
+    assert trainer._update_stats["approx_kl"][0] == pytest.approx(0.0, abs=1e-6)
+
+    before = {n: p.detach().clone() for n, p in trainer.model.named_parameters() if p.requires_grad}
+    trainer.train()
+    for name, param in trainer.model.named_parameters():
+        if param.requires_grad:
+            assert not torch.equal(param, before[name]), f"{name} did not change"
+    logs = [h for h in trainer.state.log_history if "reward" in h]
+    assert len(logs) == 2 and all(h["num_completions"] > 4 for h in logs)
+
+
+def test_rounds_of_different_widths_pad_every_field():
+    """A rollout of several generation rounds pads each round's fields to the widest round along
+    the token axis: (B, T) tensors and NLPO's packed sets (B, T, V / 8) alike (empty sets: 0)."""
+    from hfrl.trainers.online.online_trainer import _pad_columns
+
+    ids = torch.tensor([[5, 6]])
+    sets = torch.full((1, 2, 3), 255, dtype=torch.uint8)
+    assert _pad_columns(ids, 4, 1).tolist() == [[5, 6, 1, 1]]
+    padded = _pad_columns(sets, 4, 0)
+    assert padded.shape == (1, 4, 3) and padded[0, :2].eq(255).all() and padded[0, 2:].eq(0).all()
