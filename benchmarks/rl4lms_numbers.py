@@ -2,7 +2,7 @@
 per iteration (sample efficiency) and seconds per iteration, over several seeds, for PPO and NLPO.
 
 The setup is RL4LMs' ``synthetic_generate_increasing_numbers`` PPO config as measured on a 2-core
-CPU (ALGORITHMS.md §1, §3): GPT-2 with 2 layers, 2 heads, 64 dims and 128 positions from random
+CPU (its curve: docs/algorithms.md §12): GPT-2 with 2 layers, 2 heads, 64 dims and 128 positions from random
 weights; a WordLevel tokenizer of 278 whitespace-split tokens; the prompt ``<|endoftext|>``; at
 most 20 new tokens, an episode ending at EOS; 1,280 transitions per iteration; 5 epochs of
 64-transition minibatches; learning rate 1e-3; KL coefficient 0.02 with target 2; SB3's defaults
