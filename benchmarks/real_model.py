@@ -594,7 +594,7 @@ def write_report(results: dict[str, Any], path: str, png: str) -> None:
         lines.append(f"- `{name}` ({runs[name]['date']}): `{json.dumps(config)}`")
     notes = results.get("notes")
     if notes:
-        lines += ["", "## Notes", "", *notes]
+        lines += ["", "## Notes", "", *[f"- {note}" for note in notes]]
     Path(path).write_text("\n".join(lines) + "\n")
 
 

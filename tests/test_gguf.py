@@ -53,12 +53,12 @@ def test_gguf_loads_the_written_model_as_a_plain_dense_one(written, tmp_path):
         torch.testing.assert_close(AutoModelForCausalLM.from_pretrained(tmp_path)(ids).logits, model(ids).logits)
 
 
-def test_missing_gguf_package_is_one_line_naming_it(gguf_file, monkeypatch, capsys):
+def test_missing_gguf_package_is_one_line_naming_it(gguf_file, monkeypatch, capsys, tmp_path):
     monkeypatch.setitem(sys.modules, "gguf", None)  # `import gguf` fails, as without the package
     with pytest.raises(ValueError) as err:
         load_model(gguf_file)
     assert str(err.value) == NO_GGUF
-    code, _, stderr = run_cli(["train", "--task", "numbers", "--model", gguf_file], capsys)
+    code, _, stderr = run_cli(["train", "--task", "numbers", "--model", gguf_file, "-o", str(tmp_path / "run")], capsys)
     assert code == 2 and stderr.splitlines()[0] == f"error: {NO_GGUF}"
 
 
