@@ -338,9 +338,8 @@ class ALoLTrainer(CrashSafeMixin, HubMixin, Trainer):
         return PrioritySampler(weights, uniform=self.args.sampling == "good_random", seed=self.args.seed)
 
     # ---- loss -------------------------------------------------------------------------------
-    def compute_loss(
-        self, model, inputs: dict[str, torch.Tensor], return_outputs: bool = False, num_items_in_batch=None
-    ):
+    def completion_logprobs(self, model, inputs: dict[str, torch.Tensor]) -> torch.Tensor:
+        """``log pi(y_t | x, y_<t)`` of a batch's completion tokens, ``(B, T)`` (padding not masked)."""
         from trl.trainer.utils import selective_log_softmax
 
         logits, _ = completion_forward(
@@ -350,7 +349,12 @@ class ALoLTrainer(CrashSafeMixin, HubMixin, Trainer):
             inputs["completion_ids"],
             inputs["completion_mask"],
         )
-        logprobs = selective_log_softmax(logits, inputs["completion_ids"])  # log pi(y_t | x, y_<t), (B, T)
+        return selective_log_softmax(logits, inputs["completion_ids"])
+
+    def compute_loss(
+        self, model, inputs: dict[str, torch.Tensor], return_outputs: bool = False, num_items_in_batch=None
+    ):
+        logprobs = self.completion_logprobs(model, inputs)
         loss, stats = alol_loss(
             self.args.algorithm,
             logprobs,

@@ -19,10 +19,9 @@ import torch
 from datasets import Dataset
 
 from hfrl.losses import pro_loss
-from hfrl.policies import completion_forward
 from hfrl.rollout import pad
 from hfrl.trainers.offline.alol_config import ALoLConfig
-from hfrl.trainers.offline.alol_trainer import ALoLTrainer, _CallWithConfig
+from hfrl.trainers.offline.alol_trainer import ALoLTrainer
 from hfrl.trainers.offline.preparation import Preparation
 
 
@@ -172,17 +171,9 @@ class PROTrainer(ALoLTrainer):
     def compute_loss(
         self, model, inputs: dict[str, torch.Tensor], return_outputs: bool = False, num_items_in_batch=None
     ):
-        from trl.trainer.utils import selective_log_softmax
-
-        logits, _ = completion_forward(
-            _CallWithConfig(model, self.policy.config),
-            inputs["prompt_ids"],
-            inputs["prompt_mask"],
-            inputs["completion_ids"],
-            inputs["completion_mask"],
-        )
-        mask = inputs["completion_mask"].to(logits.dtype)
-        logprobs = selective_log_softmax(logits, inputs["completion_ids"]) * mask  # log pi(y_t | x, y_<t)
+        logprobs = self.completion_logprobs(model, inputs)
+        mask = inputs["completion_mask"].to(logprobs.dtype)
+        logprobs = logprobs * mask
         shape = inputs["rewards"].shape
         loss, stats = pro_loss(
             logprobs.sum(1).view(shape),
