@@ -157,6 +157,43 @@ def test_trpo_fisher_chunks_give_the_same_step(kind, tiny_causal_dir, tiny_seq2s
         assert logs[1][key] == pytest.approx(logs[0][key], rel=1e-3, abs=1e-6), key
 
 
+def test_trpo_fisher_subsample_takes_fisher_vector_products_on_every_kth_completion(tiny_causal_dir, make_config):
+    """``fisher_subsample=2``: conjugate gradient's Fisher is the one of completions 0, 2, 4, 6 (the
+    gradient and the line search still see all 8); one graph or chunks of one give the same step;
+    the step is accepted within the KL bound and differs from the full Fisher's."""
+    args = make_config(
+        TRPOConfig, num_iterations=1, mini_batch_size=8, num_ppo_epochs=1, max_new_tokens=6, target_kl=0.01,
+        cg_max_steps=5,
+    )  # fmt: skip
+    trainer = TRPOTrainer(model=tiny_causal_dir, args=args, reward_funcs=digit_reward, train_dataset=prompts())
+    rollout = trainer.collect_rollout([trainer.train_dataset[i] for i in range(8)])
+    policy = trainer.model.policy
+    start = {n: p.detach().clone() for n, p in policy.named_parameters()}
+    seen: list[torch.Tensor] = []
+    chunks = trainer._chunks
+    trainer._chunks = lambda r: (seen.append(r.response_ids), chunks(r))[1]
+    steps, logs = [], []
+    for every, size in ((1, None), (2, None), (2, 1)):
+        with torch.no_grad():
+            for n, p in policy.named_parameters():
+                p.copy_(start[n])
+        trainer.args.fisher_subsample, trainer.args.fisher_batch_size = every, size
+        seen.clear()
+        trainer.policy_step(rollout)
+        steps.append(torch.cat([(p.detach() - start[n]).flatten() for n, p in policy.named_parameters()]))
+        logs.append({k: trainer._iteration[k] for k in ("trpo/accepted", "trpo/kl", "loss/policy")})
+        if every == 2:
+            assert [len(ids) for ids in seen] == [8, 4] and torch.equal(seen[1], rollout.response_ids[::2])
+    assert all(log["trpo/accepted"] == 1.0 and 0 < log["trpo/kl"] <= 0.01 for log in logs)
+    torch.testing.assert_close(steps[2], steps[1], atol=1e-5, rtol=1e-3)
+    assert not torch.allclose(steps[1], steps[0], atol=1e-6)
+
+
+def test_trpo_fisher_subsample_must_be_positive(tmp_path):
+    with pytest.raises(ValueError, match="fisher_subsample must be >= 1, got 0"):
+        TRPOConfig(output_dir=str(tmp_path), fisher_subsample=0)
+
+
 def test_trpo_fisher_batch_size_must_be_positive(tmp_path):
     with pytest.raises(ValueError, match="fisher_batch_size must be >= 1 or None, got 0"):
         TRPOConfig(output_dir=str(tmp_path), fisher_batch_size=0)

@@ -38,6 +38,13 @@ class TRPOConfig(OnlineConfig):
             "at the cost of one forward per chunk per conjugate-gradient step."
         },
     )
+    fisher_subsample: int = field(
+        default=1,
+        metadata={
+            "help": "Fisher-vector products on every k-th completion of the rollout (OpenAI Baselines' TRPO: every "
+            "5th, after Schulman's thesis); the gradient and the line search use the whole rollout. 1: all of them."
+        },
+    )
     mini_batch_size: int | None = field(  # type: ignore[assignment]  # None: derived in __post_init__
         default=None, metadata={"help": "Critic minibatch (default: min(128, rollout_batch_size))."}
     )
@@ -56,7 +63,7 @@ class TRPOConfig(OnlineConfig):
             raise ValueError(f"line_search_shrinking_factor must be in (0, 1), got {self.line_search_shrinking_factor}")
         if self.fisher_batch_size is not None and self.fisher_batch_size < 1:
             raise ValueError(f"fisher_batch_size must be >= 1 or None, got {self.fisher_batch_size}")
-        for name in ("cg_max_steps", "line_search_max_iter"):
+        for name in ("cg_max_steps", "line_search_max_iter", "fisher_subsample"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
         super().__post_init__()

@@ -76,11 +76,9 @@ class TRPOTrainer(OnlineTrainer):
         args = self.args
         policy = self.accelerator.unwrap_model(self.model).policy
         params = [p for p in policy.parameters() if p.requires_grad]
-        size = args.fisher_batch_size or len(rollout)
-        chunks = [rollout[torch.arange(i, min(i + size, len(rollout)))] for i in range(0, len(rollout), size)]
-        tokens = rollout.response_mask.sum().float()
-        total = self._reduce(tokens) if self._reduce is not None else tokens
-        weights = [chunk.response_mask.sum().float() / total for chunk in chunks]
+        chunks, weights = self._chunks(rollout)
+        every = args.fisher_subsample
+        fisher = (chunks, weights) if every == 1 else self._chunks(rollout[torch.arange(0, len(rollout), every)])
 
         def forward(chunk: Rollout, with_entropy: bool = False) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
             batch = (chunk.query_ids, chunk.query_mask, chunk.response_ids, chunk.response_mask)
@@ -90,12 +88,12 @@ class TRPOTrainer(OnlineTrainer):
             return logits, logprobs, cast(torch.Tensor, entropy)
 
         old_logits, old_objective, full_step, max_step, entropy = self._natural_gradient(
-            forward, chunks, weights, params
+            forward, chunks, weights, fisher, params
         )
 
         @torch.no_grad()
         def evaluate() -> tuple[float, float]:
-            sums = torch.zeros(2, device=total.device)
+            sums = torch.zeros(2, device=weights[0].device)
             for chunk, weight, old in zip(chunks, weights, old_logits, strict=True):
                 new_logits, new_logprobs, _ = forward(chunk)
                 mask = chunk.response_mask
@@ -120,15 +118,25 @@ class TRPOTrainer(OnlineTrainer):
             }
         )
 
+    def _chunks(self, rollout: Rollout) -> tuple[list[Rollout], list[torch.Tensor]]:
+        """``rollout`` in chunks of ``fisher_batch_size`` completions, each weighted by its share of
+        the tokens of every process."""
+        size = self.args.fisher_batch_size or len(rollout)
+        chunks = [rollout[torch.arange(i, min(i + size, len(rollout)))] for i in range(0, len(rollout), size)]
+        total = self._global(rollout.response_mask.sum().float())
+        return chunks, [chunk.response_mask.sum().float() / total for chunk in chunks]
+
     def _global(self, local: torch.Tensor) -> torch.Tensor:
         """Sum over processes (the identity in one process)."""
         return self._reduce(local) if self._reduce is not None else local
 
-    def _natural_gradient(self, forward, chunks: list[Rollout], weights: list[torch.Tensor], params):
+    def _natural_gradient(self, forward, chunks: list[Rollout], weights: list[torch.Tensor], fisher, params):
         """The full step ``sqrt(2 delta / s^T F s) * s`` with ``s`` solving ``F s = g`` by conjugate
-        gradient. One chunk keeps its double-backward graph through conjugate gradient; several
-        chunks recompute each chunk's forward per Fisher-vector product, so memory is bounded by
-        one chunk's graph."""
+        gradient; ``g`` over ``chunks``, ``F`` over ``fisher`` (chunks and weights: the same ones, or
+        every ``fisher_subsample``-th completion's). One Fisher chunk keeps its double-backward graph
+        through conjugate gradient (the gradient's own graph when it is the same single chunk);
+        several recompute each chunk's forward per Fisher-vector product, so memory is bounded by one
+        chunk's graph. ``KL(pi_old || pi)`` is 0 at the current parameters; its Hessian is ``F``."""
         from torch.nn.attention import SDPBackend, sdpa_kernel
 
         args = self.args
@@ -136,34 +144,40 @@ class TRPOTrainer(OnlineTrainer):
         def math_kernel():  # the fused CPU/flash attention kernels have no double backward
             return sdpa_kernel([SDPBackend.MATH])
 
+        def kl_gradient(logits: torch.Tensor, chunk: Rollout) -> torch.Tensor:
+            kl = categorical_kl(logits.detach(), logits, chunk.response_mask)
+            return flat(torch.autograd.grad(kl, params, create_graph=True))
+
+        fisher_chunks, fisher_weights = fisher
+        shared = fisher_chunks is chunks and len(chunks) == 1
         grad = torch.zeros(sum(p.numel() for p in params), device=weights[0].device)
         sums = torch.zeros(2, device=grad.device)  # surrogate, entropy
         old_logits: list[torch.Tensor] = []
-        retained = None  # (flat grad of the KL, with its graph): one chunk only
+        retained = None  # (flat grad of the KL, with its graph): one Fisher chunk only
         for chunk, weight in zip(chunks, weights, strict=True):
             with math_kernel():
                 logits, logprobs, entropy = forward(chunk, with_entropy=True)
             mask = chunk.response_mask
             objective = trpo_surrogate(logprobs, chunk.logprobs, chunk.advantages, mask)
-            grad += weight * flat(torch.autograd.grad(objective, params, retain_graph=len(chunks) == 1))
+            grad += weight * flat(torch.autograd.grad(objective, params, retain_graph=shared))
             sums += weight * torch.stack([objective.detach(), masked_mean(entropy, mask)])
             old_logits.append(logits.detach())
-            if len(chunks) == 1:
-                kl = categorical_kl(logits.detach(), logits, mask)  # KL(pi_old || pi), 0 here; its Hessian is F
-                retained = flat(torch.autograd.grad(kl, params, create_graph=True))
+            if shared:
+                retained = kl_gradient(logits, chunk)
+        if retained is None and len(fisher_chunks) == 1:
+            with math_kernel():
+                retained = kl_gradient(forward(fisher_chunks[0])[0], fisher_chunks[0])
         grad = self._global(grad)
         old_objective, entropy = self._global(sums).tolist()
 
         def fisher_vector_product(vector: torch.Tensor) -> torch.Tensor:
             if retained is not None:
-                hvp = weights[0] * flat(torch.autograd.grad(retained @ vector, params, retain_graph=True))
+                hvp = fisher_weights[0] * flat(torch.autograd.grad(retained @ vector, params, retain_graph=True))
             else:
                 hvp = torch.zeros_like(vector)
-                for chunk, weight, old in zip(chunks, weights, old_logits, strict=True):
+                for chunk, weight in zip(fisher_chunks, fisher_weights, strict=True):
                     with math_kernel():
-                        logits = forward(chunk)[0]
-                    kl = categorical_kl(old, logits, chunk.response_mask)
-                    grad_kl = flat(torch.autograd.grad(kl, params, create_graph=True))
+                        grad_kl = kl_gradient(forward(chunk)[0], chunk)
                     hvp += weight * flat(torch.autograd.grad(grad_kl @ vector, params))
             return self._global(hvp) + args.cg_damping * vector
 
