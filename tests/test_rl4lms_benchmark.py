@@ -37,6 +37,9 @@ def test_tokenizer_and_model_are_rl4lms_synthetic_setup(bench, tmp_path):
 def test_variant_configs_make_one_difference(bench):
     hfrl, rl4lms = bench.variant_config("hfrl"), bench.variant_config("rl4lms")
     assert {k for k in rl4lms if rl4lms[k] != hfrl.get(k)} == {"minibatch_unit", "whiten_scope", "separate_critic"}
+    fast = bench.variant_config("hfrl-60-steps")
+    assert {k: fast[k] for k in fast if fast[k] != hfrl.get(k)} == {"num_ppo_epochs": 3, "learning_rate": 1.5e-3}
+    assert (hfrl["num_ppo_epochs"], hfrl["learning_rate"]) == (5, 1e-3)
     sequences = bench.variant_config("rl4lms-sequences")
     assert {k for k in sequences if sequences[k] != rl4lms[k]} == {"minibatch_unit"}
     no_eos = bench.variant_config("hfrl-no-eos")["generation_kwargs"]
@@ -50,11 +53,11 @@ def test_tiny_runs_merge_into_one_json(bench, tmp_path, capsys):
     small = ["rollout_tokens=24", "rollout_batch_size=4", "mini_batch_size=2", "num_ppo_epochs=1", "max_new_tokens=6"]
     common = ["--seeds", "0", "--iterations", "2", "--threads", "1", "--json", str(out), "--set", *small]
     bench.main(["--variant", "rl4lms", "--algs", "ppo", *common])
-    bench.main(["--variant", "hfrl", *common])  # PPO and NLPO
+    bench.main(["--variant", "hfrl-60-steps", *common])  # PPO and NLPO: the default variant, the headline
     results = json.loads(out.read_text())
     for key in ("ppo_reward_at_10", "ppo_reward_at_20", "nlpo_reward_at_30"):
         assert key in results and results[key] is None  # the tiny run stops at iteration 2
-    hfrl, rl4lms = results["variants"]["hfrl"], results["variants"]["rl4lms"]
+    hfrl, rl4lms = results["variants"]["hfrl-60-steps"], results["variants"]["rl4lms"]
     assert results["ppo_seconds_per_iteration"] == hfrl["ppo_seconds_per_iteration"] > 0
     assert hfrl["ppo_cpu_seconds_per_iteration"] > 0
     assert 0 <= hfrl["ppo_reward_at_1"] <= 1 and 0 <= hfrl["nlpo_reward_at_1"] <= 1 and "nlpo" not in rl4lms
@@ -63,4 +66,4 @@ def test_tiny_runs_merge_into_one_json(bench, tmp_path, capsys):
     assert "| 1 |" in capsys.readouterr().out  # the printed curve
     bench.main(["--table", str(out)])
     table = capsys.readouterr().out
-    assert "| rl4lms | ppo | 1 |" in table and "| hfrl | nlpo | 1 |" in table
+    assert "| rl4lms | ppo | 1 |" in table and "| hfrl-60-steps | nlpo | 1 |" in table
