@@ -96,6 +96,10 @@ def coerce_numbers(fields: dict[str, Any], config_class: type) -> dict[str, Any]
     out = dict(fields)
     for key, value in fields.items():
         kind = annotations.get(key, "")
+        numbers = re.search(r"list\[(float|int)\]", kind)
+        if numbers and value is not None:  # reward_weights: [1, 0.5], "1,0.5", "1 0.5" or one number
+            out[key] = _number_list(key, value, float if numbers.group(1) == "float" else int)
+            continue
         if _check_structure(key, value, kind):
             continue
         if any(t in kind for t in ("str", "dict", "list", "Any")) or not any(
@@ -118,6 +122,27 @@ def coerce_numbers(fields: dict[str, Any], config_class: type) -> dict[str, Any]
             raise ValueError(f"--{key} takes true or false, got {value!r}")
         out[key] = int(number) if "float" not in kind and number.is_integer() else number
     return out
+
+
+def _number_list(key: str, value: Any, cast: type) -> list:
+    """A list-of-numbers field's value: a list, one number, or numbers in one text separated by commas
+    or spaces; anything else is a one-line error naming the field.
+
+    >>> _number_list("reward_weights", "1, 0.5", float), _number_list("reward_weights", 2, float)
+    ([1.0, 0.5], [2.0])
+    >>> _number_list("reward_weights", "abc", float)
+    Traceback (most recent call last):
+    ValueError: --reward_weights takes a list of numbers such as [1.0, 0.5], got 'abc'
+    """
+    items = re.split(r"[,\s]+", value.strip().strip("[]").strip()) if isinstance(value, str) else value
+    if not isinstance(items, list):
+        items = [items]
+    try:
+        if any(isinstance(item, (bool, list, dict)) or item is None for item in items):
+            raise ValueError
+        return [cast(float(item)) if cast is int else float(item) for item in items]
+    except (TypeError, ValueError):
+        raise ValueError(f"--{key} takes a list of numbers such as [1.0, 0.5], got {value!r}") from None
 
 
 def config_fields(config_class: type) -> set[str]:

@@ -128,12 +128,23 @@ def test_unknown_names_exit_2_with_one_line(args, message, capsys, tmp_path):
             ["--use_peft", "--lora_target_modules", "5"],
             "error: --lora_target_modules takes a list such as [a, b], got 5",
         ),
+        (  # was read as the list of its 3 characters: "reward_weights has 3 entries for 1 reward functions"
+            ["--reward_weights", "abc"],
+            "error: --reward_weights takes a list of numbers such as [1.0, 0.5], got 'abc'",
+        ),
     ],
 )
 def test_a_structure_of_the_wrong_kind_is_bad_input(args, message, capsys, tmp_path):
     """These reached a library as an AttributeError / TypeError (now shown as bugs, with a traceback)."""
     code, _, err = run_cli(["train", "--task", "numbers", "-o", str(tmp_path / "o"), *args], capsys)
     assert code == 2 and err.splitlines()[0] == message
+
+
+def test_reward_weights_take_numbers_in_one_text(capsys, tmp_path):
+    """``--reward_weights 1,2`` is two weights (it was the 3 characters '1', ',', '2'): with one reward
+    function the count is the error, and it says so."""
+    code, _, err = run_cli(["train", "--task", "numbers", "-o", str(tmp_path / "o"), "--reward_weights", "1,2"], capsys)
+    assert code == 2 and err.splitlines()[0] == "error: reward_weights has 2 entries for 1 reward functions"
 
 
 def test_unknown_config_key_in_file(tmp_path, capsys):
