@@ -132,8 +132,9 @@ class TRPOTrainer(OnlineTrainer):
 
     def _natural_gradient(self, forward, chunks: list[Rollout], weights: list[torch.Tensor], fisher, params):
         """The full step ``sqrt(2 delta / s^T F s) * s`` with ``s`` solving ``F s = g`` by conjugate
-        gradient; ``g`` over ``chunks``, ``F`` over ``fisher`` (chunks and weights: the same ones, or
-        every ``fisher_subsample``-th completion's). One Fisher chunk keeps its double-backward graph
+        gradient; ``g`` and the step's length ``s^T F s`` over ``chunks``, conjugate gradient's ``F``
+        over ``fisher`` (chunks and weights: the same ones, or every ``fisher_subsample``-th
+        completion's). One Fisher chunk keeps its double-backward graph
         through conjugate gradient (the gradient's own graph when it is the same single chunk);
         several recompute each chunk's forward per Fisher-vector product, so memory is bounded by one
         chunk's graph. ``KL(pi_old || pi)`` is 0 at the current parameters; its Hessian is ``F``."""
@@ -170,19 +171,24 @@ class TRPOTrainer(OnlineTrainer):
         grad = self._global(grad)
         old_objective, entropy = self._global(sums).tolist()
 
-        def fisher_vector_product(vector: torch.Tensor) -> torch.Tensor:
-            if retained is not None:
-                hvp = fisher_weights[0] * flat(torch.autograd.grad(retained @ vector, params, retain_graph=True))
-            else:
-                hvp = torch.zeros_like(vector)
-                for chunk, weight in zip(fisher_chunks, fisher_weights, strict=True):
-                    with math_kernel():
-                        grad_kl = kl_gradient(forward(chunk)[0], chunk)
-                    hvp += weight * flat(torch.autograd.grad(grad_kl @ vector, params))
-            return self._global(hvp) + args.cg_damping * vector
+        def fisher_product(on: list[Rollout], shares: list[torch.Tensor], graph: torch.Tensor | None):
+            def product(vector: torch.Tensor) -> torch.Tensor:  # (F + damping I) v
+                if graph is not None:
+                    hvp = shares[0] * flat(torch.autograd.grad(graph @ vector, params, retain_graph=True))
+                else:
+                    hvp = torch.zeros_like(vector)
+                    for chunk, weight in zip(on, shares, strict=True):
+                        with math_kernel():
+                            grad_kl = kl_gradient(forward(chunk)[0], chunk)
+                        hvp += weight * flat(torch.autograd.grad(grad_kl @ vector, params))
+                return self._global(hvp) + args.cg_damping * vector
 
-        direction = conjugate_gradient(fisher_vector_product, grad, args.cg_max_steps)
-        curvature = direction @ fisher_vector_product(direction)
+            return product
+
+        direction = conjugate_gradient(fisher_product(fisher_chunks, fisher_weights, retained), grad, args.cg_max_steps)
+        # the step's length from the whole rollout's Fisher: a subsample's can miss directions it curves in
+        whole = fisher_product(chunks, weights, retained if fisher_chunks is chunks else None)
+        curvature = direction @ whole(direction)
         max_step = torch.sqrt(2 * args.target_kl / curvature.clamp(min=1e-12)).item()  # 0.5 s^T F s = delta
         full_step = unflat((max_step * direction).detach(), params)
         return old_logits, old_objective, full_step, max_step, entropy
