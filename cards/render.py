@@ -30,6 +30,9 @@ VERSIONED = ("hfrl", "transformers", "trl", "peft", "accelerate", "datasets", "t
 MACHINE_PATHS = ("output_dir", "logging_dir")  # where this machine wrote the run: not in a card
 TINY_LICENSE = "apache-2.0"  # hfrl's built-in tiny models: random weights built by hfrl itself
 
+#: algorithms whose objective is no reward (preference pairs; the likelihood of the data)
+NO_REWARD_OBJECTIVE = ("dpo", "nll")
+
 
 def task_info(run: Run) -> dict[str, Any]:
     """Name, description, rewards (as written in the task or run config) and Hub dataset of the run's task."""
@@ -394,7 +397,13 @@ def card_context(
         )
     trained = f"trained with {alg['name']}"
     on_task = f" on the hfrl task `{task['name']}`" if task["name"] else ""
-    reward = f" to maximise {' + '.join(task['rewards'])}" if task["rewards"] else ""
+    names = " + ".join(task["rewards"])
+    if not task["rewards"]:
+        reward = ""
+    elif run.alg in NO_REWARD_OBJECTIVE:  # the rewards only evaluate the run
+        reward = f", evaluated with {names}"
+    else:
+        reward = f" to maximise {names}"
     summary = f"{kind}, {trained}{on_task}{reward}, with [hfrl]({HFRL_URL})."
 
     has_config_file = run.has_config_file and hyperparameters is None

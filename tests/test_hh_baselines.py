@@ -80,7 +80,8 @@ def test_dpo_on_hh_pairs(reference_free, fixtures, reward_model, tmp_path, capsy
     assert (out / "checkpoint-1").is_dir() and (out / "model.safetensors").is_file()
     saved = yaml.safe_load((out / "config.yaml").read_text())
     assert saved["task_args"]["pairs"] is True and saved["reference_free"] is reference_free
-    assert "trained with DPO" in (out / "README.md").read_text()
+    card = (out / "README.md").read_text()
+    assert "trained with DPO on the hfrl task `hh`, evaluated with " in card and "maximise" not in card
 
 
 @pytest.mark.parametrize("alg", ["ppo", "nlpo"])

@@ -45,3 +45,19 @@ def test_card_names_the_reference_run_and_the_hub_base(tmp_path, tiny_causal_dir
     card = render_card(alol)
     assert card.data.base_model == "microsoft/DialoGPT-medium"  # the chain's Hub model, not the local folder
     assert f"A fine-tuned version of `{nll}` (the reference policy: hfrl run `{nll}`, NLL" in card.content
+
+
+def test_only_reward_objectives_say_they_maximise_the_reward(tmp_path, tiny_causal_dir):
+    """nll (and TRL's DPO) learn from the data alone: their cards name the task's rewards as what
+    evaluates the run; A-LoL maximises them."""
+    import shutil
+
+    from hfrl.cards.render import render_card
+
+    texts = {}
+    for alg in ("nll", "a_lol"):
+        shutil.copytree(tiny_causal_dir, tmp_path / alg)
+        (tmp_path / alg / "config.yaml").write_text(yaml.safe_dump({"task": "reddit_pos", "alg": alg, "model": "gpt2"}))
+        texts[alg] = render_card(tmp_path / alg).content
+    assert "on the hfrl task `reddit_pos`, evaluated with " in texts["nll"] and "maximise" not in texts["nll"]
+    assert "on the hfrl task `reddit_pos` to maximise " in texts["a_lol"]
