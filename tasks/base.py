@@ -75,6 +75,17 @@ def spec_id(spec: Any) -> str:
     return spec if isinstance(spec, str) else str(spec.get("id", "")) if isinstance(spec, dict) else repr(spec)
 
 
+def with_classifiers(module_file: str, classifiers: dict[str, str], task_args: dict[str, Any]) -> dict[str, Any]:
+    """The task's YAML with each classifier a task argument names swapped in: ``classifiers`` maps a
+    task argument (``fluency_model``) to the reward id whose model it sets; other arguments are
+    ignored. What the run trains on, and what its card lists."""
+    spec = read_task_yaml(module_file)
+    for arg, model in task_args.items():
+        if arg in classifiers:
+            spec["rewards"] = with_model(spec["rewards"], (classifiers[arg],), model)
+    return spec
+
+
 def with_model(specs: list[Any], ids: tuple[str, ...], model: str | None) -> list[Any]:
     """``specs`` with ``args.model`` set to ``model`` in every spec whose id is in ``ids``, nested
     ``weighted`` components included (a learned classifier swapped for another, e.g. a local one).

@@ -36,7 +36,7 @@ import os
 from typing import Any
 
 from hfrl.rewards.dialogue import EOS, fit_diversity
-from hfrl.tasks.base import Task, read_task_yaml, task_from_yaml, with_model
+from hfrl.tasks.base import Task, task_from_yaml, with_classifiers
 from hfrl.tasks.local_data import local_files
 
 WOW_FOLDER = "wizard_of_wikipedia"  # $HFRL_DATA_DIR/wizard_of_wikipedia
@@ -138,6 +138,11 @@ def load_faithdial(
     return preprocess_splits(raw, lambda batch: faithdial_samples(batch, max_history_words))
 
 
+def task_spec(module_file: str, **task_args: Any) -> dict:
+    """The task's YAML with the classifiers the task arguments name (:func:`with_classifiers`)."""
+    return with_classifiers(module_file, CLASSIFIERS, task_args)
+
+
 def build_task(
     module_file: str,
     training: str,
@@ -155,11 +160,8 @@ def build_task(
     ``data_dir``: the Wizard of Wikipedia folder (for ``faithdial``: the FaithDial mirror)."""
     from datasets import DatasetDict, concatenate_datasets
 
-    spec = read_task_yaml(module_file)
     models = {"faithfulness_model": faithfulness_model, "fluency_model": fluency_model}
-    models["engagement_model"] = engagement_model
-    for arg, model in models.items():
-        spec["rewards"] = with_model(spec["rewards"], (CLASSIFIERS[arg],), model)
+    spec = task_spec(module_file, engagement_model=engagement_model, **models)
     name = spec["name"]
     if training == "faithdial":
         faithdial_dir = faithdial_dir if faithdial_dir is not None else data_dir

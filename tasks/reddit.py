@@ -32,7 +32,7 @@ import re
 from typing import Any
 
 from hfrl.rewards.dialogue import EOS, fit_diversity
-from hfrl.tasks.base import Task, read_task_yaml, task_from_yaml, with_model
+from hfrl.tasks.base import Task, task_from_yaml, with_classifiers, with_model
 from hfrl.tasks.local_data import local_files
 
 FOLDER = "reddit_comment_scores"  # $HFRL_DATA_DIR/reddit_comment_scores
@@ -133,11 +133,8 @@ def build_task(
     """The ``reddit_pos`` (``side="pos"``) or ``reddit_neg`` task; see the module docstring."""
     from datasets import DatasetDict, concatenate_datasets
 
-    spec = read_task_yaml(module_file)
     models = {"fluency_model": fluency_model, "engagement_model": engagement_model, "upvote_model": upvote_model}
-    for arg, model in models.items():
-        spec["rewards"] = with_model(spec["rewards"], (CLASSIFIERS[arg],), model)
-    spec["rewards"] = with_safety(spec["rewards"], safety_model, spec["name"], "rewards" in overrides)
+    spec = task_spec(module_file, safety_model=safety_model, replaced="rewards" in overrides, **models)
     sides = load_comments(spec["name"], data_dir, sample_size, max_words, seed)
     for name, data in sides.items():
         if len(data) <= test_size + validation_size:
@@ -157,6 +154,14 @@ def build_task(
     # LoL-RL fits the TF-IDF weights on the upvoted and downvoted training comments together
     fit_diversity(task.reward_funcs, [c for d in sides.values() for c in d.select(range(cut, len(d)))["completion"]])
     return task
+
+
+def task_spec(module_file: str, safety_model: str | None = None, replaced: bool = False, **task_args: Any) -> dict:
+    """The task's YAML with the classifiers the task arguments name (:func:`with_classifiers`) and the
+    safety classifier (``replaced``: the user replaced the rewards)."""
+    spec = with_classifiers(module_file, CLASSIFIERS, task_args)
+    spec["rewards"] = with_safety(spec["rewards"], safety_model, spec["name"], replaced)
+    return spec
 
 
 def with_safety(specs: list[Any], model: str | None, task: str, replaced: bool) -> list[Any]:

@@ -61,3 +61,18 @@ def test_only_reward_objectives_say_they_maximise_the_reward(tmp_path, tiny_caus
         texts[alg] = render_card(tmp_path / alg).content
     assert "on the hfrl task `reddit_pos`, evaluated with " in texts["nll"] and "maximise" not in texts["nll"]
     assert "on the hfrl task `reddit_pos` to maximise " in texts["a_lol"]
+
+
+def test_the_card_lists_the_classifiers_the_task_arguments_swapped_in(tmp_path, tiny_causal_dir):
+    """``--task-arg fluency_model=...`` trains on that classifier; the card used to list the YAML's."""
+    import shutil
+
+    from hfrl.cards.render import render_card
+
+    shutil.copytree(tiny_causal_dir, tmp_path / "run")
+    task_args = {"fluency_model": "my/cola", "safety_model": "none", "data_dir": "reddit"}
+    config = {"task": "reddit_pos", "alg": "a_lol", "model": "gpt2", "task_args": task_args}
+    (tmp_path / "run" / "config.yaml").write_text(yaml.safe_dump(config))
+    card = render_card(tmp_path / "run").content
+    assert "`cola_fluency(model='my/cola')`" in card and "offensive_safety" not in card
+    assert "`dialogrpt_depth(model='microsoft/DialogRPT-depth', context='prompt')`" in card  # the task's own
