@@ -145,24 +145,7 @@ class OnlineTrainer(CrashSafeMixin, HubMixin, Trainer):
         self.reward_funcs, self.reward_weights = reward_list(reward_funcs, args.reward_weights)
         self.metrics = dict(metrics or {})
 
-        # Seeded before anything is initialised (value head, PEFT adapter): the Trainer only seeds
-        # in its own __init__, after the model exists, so the same seed gave different value heads.
-        from transformers.trainer_utils import enable_full_determinism, set_seed
-
-        enable_full_determinism(args.seed) if args.full_determinism else set_seed(args.seed)
-        policy = load_model(model, args.model_init_kwargs)
-        if processing_class is None:
-            processing_class = load_tokenizer(policy.config._name_or_path)
-        if processing_class.pad_token_id is None:
-            processing_class.pad_token = processing_class.eos_token
-        if policy.generation_config.eos_token_id is None:
-            policy.generation_config.eos_token_id = processing_class.eos_token_id
-        if peft_config is not None:
-            from peft import get_peft_model
-
-            policy = get_peft_model(policy, peft_config)
-        if args.disable_dropout:
-            disable_dropout(policy)
+        policy, processing_class = _load_policy(model, args, processing_class, peft_config)
         # No reference model at all when the KL penalty is off for good.
         needs_reference = args.kl_coef > 0 or args.kl_target is not None
         self.reference = ReferencePolicy(policy, ref_model) if needs_reference else None
@@ -615,6 +598,31 @@ class OnlineTrainer(CrashSafeMixin, HubMixin, Trainer):
         with open(os.path.join(resume_from_checkpoint, ONLINE_STATE_NAME)) as fh:  # train() checked it is there
             self.load_online_state(json.load(fh))
         self.action_space.load(resume_from_checkpoint)
+
+
+def _load_policy(
+    model: str | PreTrainedModel, args: OnlineConfig, tokenizer: PreTrainedTokenizerBase | None, peft_config: Any
+) -> tuple[Any, PreTrainedTokenizerBase]:
+    """The policy (wrapped in a PEFT model with ``peft_config``) and its tokenizer, with a pad token
+    and an EOS id. Seeded before anything is initialised (value head, PEFT adapter): the Trainer only
+    seeds in its own ``__init__``, after the model exists, so the same seed gave different value heads."""
+    from transformers.trainer_utils import enable_full_determinism, set_seed
+
+    enable_full_determinism(args.seed) if args.full_determinism else set_seed(args.seed)
+    policy = load_model(model, args.model_init_kwargs)
+    if tokenizer is None:
+        tokenizer = load_tokenizer(policy.config._name_or_path)
+    if tokenizer.pad_token_id is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    if policy.generation_config.eos_token_id is None:
+        policy.generation_config.eos_token_id = tokenizer.eos_token_id
+    if peft_config is not None:
+        from peft import get_peft_model
+
+        policy = get_peft_model(policy, peft_config)
+    if args.disable_dropout:
+        disable_dropout(policy)
+    return policy, tokenizer
 
 
 def _cycle(examples: list, start: int, count: int) -> list:
