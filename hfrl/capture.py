@@ -75,8 +75,8 @@ class StepCapture:
         self.is_seq2seq = bool(getattr(self.model.config, "is_encoder_decoder", False))
         self._pending: torch.Tensor | None = None  # (B, V) log-softmax of the last step
         self._paused = 0  # > 0: the forwards seen are not generation steps (run by a logits processor)
-        self.logprobs: list[torch.Tensor] = []  # (B,) per generated token but the last
-        self.action_logprobs: list[torch.Tensor] = []  # (B,) the same under the recorded set
+        self.full_logprobs: list[torch.Tensor] = []  # (B,) per generated token but the last
+        self.logprobs: list[torch.Tensor] = []  # (B,) the same under the recorded set (with a recorder)
         self.hidden: list[torch.Tensor] = []  # (B, H) per generated token
         self.entropy: list[torch.Tensor] = []  # (B,) per generated token but the last
         self._handles: list[Any] = []
@@ -131,14 +131,14 @@ class StepCapture:
         logp = self._pending
         assert logp is not None
         self._pending = None
-        self.logprobs.append(logp.gather(-1, tokens).squeeze(-1))
+        self.full_logprobs.append(logp.gather(-1, tokens).squeeze(-1))
         if self.recorder is None:
             self.entropy.append(-(logp.exp() * logp).sum(-1))
             return
         allowed = self.recorder.current[..., : logp.shape[-1]].scatter(-1, tokens, True)  # as the loss's mask
         log_mass = logp.masked_fill(~allowed, -float("inf")).logsumexp(-1, keepdim=True)  # log P(S)
         masked = (logp - log_mass).masked_fill(~allowed, 0.0)  # log p_S on S, 0 elsewhere (adds 1 * 0 below)
-        self.action_logprobs.append(masked.gather(-1, tokens).squeeze(-1))
+        self.logprobs.append(masked.gather(-1, tokens).squeeze(-1))
         self.entropy.append(-(masked.exp() * masked).sum(-1))
 
     @torch.no_grad()
@@ -158,15 +158,15 @@ class StepCapture:
         if self._pending is not None:  # the last generated token
             self._close(response_ids[:, -1:])
         width = response_ids.shape[1]
-        if len(self.logprobs) != width or (self.keep_hidden and len(self.hidden) != width):
+        if len(self.full_logprobs) != width or (self.keep_hidden and len(self.hidden) != width):
             raise RuntimeError(
-                f"StepCapture saw {len(self.logprobs)} generation steps for {width} generated tokens "
+                f"StepCapture saw {len(self.full_logprobs)} generation steps for {width} generated tokens "
                 "(beam search or assisted decoding?): set logprobs_from_generation=False to score with a forward"
             )
-        full = torch.stack(self.logprobs, dim=1)
+        full = torch.stack(self.full_logprobs, dim=1)
         return Captured(
             full_logprobs=full,
-            logprobs=torch.stack(self.action_logprobs, dim=1) if self.recorder is not None else full,
+            logprobs=torch.stack(self.logprobs, dim=1) if self.recorder is not None else full,
             entropy=torch.stack(self.entropy, dim=1),
             hidden=torch.stack(self.hidden, dim=1) if self.keep_hidden else None,
         )
