@@ -21,13 +21,10 @@ interface:
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 from transformers import LogitsProcessor
-
-if TYPE_CHECKING:  # pragma: no cover
-    from hfrl.rollout import Rollout
 
 
 class ActionSpace:
@@ -52,8 +49,9 @@ class ActionSpace:
         packed ``action_sets`` generation recorded; None for the full softmax."""
         return None
 
-    def rollout_stats(self, rollout: Rollout) -> dict[str, float]:
-        """Statistics of this action space over a rollout, logged with the iteration."""
+    def rollout_stats(self, action_sets: torch.Tensor | None, response_mask: torch.Tensor) -> dict[str, float]:
+        """Statistics of this action space over a rollout (its recorded ``action_sets`` and its
+        ``response_mask``), logged with the iteration."""
         return {}
 
     def state(self) -> dict[str, Any]:

@@ -19,7 +19,6 @@ from transformers import LogitsProcessor
 from hfrl.action_space import ActionSpace
 from hfrl.capture import set_sizes, unpack_sets
 from hfrl.masking import MaskPolicy, TopPMaskProcessor
-from hfrl.rollout import Rollout
 from hfrl.trainers.online.nlpo_config import NLPOConfig
 from hfrl.trainers.online.ppo_trainer import PPOTrainer
 
@@ -58,11 +57,11 @@ class NLPOActionSpace(ActionSpace):
     def loss_mask(self, action_sets: torch.Tensor | None, vocab: int) -> torch.Tensor | None:
         return None if action_sets is None else unpack_sets(action_sets, vocab)
 
-    def rollout_stats(self, rollout: Rollout) -> dict[str, float]:
+    def rollout_stats(self, action_sets: torch.Tensor | None, response_mask: torch.Tensor) -> dict[str, float]:
         """``mask/kept_tokens``: mean size of the sets sampled from; ``mask/top_p_tokens``: of the
         mask policy's top-p sets alone."""
-        assert rollout.action_sets is not None
-        sampled = set_sizes(rollout.action_sets)[rollout.response_mask.bool()].float()
+        assert action_sets is not None  # records_sets
+        sampled = set_sizes(action_sets)[response_mask.bool()].float()
         top_p = [kept for processor in self.rollout_processors for kept in processor.kept]
         return {
             "mask/kept_tokens": sampled.mean().item() if len(sampled) else 0.0,

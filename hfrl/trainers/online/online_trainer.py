@@ -409,7 +409,7 @@ class OnlineTrainer(CrashSafeMixin, HubMixin, Trainer):
             "_start": start,
             "_update_start": t_score,
             "_tokens": int(generated.response_mask.sum()),
-            **self.action_space.rollout_stats(rollout),
+            **self.action_space.rollout_stats(rollout.action_sets, rollout.response_mask),
         }
         self._update_stats.clear()
         if args.log_completions:
