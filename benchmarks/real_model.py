@@ -188,7 +188,7 @@ def evaluate(lm: Any, reference: Any, tokenizer: Any, prompts: list[str], settin
     kwargs = {"max_new_tokens": settings["max_new_tokens"], **settings["eval_generation_kwargs"]}
     torch.manual_seed(seed)
     start = time.perf_counter()
-    response_ids, response_mask = generate(lm, query_ids, query_mask, kwargs, tokenizer.pad_token_id, 16)
+    response_ids, response_mask = generate(lm, query_ids, query_mask, kwargs, tokenizer.pad_token_id, batch_size=16)
     seconds = time.perf_counter() - start
     completions = tokenizer.batch_decode(response_ids, skip_special_tokens=True)
     rewards = [float(r) for r in reward(prompts=prompts, completions=completions)]

@@ -12,17 +12,22 @@ position's log-softmax (kept for one step only: ``(B, V)``) and last hidden stat
 forward, its new input token (the one just sampled) picks its log-prob. The last token's
 log-prob is picked from the returned sequences.
 
-With an action set (NLPO), each step also keeps the sampled token's log-prob and the entropy under
-the policy renormalised over that set: ``log p_S(a) = log p(a) - log P(S)``, where ``P(S)`` is the
-policy's mass on the set. The set is the one sampling drew from: the tokens whose logit is still
-finite after *every* logits processor of ``generate`` (RL4LMs: "processed logit is finite"), which
+When the action space records the sets sampled from (:attr:`hfrl.action_space.ActionSpace.records_sets`:
+NLPO), each step also keeps the sampled token's log-prob and the entropy under the policy
+renormalised over that set: ``log p_S(a) = log p(a) - log P(S)``, where ``P(S)`` is the policy's
+mass on the set. The set is the one sampling drew from: the tokens whose logit is still finite after
+*every* logits processor of ``generate`` (RL4LMs: "processed logit is finite"), which
 :class:`SampledSetRecorder`, run after all of them (:func:`processor_last`), keeps 1 bit per token.
+A logits processor may run forwards of its own on the captured module (under PEFT, another adapter
+of the same base model): the capture is paused while the action space's processors run
+(:meth:`StepCapture.outside_steps`).
 """
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 import torch
@@ -30,56 +35,48 @@ from transformers import LogitsProcessor
 
 from hfrl.policies import base_lm, tempered
 
-_suspended = 0  # > 0: forwards that are not generation's own (NLPO's mask policy on a shared PEFT base)
+
+@dataclass
+class Captured:
+    """What generation computed per generated token (shapes: :mod:`hfrl.rollout`'s table)."""
+
+    full_logprobs: torch.Tensor  # the sampled tokens' log-probs under softmax(logits / temperature)
+    logprobs: torch.Tensor  # the same under the action distribution (renormalised over the set sampled from)
+    entropy: torch.Tensor  # of the action distribution
+    hidden: torch.Tensor | None = None  # the last hidden states that predicted them (for the value head)
 
 
-@contextlib.contextmanager
-def suspended() -> Iterator[None]:
-    """Forwards inside are not generation steps: a :class:`StepCapture` on the same module ignores
-    them (NLPO's mask policy under PEFT is an adapter of the very model being captured)."""
-    global _suspended
-    _suspended += 1
-    try:
-        yield
-    finally:
-        _suspended -= 1
+class CaptureSettings(NamedTuple):
+    """What a :class:`StepCapture` keeps: log-probs under ``softmax(logits / temperature)``, and the
+    last hidden states when ``hidden``."""
 
-
-class Captured(NamedTuple):
-    """What one ``generate`` call computed, per generated token: each ``(B, T)`` but ``hidden``."""
-
-    logprobs: torch.Tensor  # the sampled tokens' log-probs under softmax(logits / temperature)
-    hidden: torch.Tensor | None  # (B, T, H) last hidden states that predicted them
-    entropy: torch.Tensor  # of the action distribution (renormalised over the action set, if any)
-    action_logprobs: torch.Tensor | None  # under the action distribution (None: no action set)
-    action_sets: torch.Tensor | None = None  # (B, T, ceil(V / 8)) packed sets sampled from (None: not kept)
+    temperature: float = 1.0
+    hidden: bool = True
 
 
 class StepCapture:
     """Context manager around one ``lm.generate`` call (greedy or sampling, one sequence per row).
-    ``action_set``: returns the ``(B, V)`` boolean set the current step samples from (read after
-    the logits processors ran), for log-probs and entropy under the renormalised distribution.
+    ``recorder``: the :class:`SampledSetRecorder` of the same call, whose set of the current step
+    (read after every logits processor ran) gives log-probs and entropy under the renormalised
+    distribution.
 
     >>> # with StepCapture(model, temperature=0.7) as cap:
     >>> #     out = model.generate(...)
-    >>> # logprobs, hidden, entropy, _ = cap.result(out[:, prompt_len:])  # (B, T), (B, T, H), (B, T)
+    >>> # captured = cap.result(out[:, prompt_len:])  # a Captured
     """
 
     def __init__(
-        self,
-        lm: Any,
-        temperature: float = 1.0,
-        hidden: bool = True,
-        action_set: Callable[[], torch.Tensor] | None = None,
+        self, lm: Any, temperature: float = 1.0, hidden: bool = True, recorder: SampledSetRecorder | None = None
     ) -> None:
         self.model = base_lm(lm)  # the module whose forward generate calls (under a PeftModel too)
         self.temperature = temperature
         self.keep_hidden = hidden
-        self.action_set = action_set
+        self.recorder = recorder
         self.is_seq2seq = bool(getattr(self.model.config, "is_encoder_decoder", False))
         self._pending: torch.Tensor | None = None  # (B, V) log-softmax of the last step
-        self.logprobs: list[torch.Tensor] = []  # (B,) per generated token but the last
-        self.action_logprobs: list[torch.Tensor] = []  # (B,) the same under the action set
+        self._paused = 0  # > 0: the forwards seen are not generation steps (run by a logits processor)
+        self.full_logprobs: list[torch.Tensor] = []  # (B,) per generated token but the last
+        self.logprobs: list[torch.Tensor] = []  # (B,) the same under the recorded set (with a recorder)
         self.hidden: list[torch.Tensor] = []  # (B, H) per generated token
         self.entropy: list[torch.Tensor] = []  # (B,) per generated token but the last
         self._handles: list[Any] = []
@@ -96,9 +93,23 @@ class StepCapture:
             handle.remove()
         self._handles = []
 
+    def outside_steps(self, processors: list[LogitsProcessor]) -> list[LogitsProcessor]:
+        """``processors`` whose own forwards are not taken for generation steps: a processor may run
+        a model sharing the captured module (a second PEFT adapter of the same base model)."""
+        return [_OutsideSteps(processor, self) for processor in processors]
+
+    @contextlib.contextmanager
+    def paused(self) -> Iterator[None]:
+        """Forwards of the captured module inside are not generation steps."""
+        self._paused += 1
+        try:
+            yield
+        finally:
+            self._paused -= 1
+
     @torch.no_grad()
     def _before(self, module: Any, args: tuple, kwargs: dict) -> tuple[tuple, dict] | None:
-        if _suspended:
+        if self._paused:
             return None
         if self.keep_hidden:
             kwargs["output_hidden_states"] = True  # for this forward only: generate keeps nothing
@@ -120,19 +131,19 @@ class StepCapture:
         logp = self._pending
         assert logp is not None
         self._pending = None
-        self.logprobs.append(logp.gather(-1, tokens).squeeze(-1))
-        if self.action_set is None:
+        self.full_logprobs.append(logp.gather(-1, tokens).squeeze(-1))
+        if self.recorder is None:
             self.entropy.append(-(logp.exp() * logp).sum(-1))
             return
-        allowed = self.action_set()[..., : logp.shape[-1]].scatter(-1, tokens, True)  # as the loss's mask
+        allowed = self.recorder.current[..., : logp.shape[-1]].scatter(-1, tokens, True)  # as the loss's mask
         log_mass = logp.masked_fill(~allowed, -float("inf")).logsumexp(-1, keepdim=True)  # log P(S)
         masked = (logp - log_mass).masked_fill(~allowed, 0.0)  # log p_S on S, 0 elsewhere (adds 1 * 0 below)
-        self.action_logprobs.append(masked.gather(-1, tokens).squeeze(-1))
+        self.logprobs.append(masked.gather(-1, tokens).squeeze(-1))
         self.entropy.append(-(masked.exp() * masked).sum(-1))
 
     @torch.no_grad()
     def _after(self, module: Any, args: tuple, output: Any) -> None:
-        if _suspended:
+        if self._paused:
             return
         logits = output.logits[:, -1].float()
         self._pending = tempered(logits, self.temperature).log_softmax(-1)
@@ -147,15 +158,29 @@ class StepCapture:
         if self._pending is not None:  # the last generated token
             self._close(response_ids[:, -1:])
         width = response_ids.shape[1]
-        if len(self.logprobs) != width or (self.keep_hidden and len(self.hidden) != width):
+        if len(self.full_logprobs) != width or (self.keep_hidden and len(self.hidden) != width):
             raise RuntimeError(
-                f"StepCapture saw {len(self.logprobs)} generation steps for {width} generated tokens "
+                f"StepCapture saw {len(self.full_logprobs)} generation steps for {width} generated tokens "
                 "(beam search or assisted decoding?): set logprobs_from_generation=False to score with a forward"
             )
-        logprobs = torch.stack(self.logprobs, dim=1)
-        hidden = torch.stack(self.hidden, dim=1) if self.keep_hidden else None
-        action = torch.stack(self.action_logprobs, dim=1) if self.action_set is not None else None
-        return Captured(logprobs, hidden, torch.stack(self.entropy, dim=1), action)
+        full = torch.stack(self.full_logprobs, dim=1)
+        return Captured(
+            full_logprobs=full,
+            logprobs=torch.stack(self.logprobs, dim=1) if self.recorder is not None else full,
+            entropy=torch.stack(self.entropy, dim=1),
+            hidden=torch.stack(self.hidden, dim=1) if self.keep_hidden else None,
+        )
+
+
+class _OutsideSteps(LogitsProcessor):
+    """A logits processor run with its :class:`StepCapture` paused (:meth:`StepCapture.outside_steps`)."""
+
+    def __init__(self, processor: LogitsProcessor, capture: StepCapture) -> None:
+        self.processor, self.capture = processor, capture
+
+    def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
+        with self.capture.paused():
+            return self.processor(input_ids, scores)
 
 
 # ---- the set each step sampled from -------------------------------------------------------------
@@ -201,13 +226,13 @@ class SampledSetRecorder(LogitsProcessor):
     the scores unchanged."""
 
     def __init__(self) -> None:
-        self.last_allowed: torch.Tensor | None = None  # (B, V) the current step's set (for StepCapture)
+        self.current = torch.empty(0, dtype=torch.bool)  # (B, V) the current step's set (read by StepCapture)
         self.steps: list[torch.Tensor] = []  # (B, ceil(V / 8)) packed, per generated token
 
     @torch.no_grad()
     def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
-        self.last_allowed = torch.isfinite(scores)
-        self.steps.append(pack_sets(self.last_allowed))
+        self.current = torch.isfinite(scores)
+        self.steps.append(pack_sets(self.current))
         return scores
 
     def sets(self, width: int) -> torch.Tensor:

@@ -3,7 +3,9 @@
 The mask policy is a frozen copy of the policy (under PEFT: a second adapter holding a copy of the
 trained adapter's weights, not a second base model), refreshed from the current policy every
 ``mask_update_every`` rollouts. Generation samples through :class:`TopPMaskProcessor`, a logits
-processor that runs the mask policy incrementally with its own KV cache. What the loss renormalises
+processor that runs the mask policy incrementally with its own KV cache (one per ``generate`` call,
+built by NLPO's action space: :class:`hfrl.trainers.online.nlpo_trainer.NLPOActionSpace`, which also
+holds the refresh schedule and the checkpoint file). What the loss renormalises
 over is not this mask alone but the set sampling finally drew from, after every other processor too
 (top_k, min_new_tokens...): :class:`hfrl.capture.SampledSetRecorder` keeps it from generation, so
 the loss runs no mask-policy forward. Unlike RL4LMs (issues #28, #62), generation always masks with
@@ -20,7 +22,6 @@ from typing import Any, cast
 import torch
 from transformers import LogitsProcessor
 
-from hfrl.capture import suspended
 from hfrl.policies import is_peft_model, tempered
 
 MASK_ADAPTER = "nlpo_mask"
@@ -175,11 +176,6 @@ class MaskPolicy:
             for mask_param, _ in self._adapter_pairs():
                 mask_param.requires_grad_(False)
 
-    # ---- masks ------------------------------------------------------------------------------
-    def logits_processor(self, query_ids: torch.Tensor, query_mask: torch.Tensor) -> list[LogitsProcessor]:
-        """A fresh processor for one ``generate`` call on these prompts."""
-        return [TopPMaskProcessor(self, query_ids, query_mask)]
-
 
 class TopPMaskProcessor(LogitsProcessor):
     """Inside ``generate``: set every logit outside the mask policy's top-p set to -inf.
@@ -203,7 +199,7 @@ class TopPMaskProcessor(LogitsProcessor):
         if input_ids.shape[0] != self.query_ids.shape[0]:
             raise ValueError("NLPO's action mask supports sampling one sequence per prompt (no beams)")
         policy = self.mask_policy
-        with policy.active() as model, suspended():  # not a step of the generation it masks
+        with policy.active() as model:  # under a rollout's StepCapture: paused (StepCapture.outside_steps)
             logits = tempered(self._next_logits(model, input_ids), policy.temperature)
         threshold = top_p_threshold(logits, policy.top_p, policy.min_tokens_to_keep, self.candidates)
         mask = mask_from_threshold(logits, threshold, policy.always_allowed)[..., : scores.shape[-1]]

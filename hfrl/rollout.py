@@ -4,6 +4,24 @@ One rollout = ``B`` prompts, one sampled completion each (at most ``T`` new toke
 is computed in batches: ``generate`` once per generation batch, each reward function once per
 rollout, one forward per model (policy + values, reference) per scoring batch. No token-by-token
 re-scoring anywhere.
+
+One iteration's data, typed end to end: :func:`generate_completions` returns :class:`Completions`
+(with what generation computed per step, :class:`hfrl.capture.Captured`), :func:`compute_rewards`
+:class:`TaskRewards`, :func:`score` :class:`Scores`, and :func:`assemble` builds the
+:class:`Rollout` from them. The shape of every tensor field of these types, with ``B`` completions,
+prompts of ``P`` tokens, completions of ``T``, hidden size ``H`` and vocabulary size ``V``:
+
+    (B, P)               query_ids, query_mask (prompts left-padded for causal models, right for seq2seq)
+    (B, T)               response_ids, response_mask, token_mask and every per-token number:
+                         logprobs, full_logprobs, ref_logprobs, kl, values, entropy, token_rewards,
+                         rewards, advantages, returns (completions right-padded; masked: 0 at padding)
+    (B, T, H)            hidden
+    (B, T, ceil(V / 8))  action_sets: uint8, 1 bit per vocabulary entry (:func:`hfrl.capture.pack_sets`)
+    (B,)                 scores
+
+``logprobs`` always means the sampled tokens' log-probs under the *action distribution* (the policy
+renormalised over the action space's set, :mod:`hfrl.action_space`; the full softmax for PPO, A2C and
+TRPO): the ratio's denominator. ``full_logprobs`` are under the full softmax: the KL penalty's.
 """
 
 from __future__ import annotations
@@ -13,37 +31,51 @@ import dataclasses
 import logging
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, NamedTuple, cast
+from typing import Any, NamedTuple, TypeVar, cast
 
 import torch
 from torch import nn
 from transformers import PreTrainedModel
 
+from hfrl.action_space import FULL_VOCABULARY, ActionSpace
 from hfrl.advantages import Reduce, explained_variance, gae, masked_mean, masked_var, whiten
-from hfrl.capture import Captured, SampledSetRecorder, StepCapture, processor_last, unpack_sets
+from hfrl.capture import Captured, CaptureSettings, SampledSetRecorder, StepCapture, processor_last
 from hfrl.policies import ActorCritic, ReferencePolicy, completion_forward, tempered, trim_padding
+
+_Rows = TypeVar("_Rows")
+
+
+def select_rows(item: _Rows, index: torch.Tensor | slice) -> _Rows:
+    """The rows ``index`` of every tensor field of a dataclass (and of its dataclass fields)."""
+    changes: dict[str, Any] = {}
+    for field in dataclasses.fields(cast(Any, item)):
+        value = getattr(item, field.name)
+        if isinstance(value, torch.Tensor):
+            changes[field.name] = value[index]
+        elif dataclasses.is_dataclass(value):
+            changes[field.name] = select_rows(value, index)
+    return cast(_Rows, dataclasses.replace(cast(Any, item), **changes))
 
 
 @dataclass
 class Rollout:
-    """The tensors of one rollout. ``B`` completions, prompts of ``P`` tokens, completions of ``T``."""
+    """The tensors of one rollout (shapes: the module's table)."""
 
-    query_ids: torch.Tensor  # (B, P) prompt ids; left-padded for causal models, right-padded for seq2seq
-    query_mask: torch.Tensor  # (B, P) 1 on prompt tokens
-    response_ids: torch.Tensor  # (B, T) completion ids, right-padded with the pad token
-    response_mask: torch.Tensor  # (B, T) 1 on completion tokens up to and including the first EOS
-    logprobs: torch.Tensor  # (B, T) log pi_old(a_t | s_t) of the sampled tokens in the action distribution
-    #                          (NLPO: renormalised over the set sampled from); the PPO ratio's denominator
-    ref_logprobs: torch.Tensor  # (B, T) log pi_ref(a_t | s_t)
-    kl: torch.Tensor  # (B, T) log pi_old(a_t | s_t) - log pi_ref(a_t | s_t), unmasked distributions
-    values: torch.Tensor  # (B, T) V(s_t) at rollout time
-    scores: torch.Tensor  # (B,) task reward of each completion (weighted sum of the reward functions)
-    rewards: torch.Tensor  # (B, T) -beta * (logp - ref_logp) + task reward on the last token
-    advantages: torch.Tensor  # (B, T) GAE advantages (whitened if configured)
-    returns: torch.Tensor  # (B, T) advantages + values (before whitening)
-    action_sets: torch.Tensor | None = None  # (B, T, ceil(V/8)) NLPO: the packed set each token was sampled from
-    entropy: torch.Tensor | None = None  # (B, T) entropy of the action distribution at rollout time (logged)
-    token_mask: torch.Tensor | None = None  # (B, T) bool: the transitions a token minibatch trains on
+    query_ids: torch.Tensor  # prompt ids
+    query_mask: torch.Tensor  # 1 on prompt tokens
+    response_ids: torch.Tensor  # completion ids, right-padded with the pad token
+    response_mask: torch.Tensor  # 1 on completion tokens up to and including the first EOS
+    logprobs: torch.Tensor  # log pi_old(a_t | s_t) of the sampled tokens, action distribution: the ratio's denominator
+    ref_logprobs: torch.Tensor  # log pi_ref(a_t | s_t)
+    kl: torch.Tensor  # log pi_old(a_t | s_t) - log pi_ref(a_t | s_t), full distributions
+    values: torch.Tensor  # V(s_t) at rollout time
+    scores: torch.Tensor  # task reward of each completion (weighted sum of the reward functions)
+    rewards: torch.Tensor  # -beta * kl + token-level rewards, plus the task reward on the last token
+    advantages: torch.Tensor  # GAE advantages (whitened if configured)
+    returns: torch.Tensor  # advantages + values (before whitening)
+    action_sets: torch.Tensor | None = None  # the set each token was sampled from (an action space recording them)
+    entropy: torch.Tensor | None = None  # of the action distribution at rollout time (logged)
+    token_mask: torch.Tensor | None = None  # bool: the transitions a token minibatch trains on
 
     def __len__(self) -> int:
         return self.response_ids.shape[0]
@@ -55,11 +87,26 @@ class Rollout:
 
     def __getitem__(self, index: torch.Tensor | slice) -> Rollout:
         """The rows ``index`` of every tensor (a minibatch)."""
-        rows: dict[str, Any] = {}
-        for f in dataclasses.fields(self):
-            value = getattr(self, f.name)
-            rows[f.name] = None if value is None else value[index]
-        return Rollout(**rows)
+        return select_rows(self, index)
+
+
+@dataclass
+class Completions:
+    """One sampled completion per prompt, and what generation kept of each step (shapes: the
+    module's table)."""
+
+    query_ids: torch.Tensor  # prompt ids
+    query_mask: torch.Tensor  # 1 on prompt tokens
+    response_ids: torch.Tensor  # completion ids, pad token after the first EOS
+    response_mask: torch.Tensor  # 1 on completion tokens up to and including the first EOS
+    captured: Captured | None = None  # the policy's numbers computed by generation (capture on)
+    action_sets: torch.Tensor | None = None  # the set each step sampled from (an action space recording them)
+
+    def __len__(self) -> int:
+        return self.response_ids.shape[0]
+
+    def __getitem__(self, index: torch.Tensor | slice) -> Completions:
+        return select_rows(self, index)
 
 
 def pad(sequences: Sequence[Sequence[int]], pad_id: int, side: str = "right") -> tuple[torch.Tensor, torch.Tensor]:
@@ -93,113 +140,121 @@ def generate(
     query_mask: torch.Tensor,
     generation_kwargs: dict,
     pad_token_id: int,
+    *,
     batch_size: int | None = None,
-    logits_processor: Callable[[torch.Tensor, torch.Tensor], list] | None = None,
+    action_space: ActionSpace = FULL_VOCABULARY,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Sample completions with ``lm.generate`` (KV cache on) in batches of ``batch_size`` prompts.
-
-    ``logits_processor(query_ids, query_mask)`` builds the extra logits processors for one batch
-    (NLPO's action mask keeps per-batch state). Returns ``(response_ids, response_mask)``,
-    ``(B, T)``, right-padded with ``pad_token_id``.
-    """
-    response_ids, response_mask, *_ = _generate(
-        lm, query_ids, query_mask, generation_kwargs, pad_token_id, batch_size, logits_processor
+    """:func:`generate_completions`' ``(response_ids, response_mask)``, nothing captured."""
+    completions = generate_completions(
+        lm, query_ids, query_mask, generation_kwargs, pad_token_id, batch_size=batch_size, action_space=action_space
     )
-    return response_ids, response_mask
+    return completions.response_ids, completions.response_mask
 
 
 @torch.no_grad()
-def generate_and_capture(
+def generate_completions(
     lm: PreTrainedModel,
     query_ids: torch.Tensor,
     query_mask: torch.Tensor,
     generation_kwargs: dict,
     pad_token_id: int,
+    *,
     batch_size: int | None = None,
-    temperature: float = 1.0,
-    hidden: bool = True,
-    logits_processor: Callable[[torch.Tensor, torch.Tensor], list] | None = None,
-    action_sets: bool = False,
-) -> tuple[torch.Tensor, torch.Tensor, Captured]:
-    """:func:`generate`, also keeping what generation computed anyway (:class:`hfrl.capture.StepCapture`):
-    ``(response_ids, response_mask, captured)`` with :class:`hfrl.capture.Captured`'s ``(B, T)``
-    tensors: the sampled tokens' log-probs under ``softmax(logits / temperature)``, the last hidden
-    states that predicted them (``hidden``), and that distribution's entropy. With ``action_sets``
-    (NLPO), also the set each step sampled from (the tokens whose logit every logits processor left
-    finite: :class:`hfrl.capture.SampledSetRecorder`), packed ``(B, T, ceil(V / 8))``, the sampled
-    tokens' log-probs under the distribution renormalised over that set, and that distribution's
-    entropy. Zero at padded positions."""
-    response_ids, response_mask, captured = _generate(
-        lm,
+    action_space: ActionSpace = FULL_VOCABULARY,
+    capture: CaptureSettings | None = None,
+) -> Completions:
+    """Sample one completion per prompt with ``lm.generate`` (KV cache on), in batches of
+    ``batch_size`` prompts, each trimmed of its all-padding prompt columns.
+
+    Each batch samples through ``action_space.processors`` and, when the action space records sets,
+    keeps the set each step sampled from (``action_sets``: the tokens whose logit every logits
+    processor left finite, :class:`hfrl.capture.SampledSetRecorder`; empty after each row's last
+    generated token). With ``capture``, also what generation computed (``captured``,
+    :class:`hfrl.capture.StepCapture`): the sampled tokens' log-probs under ``softmax(logits /
+    temperature)`` and under the action distribution (renormalised over the recorded set), that
+    distribution's entropy and, with ``capture.hidden``, the last hidden states that predicted them.
+    Completions are right-padded with ``pad_token_id``.
+    """
+    size = batch_size or len(query_ids)
+    parts = []
+    for start in range(0, len(query_ids), size):
+        ids, mask = query_ids[start : start + size], query_mask[start : start + size]
+        parts.append(
+            _generate_batch(lm, ids, mask, generation_kwargs, pad_token_id, action_space=action_space, capture=capture)
+        )
+    return concat(parts, pad_token_id, query_ids, query_mask)
+
+
+def _generate_batch(
+    lm: PreTrainedModel,
+    query_ids: torch.Tensor,
+    query_mask: torch.Tensor,
+    generation_kwargs: dict,
+    pad_token_id: int,
+    *,
+    action_space: ActionSpace,
+    capture: CaptureSettings | None,
+) -> Completions:
+    """One ``generate`` call of :func:`generate_completions`."""
+    ids, mask = trim_padding(query_ids, query_mask)
+    kwargs = {"use_cache": True, "pad_token_id": pad_token_id, **generation_kwargs}
+    recorder = SampledSetRecorder() if action_space.records_sets else None
+    step = StepCapture(lm, capture.temperature, capture.hidden, recorder) if capture is not None else None
+    processors = action_space.processors(ids, mask)
+    if processors:  # their own forwards (a second adapter of the captured model) are not steps
+        kwargs["logits_processor"] = step.outside_steps(processors) if step is not None else processors
+    with contextlib.ExitStack() as stack:
+        if recorder is not None:
+            stack.enter_context(processor_last(lm, recorder))
+        if step is not None:
+            stack.enter_context(step)
+        stack.enter_context(_without_dropped_mask_warning())
+        out = lm.generate(input_ids=ids, attention_mask=mask, **kwargs)  # type: ignore[operator]
+    is_seq2seq = bool(getattr(lm.config, "is_encoder_decoder", False))
+    response_ids = out[:, 1:] if is_seq2seq else out[:, ids.shape[1] :]  # drop decoder start / prompt
+    response_mask = completion_mask(
+        response_ids, generation_kwargs.get("eos_token_id", lm.generation_config.eos_token_id)
+    )
+    return Completions(
         query_ids,
         query_mask,
-        generation_kwargs,
-        pad_token_id,
-        batch_size,
-        logits_processor,
-        (temperature, hidden),
-        action_sets,
+        response_ids.masked_fill(response_mask == 0, pad_token_id),
+        response_mask,
+        captured=step.result(response_ids) if step is not None else None,
+        action_sets=recorder.sets(response_ids.shape[1]) if recorder is not None else None,
     )
-    assert captured is not None
-    return response_ids, response_mask, captured
 
 
-def _generate(
-    lm: PreTrainedModel,
-    query_ids: torch.Tensor,
-    query_mask: torch.Tensor,
-    generation_kwargs: dict,
-    pad_token_id: int,
-    batch_size: int | None,
-    logits_processor: Callable[[torch.Tensor, torch.Tensor], list] | None,
-    capture: tuple[float, bool] | None = None,
-    action_sets: bool = False,
-) -> tuple[torch.Tensor, torch.Tensor, Captured | None]:
-    batch_size = batch_size or len(query_ids)
-    eos = generation_kwargs.get("eos_token_id", lm.generation_config.eos_token_id)
-    is_seq2seq = bool(getattr(lm.config, "is_encoder_decoder", False))
-    chunks: list[torch.Tensor] = []
-    parts: list[Captured] = []
-    for start in range(0, len(query_ids), batch_size):
-        ids, mask = trim_padding(query_ids[start : start + batch_size], query_mask[start : start + batch_size])
-        kwargs = {"use_cache": True, "pad_token_id": pad_token_id, **generation_kwargs}
-        processors = logits_processor(ids, mask) if logits_processor is not None else []
-        if processors:
-            kwargs["logits_processor"] = processors
-        recorder = SampledSetRecorder() if capture is not None and action_sets else None
-        action_set = (lambda r=recorder: r.last_allowed) if recorder is not None else None
-        recording = processor_last(lm, recorder) if recorder is not None else contextlib.nullcontext()
-        cap = StepCapture(lm, *capture, action_set=action_set) if capture is not None else contextlib.nullcontext()
-        with recording, cap, _without_dropped_mask_warning():
-            out = lm.generate(input_ids=ids, attention_mask=mask, **kwargs)  # type: ignore[operator]
-        chunk = out[:, 1:] if is_seq2seq else out[:, ids.shape[1] :]  # drop decoder start / prompt
-        chunks.append(chunk)
-        if isinstance(cap, StepCapture):
-            part = cap.result(chunk)
-            parts.append(part._replace(action_sets=recorder.sets(chunk.shape[1])) if recorder is not None else part)
-    width = max(c.shape[1] for c in chunks)
+def concat(
+    parts: Sequence[Completions], pad_token_id: int, query_ids: torch.Tensor, query_mask: torch.Tensor
+) -> Completions:
+    """The rows of ``parts`` one after the other, with their prompts ``query_ids``, ``query_mask``
+    (padded to one width by the caller): completions right-padded to the widest part, ids with
+    ``pad_token_id``, masks, captured numbers and sets (empty) with 0."""
+    width = max(part.response_ids.shape[1] for part in parts)
 
-    def cat(tensors: list, value: float = 0) -> torch.Tensor:
+    def cat(tensors: list[torch.Tensor], value: float = 0) -> torch.Tensor:
         return torch.cat([_pad_dim1(t, width, value) for t in tensors], dim=0)
 
-    response_ids = cat(chunks, pad_token_id)
-    response_mask = completion_mask(response_ids, eos)
-    response_ids = response_ids.masked_fill(response_mask == 0, pad_token_id)
-    if capture is None:
-        return response_ids, response_mask, None
+    def optional(tensors: list[torch.Tensor | None]) -> torch.Tensor | None:
+        return None if tensors[0] is None else cat(cast(list[torch.Tensor], tensors))
 
-    def optional(name: str) -> torch.Tensor | None:
-        tensors = [getattr(part, name) for part in parts]
-        return None if tensors[0] is None else cat(tensors)
-
-    captured = Captured(
-        cat([p.logprobs for p in parts]),
-        optional("hidden"),
-        cat([p.entropy for p in parts]),
-        optional("action_logprobs"),
-        optional("action_sets"),  # zero bytes (empty sets) after each row's last generated token
+    captured = [part.captured for part in parts if part.captured is not None]
+    return Completions(
+        query_ids,
+        query_mask,
+        cat([part.response_ids for part in parts], pad_token_id),
+        cat([part.response_mask for part in parts]),
+        captured=Captured(
+            full_logprobs=cat([c.full_logprobs for c in captured]),
+            logprobs=cat([c.logprobs for c in captured]),
+            entropy=cat([c.entropy for c in captured]),
+            hidden=optional([c.hidden for c in captured]),
+        )
+        if captured
+        else None,
+        action_sets=optional([part.action_sets for part in parts]),
     )
-    return response_ids, response_mask, captured
 
 
 class _DroppedMaskFilter(logging.Filter):
@@ -240,6 +295,14 @@ class RewardError(ValueError):
     """A reward function returned something that is not one finite number per completion."""
 
 
+class TaskRewards(NamedTuple):
+    """What :func:`compute_rewards` returns (shapes: the module's table)."""
+
+    scores: torch.Tensor  # the weighted sum of the sequence-level rewards of each completion
+    token_rewards: torch.Tensor  # the weighted sum of the token-level rewards
+    means: dict[str, float]  # each reward function's own mean (logged)
+
+
 def compute_rewards(
     reward_funcs: Sequence[Callable],
     reward_weights: Sequence[float],
@@ -247,13 +310,14 @@ def compute_rewards(
     completions: list[str],
     response_mask: torch.Tensor,
     columns: dict[str, list],
+    *,
     max_abs: float | None = MAX_ABS_REWARD,
     drop_invalid: bool = False,
-) -> tuple[torch.Tensor, torch.Tensor, dict[str, float]]:
+) -> TaskRewards:
     """Call every reward function once on the whole batch (TRL signature) and combine them.
 
     A reward returns one float per completion (sequence level) or one list of floats per completion
-    token (token level). Returns ``(scores (B,), token_rewards (B, T), per-function means)``: the
+    token (token level). Returns :class:`TaskRewards` ``(scores, token_rewards, means)``: the
     weighted sequence-level sum, the weighted token-level sum, and each function's own mean for
     logging. ``None`` entries (a reward that does not apply to a sample) count as 0 in the sum.
 
@@ -285,7 +349,7 @@ def compute_rewards(
             continue
         means[name] = float(values.nanmean()) if n else 0.0
         scores += weight * torch.nan_to_num(values, nan=0.0)  # NaN here: None, "does not apply"
-    return scores, token_rewards, means
+    return TaskRewards(scores, token_rewards, means)
 
 
 def _reward_values(name: str, out: Any, n: int) -> tuple[torch.Tensor, bool]:
@@ -366,130 +430,118 @@ def action_logprobs(
     return selective_log_softmax(logits, tokens), entropy
 
 
-class Scores(NamedTuple):
-    """What :func:`score` returns, each ``(B, T)``."""
+@dataclass
+class Scores:
+    """What :func:`score` returns: the policy's and the reference's numbers of every completion token."""
 
-    logprobs: torch.Tensor  # full distribution (the KL penalty's)
-    values: torch.Tensor
-    ref_logprobs: torch.Tensor
-    action_logprobs: torch.Tensor  # the action distribution's (NLPO: masked), the ratio's denominator
-    entropy: torch.Tensor | None  # the action distribution's entropy (None when captured without it)
+    logprobs: torch.Tensor  # under the action distribution: the rollout's old log-probs
+    full_logprobs: torch.Tensor  # under the full softmax: the KL penalty's
+    ref_logprobs: torch.Tensor  # the reference's, full softmax
+    values: torch.Tensor  # V(s_t)
+    entropy: torch.Tensor  # of the action distribution
 
 
 @torch.no_grad()
 def score(
     model: ActorCritic,
     reference: ReferencePolicy | None,
-    query_ids: torch.Tensor,
-    query_mask: torch.Tensor,
-    response_ids: torch.Tensor,
-    response_mask: torch.Tensor,
+    completions: Completions,
+    *,
     batch_size: int,
     temperature: float = 1.0,
-    action_sets: torch.Tensor | None = None,
-    policy_logprobs: torch.Tensor | None = None,
-    policy_values: torch.Tensor | None = None,
-    policy_entropy: torch.Tensor | None = None,
-    policy_action_logprobs: torch.Tensor | None = None,
+    action_space: ActionSpace = FULL_VOCABULARY,
 ) -> Scores:
-    """Log-probs and values under the current policy, log-probs under the reference: one forward per
-    model per batch. Given the policy's ``policy_logprobs``, ``policy_values`` and ``policy_entropy
-    (B, T)`` (captured during generation; with an action set, also ``policy_action_logprobs``), only
-    the reference runs.
+    """Log-probs and values under the current policy, log-probs under the reference, in batches of
+    ``batch_size`` completions: one forward per model per batch.
 
-    Returns :class:`Scores` ``(logprobs, values, ref_logprobs, action_logprobs, entropy)``, each
-    ``(B, T)``: ``logprobs`` under the full distribution (for the KL penalty), ``action_logprobs``
-    and ``entropy`` under the action distribution (renormalised over the packed ``action_sets
-    (B, T, ceil(V / 8))`` generation sampled from, when given; else equal to ``logprobs``).
+    When generation captured the policy's numbers (``completions.captured``, with hidden states),
+    only the reference runs; the values are the value head's on the captured hidden states.
+    Otherwise the policy's forward gives them, its action distribution renormalised over
+    ``action_space.loss_mask`` of the stored sets (the full softmax for the whole vocabulary). No
+    reference: its log-probs are the policy's.
     """
+    captured = completions.captured
+    if captured is not None and captured.hidden is None:
+        raise ValueError("score: the capture holds no hidden states for the values; capture with hidden=True")
+    policy: list[tuple[torch.Tensor, ...]] = []
+    reference_logprobs: list[torch.Tensor] = []
+    for start in range(0, len(completions), batch_size):
+        batch = completions[start : start + batch_size]
+        if captured is None:
+            policy.append(_policy_forward(model, batch, temperature, action_space))
+        if reference is not None:
+            reference_logprobs.append(_reference_logprobs(reference, batch, temperature))
+    if captured is not None:
+        logprobs, full, entropy = captured.logprobs, captured.full_logprobs, captured.entropy
+        values = model.value_head(cast(torch.Tensor, captured.hidden)).float()
+    else:
+        logprobs, full, values, entropy = (torch.cat(column) for column in zip(*policy, strict=True))
+    ref = torch.cat(reference_logprobs) if reference is not None else full.clone()
+    return Scores(logprobs=logprobs, full_logprobs=full, ref_logprobs=ref, values=values, entropy=entropy)
+
+
+def _policy_forward(
+    model: ActorCritic, batch: Completions, temperature: float, action_space: ActionSpace
+) -> tuple[torch.Tensor, ...]:
+    """:func:`score`'s policy forward over one batch: ``(logprobs, full_logprobs, values, entropy)``."""
     from trl.trainer.utils import selective_log_softmax
 
-    if policy_logprobs is not None and action_sets is not None:
-        raise ValueError(
-            "score: with captured policy log-probs, pass the action distribution's as policy_action_logprobs "
-            "instead of the action sets"
-        )
-    logprobs: list[torch.Tensor] = []
-    values: list[torch.Tensor] = []
-    ref_logprobs: list[torch.Tensor] = []
-    masked: list[torch.Tensor] = []
-    entropies: list[torch.Tensor] = []
-    for start in range(0, len(query_ids), batch_size):
-        rows = slice(start, start + batch_size)
-        args = (query_ids[rows], query_mask[rows], response_ids[rows], response_mask[rows])
-        if policy_logprobs is not None and policy_values is not None:
-            logprobs.append(policy_logprobs[rows])
-            values.append(policy_values[rows].float())
-        else:
-            logits, value = model(*args)
-            logits = tempered(logits, temperature)
-            values.append(value.float())
-            mask = None
-            if action_sets is not None:
-                mask = unpack_sets(action_sets[rows], logits.shape[-1])
-                logprobs.append(selective_log_softmax(logits, response_ids[rows]))
-            action_lp, entropy = action_logprobs(logits, response_ids[rows], mask, entropy_grad=False)
-            (masked if mask is not None else logprobs).append(action_lp)
-            entropies.append(cast(torch.Tensor, entropy))
-        if reference is not None:
-            with reference.active() as ref:
-                ref_logits, _ = completion_forward(ref, *args)
-            ref_logprobs.append(selective_log_softmax(tempered(ref_logits, temperature), response_ids[rows]))
-    lp = torch.cat(logprobs)
-    ref_lp = torch.cat(ref_logprobs) if ref_logprobs else lp.clone()
-    entropy = torch.cat(entropies) if entropies else policy_entropy
-    if masked:
-        action_lp = torch.cat(masked)
-    else:
-        action_lp = policy_action_logprobs if policy_action_logprobs is not None else lp.clone()
-    return Scores(lp, torch.cat(values), ref_lp, action_lp, entropy)
+    logits, values = model(batch.query_ids, batch.query_mask, batch.response_ids, batch.response_mask)
+    logits = tempered(logits, temperature)
+    mask = action_space.loss_mask(batch.action_sets, logits.shape[-1])
+    logprobs, entropy = action_logprobs(logits, batch.response_ids, mask, entropy_grad=False)
+    full = logprobs if mask is None else selective_log_softmax(logits, batch.response_ids)
+    return logprobs, full, values.float(), cast(torch.Tensor, entropy)
+
+
+def _reference_logprobs(reference: ReferencePolicy, batch: Completions, temperature: float) -> torch.Tensor:
+    from trl.trainer.utils import selective_log_softmax
+
+    with reference.active() as ref:
+        logits, _ = completion_forward(ref, batch.query_ids, batch.query_mask, batch.response_ids, batch.response_mask)
+    return selective_log_softmax(tempered(logits, temperature), batch.response_ids)
 
 
 def assemble(
-    query_ids: torch.Tensor,
-    query_mask: torch.Tensor,
-    response_ids: torch.Tensor,
-    response_mask: torch.Tensor,
-    logprobs: torch.Tensor,
-    ref_logprobs: torch.Tensor,
-    values: torch.Tensor,
-    scores: torch.Tensor,
-    token_rewards: torch.Tensor,
+    completions: Completions,
+    scores: Scores,
+    rewards: TaskRewards,
+    *,
     kl_coef: float,
     gamma: float,
     lam: float,
     whiten_advantages: bool,
-    old_logprobs: torch.Tensor | None = None,
     reduce: Reduce = None,
-    entropy: torch.Tensor | None = None,
 ) -> Rollout:
     """Per-token rewards ``r_t = -beta * (logp_t - ref_logp_t)`` (full distributions), plus the task
     score on the last completion token and any token-level rewards; then GAE and (optionally)
-    whitening (over every process's rollout with ``reduce``). ``old_logprobs`` (the action
-    distribution's, NLPO) default to ``logprobs``."""
-    mask = response_mask.to(logprobs.dtype)
-    kl = (logprobs - ref_logprobs) * mask
-    rewards = -kl_coef * kl + token_rewards.to(kl) * mask
+    whitening (over every process's rollout with ``reduce``)."""
+    response_mask = completions.response_mask
+    mask = response_mask.to(scores.full_logprobs.dtype)
+    task_scores = rewards.scores.to(scores.full_logprobs.device)
+    kl = (scores.full_logprobs - scores.ref_logprobs) * mask
+    per_token = -kl_coef * kl + rewards.token_rewards.to(kl) * mask
     last = (response_mask.sum(1) - 1).clamp(min=0)  # index of each row's last completion token
-    rewards[torch.arange(len(rewards)), last] += scores.to(rewards)
-    values = values * mask
-    advantages, returns = gae(rewards, values, mask, gamma, lam)
+    per_token[torch.arange(len(per_token)), last] += task_scores.to(per_token)
+    values = scores.values * mask
+    advantages, returns = gae(per_token, values, mask, gamma, lam)
     if whiten_advantages:
         advantages = whiten(advantages, mask, reduce=reduce)
     return Rollout(
-        query_ids,
-        query_mask,
-        response_ids,
-        response_mask,
-        (logprobs if old_logprobs is None else old_logprobs) * mask,
-        ref_logprobs * mask,
-        kl,
-        values,
-        scores,
-        rewards,
-        advantages,
-        returns,
-        entropy=None if entropy is None else entropy.float() * mask,
+        query_ids=completions.query_ids,
+        query_mask=completions.query_mask,
+        response_ids=completions.response_ids,
+        response_mask=response_mask,
+        logprobs=scores.logprobs * mask,
+        ref_logprobs=scores.ref_logprobs * mask,
+        kl=kl,
+        values=values,
+        scores=task_scores,
+        rewards=per_token,
+        advantages=advantages,
+        returns=returns,
+        action_sets=completions.action_sets,
+        entropy=scores.entropy.float() * mask,
     )
 
 

@@ -8,8 +8,9 @@ from datasets import Dataset
 from transformers import AutoModelForCausalLM, AutoModelForSeq2SeqLM, AutoTokenizer
 
 from hfrl import PPOTrainer
+from hfrl.capture import CaptureSettings
 from hfrl.policies import ActorCritic, completion_forward, disable_dropout
-from hfrl.rollout import generate_and_capture, pad, score
+from hfrl.rollout import generate_completions, pad, score
 from hfrl.testing import digit_reward
 
 
@@ -34,18 +35,20 @@ def test_captured_logprobs_and_values_equal_a_scoring_forward(kind, tiny_causal_
     ids = [tok(t)["input_ids"] or [tok.eos_token_id] for t in texts]
     query_ids, query_mask = pad(ids, tok.pad_token_id, "left" if kind == "causal" else "right")
     kwargs = {"do_sample": True, "top_k": 0, "temperature": 0.7, "max_new_tokens": 9}
-    response_ids, response_mask, (logprobs, hidden, entropy, action_logprobs, _) = generate_and_capture(
-        lm, query_ids, query_mask, kwargs, tok.pad_token_id, batch_size=4, temperature=0.7
+    completions = generate_completions(
+        lm, query_ids, query_mask, kwargs, tok.pad_token_id, batch_size=4, capture=CaptureSettings(temperature=0.7)
     )
-    assert action_logprobs is None  # no action set
-    assert logprobs.shape == response_ids.shape and hidden.shape == (*response_ids.shape, lm.config.hidden_size)
-    forward_lp, forward_values, _, _, forward_entropy = score(
-        model, None, query_ids, query_mask, response_ids, response_mask, batch_size=6, temperature=0.7
-    )
-    real = response_mask.bool()
-    torch.testing.assert_close(logprobs[real], forward_lp[real], atol=1e-5, rtol=0)
-    torch.testing.assert_close(model.value_head(hidden)[real], forward_values[real], atol=1e-5, rtol=0)
-    torch.testing.assert_close(entropy[real], forward_entropy[real], atol=1e-4, rtol=0)
+    captured, response_ids = completions.captured, completions.response_ids
+    assert completions.action_sets is None  # no action set: the action distribution is the full softmax
+    assert torch.equal(captured.logprobs, captured.full_logprobs)
+    assert captured.full_logprobs.shape == response_ids.shape
+    assert captured.hidden.shape == (*response_ids.shape, lm.config.hidden_size)
+    completions.captured = None  # score with a forward
+    forward = score(model, None, completions, batch_size=6, temperature=0.7)
+    real = completions.response_mask.bool()
+    torch.testing.assert_close(captured.full_logprobs[real], forward.full_logprobs[real], atol=1e-5, rtol=0)
+    torch.testing.assert_close(model.value_head(captured.hidden)[real], forward.values[real], atol=1e-5, rtol=0)
+    torch.testing.assert_close(captured.entropy[real], forward.entropy[real], atol=1e-4, rtol=0)
 
 
 def test_capture_under_peft_hooks_the_base_model(tiny_causal_dir):
@@ -55,13 +58,15 @@ def test_capture_under_peft_hooks_the_base_model(tiny_causal_dir):
     lm, tok = load("causal", tiny_causal_dir, None)
     peft = get_peft_model(lm, LoraConfig(r=4, target_modules=["c_attn"], fan_in_fan_out=True, init_lora_weights=False))
     query_ids, query_mask = pad([tok("1 2")["input_ids"], tok("3")["input_ids"]], tok.pad_token_id, "left")
-    response_ids, response_mask, (logprobs, hidden, _, _, _) = generate_and_capture(
-        peft, query_ids, query_mask, {"do_sample": True, "max_new_tokens": 5}, tok.pad_token_id, hidden=False
-    )
-    assert hidden is None
-    logits, _ = completion_forward(peft, query_ids, query_mask, response_ids, response_mask)
+    completions = generate_completions(
+        peft, query_ids, query_mask, {"do_sample": True, "max_new_tokens": 5}, tok.pad_token_id,
+        capture=CaptureSettings(hidden=False),
+    )  # fmt: skip
+    assert completions.captured.hidden is None
+    response_ids, real = completions.response_ids, completions.response_mask.bool()
+    logits, _ = completion_forward(peft, query_ids, query_mask, response_ids, completions.response_mask)
     expected = logits.log_softmax(-1).gather(-1, response_ids.unsqueeze(-1)).squeeze(-1)
-    torch.testing.assert_close(logprobs[response_mask.bool()], expected[response_mask.bool()], atol=1e-5, rtol=0)
+    torch.testing.assert_close(completions.captured.full_logprobs[real], expected[real], atol=1e-5, rtol=0)
 
 
 @pytest.mark.parametrize("alg", ["ppo", "nlpo", "nlpo-peft", "nlpo-t5"])

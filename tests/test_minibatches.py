@@ -133,10 +133,23 @@ def test_rl4lms_layout_trains(alg, tiny_causal_dir, make_config):
 def test_rounds_of_different_widths_pad_every_field():
     """A rollout of several generation rounds pads each round's fields to the widest round along
     the token axis: (B, T) tensors and NLPO's packed sets (B, T, V / 8) alike (empty sets: 0)."""
-    from hfrl.trainers.online.online_trainer import _pad_columns
+    from hfrl.capture import Captured
+    from hfrl.rollout import Completions, concat
 
-    ids = torch.tensor([[5, 6]])
-    sets = torch.full((1, 2, 3), 255, dtype=torch.uint8)
-    assert _pad_columns(ids, 4, 1).tolist() == [[5, 6, 1, 1]]
-    padded = _pad_columns(sets, 4, 0)
-    assert padded.shape == (1, 4, 3) and padded[0, :2].eq(255).all() and padded[0, 2:].eq(0).all()
+    def round_of(width):  # one completion of `width` tokens, every set full, every number 0.5
+        ones = torch.ones(1, width)
+        captured = Captured(full_logprobs=ones / 2, logprobs=ones / 2, entropy=ones / 2, hidden=torch.ones(1, width, 2))
+        ids, mask, sets = (
+            torch.full((1, width), 5),
+            torch.ones(1, width, dtype=torch.long),
+            torch.full((1, width, 3), 255),
+        )
+        return Completions(torch.tensor([[7]]), torch.ones(1, 1), ids, mask, captured, sets.to(torch.uint8))
+
+    out = concat([round_of(2), round_of(4)], 1, torch.tensor([[7], [7]]), torch.ones(2, 1))
+    assert out.response_ids.tolist() == [[5, 5, 1, 1], [5, 5, 5, 5]]  # padded with the pad id (1)
+    assert out.response_mask.tolist() == [[1, 1, 0, 0], [1, 1, 1, 1]]
+    assert out.captured.logprobs.tolist() == [[0.5, 0.5, 0.0, 0.0], [0.5] * 4]
+    assert out.captured.hidden.shape == (2, 4, 2) and out.captured.hidden[0, 2:].eq(0).all()
+    sets = out.action_sets
+    assert sets.shape == (2, 4, 3) and sets[0, :2].eq(255).all() and sets[0, 2:].eq(0).all() and sets[1].eq(255).all()

@@ -77,10 +77,10 @@ def test_generation_masks_with_the_refreshed_policy_not_the_initial_one(tiny_cau
     trainer.train()  # refreshes before iterations 2 and 3, then updates the policy again
     batch = [trainer.train_dataset[i] for i in range(8)]
     trainer.collect_rollout(batch)  # the next rollout refreshes the mask policy from the current policy
-    assert trainer._mask_refreshed_at == 3
+    assert trainer.action_space.refreshed_at == 3
 
     query_ids, query_mask = trainer._queries(batch)
-    processor = trainer._logits_processor()(query_ids, query_mask)[0]
+    processor = trainer.action_space.processors(query_ids, query_mask)[0]
     vocab = policy.config.vocab_size
     masked = processor(query_ids, torch.zeros(len(batch), vocab))
     generation_mask = torch.isfinite(masked)
@@ -97,7 +97,7 @@ def test_rollout_tokens_lie_in_the_mask_and_kl_uses_unmasked(tiny_causal_dir, nl
         model=tiny_causal_dir, args=nlpo_config(top_mask=0.3), reward_funcs=digit_reward, train_dataset=prompts()
     )
     rollout = trainer.collect_rollout([trainer.train_dataset[i] for i in range(8)])
-    mask_policy = trainer.mask_policy
+    mask_policy = trainer.action_space.mask_policy
     with torch.no_grad(), mask_policy.active() as model:  # its top-p set at every completion position
         batch = (rollout.query_ids, rollout.query_mask, rollout.response_ids, rollout.response_mask)
         logits = tempered(completion_forward(model, *batch)[0], mask_policy.temperature)
@@ -133,7 +133,7 @@ def test_peft_mask_policy_is_an_adapter_copy(tiny_causal_dir, nlpo_config):
         train_dataset=prompts(),
         peft_config=LoraConfig(r=4, target_modules=["c_attn"], fan_in_fan_out=True),
     )
-    mask_policy = trainer.mask_policy
+    mask_policy = trainer.action_space.mask_policy
     assert mask_policy.model is None  # no second base model
     policy = mask_policy.policy
     assert MASK_ADAPTER in policy.peft_config
@@ -163,8 +163,8 @@ def test_nlpo_resume_restores_mask_policy(tiny_causal_dir, nlpo_config):
         model=tiny_causal_dir, args=nlpo_config(**config), reward_funcs=digit_reward, train_dataset=prompts()
     )
     resumed._load_from_checkpoint(checkpoint)
-    assert resumed._mask_refreshed_at == 2
-    state = resumed.mask_policy.state_dict()
+    assert resumed.action_space.refreshed_at == 2
+    state = resumed.action_space.mask_policy.state_dict()
     assert all(torch.equal(state[k], v) for k, v in saved.items())
 
 
@@ -293,14 +293,14 @@ def test_generation_looks_among_candidates_once_sets_are_small(tiny_causal_dir, 
     )
     batch = [trainer.train_dataset[i] for i in range(8)]
     query_ids, query_mask = trainer._queries(batch)
-    processor = trainer._logits_processor()(query_ids, query_mask)[0]
+    processor = trainer.action_space.processors(query_ids, query_mask)[0]
     assert processor.candidates is None  # the first step sorts
     vocab = trainer.accelerator.unwrap_model(trainer.model).policy.config.vocab_size
     processor(query_ids, torch.zeros(len(batch), vocab))
     assert processor.candidates == 256  # 2 x (largest set + specials) is small: a topk next time
     step = torch.cat([query_ids, torch.full((len(batch), 1), 7)], dim=1)
     processor(step, torch.zeros(len(batch), vocab))
-    with trainer.mask_policy.active() as model:
+    with trainer.action_space.mask_policy.active() as model:
         response = torch.tensor([[7, 0]] * len(batch))  # logits at position 1 follow the token 7
         logits, _ = completion_forward(model, query_ids, query_mask, response, torch.ones_like(response))
     expected = top_p_threshold(logits[:, 1] / 0.05, 0.5, 1)

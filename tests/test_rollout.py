@@ -5,7 +5,7 @@ import torch
 from trl.trainer.utils import selective_log_softmax
 
 from hfrl.policies import ActorCritic, ReferencePolicy, completion_forward, disable_dropout
-from hfrl.rollout import assemble, completion_mask, compute_rewards, pad, score
+from hfrl.rollout import Completions, Scores, TaskRewards, assemble, completion_mask, compute_rewards, pad, score
 
 
 def test_pad_left_and_right():
@@ -25,21 +25,14 @@ def test_assemble_kl_penalty_and_terminal_score():
     mask = torch.tensor([[1, 1, 0]])
     logp = torch.tensor([[-1.0, -2.0, 0.0]])
     ref = torch.tensor([[-1.5, -1.0, 0.0]])
-    r = assemble(
-        torch.zeros(1, 1, dtype=torch.long),
-        torch.ones(1, 1),
-        torch.zeros(1, 3, dtype=torch.long),
-        mask,
-        logp,
-        ref,
-        torch.zeros(1, 3),
-        torch.tensor([2.0]),
-        torch.zeros(1, 3),
-        kl_coef=0.1,
-        gamma=1.0,
-        lam=1.0,
-        whiten_advantages=False,
+    completions = Completions(
+        torch.zeros(1, 1, dtype=torch.long), torch.ones(1, 1), torch.zeros(1, 3, dtype=torch.long), mask
     )
+    scores = Scores(
+        logprobs=logp, full_logprobs=logp, ref_logprobs=ref, values=torch.zeros(1, 3), entropy=torch.zeros(1, 3)
+    )
+    rewards = TaskRewards(scores=torch.tensor([2.0]), token_rewards=torch.zeros(1, 3), means={})
+    r = assemble(completions, scores, rewards, kl_coef=0.1, gamma=1.0, lam=1.0, whiten_advantages=False)
     # r_0 = -0.1 * (-1 + 1.5) = -0.05 ; r_1 = -0.1 * (-2 + 1) + 2 (score on the last token) = 2.1
     assert r.rewards[0].tolist() == pytest.approx([-0.05, 2.1, 0.0])
     assert r.returns[0].tolist() == pytest.approx([2.05, 2.1, 0.0])
@@ -98,12 +91,13 @@ def test_rollout_logprobs_equal_update_logprobs_at_start(tiny_seq2seq_dir):
     model = ActorCritic(lm).train()
     q, qm = torch.tensor([[5, 6, 7]]), torch.ones(1, 3, dtype=torch.long)
     r, rm = torch.tensor([[9, 10, 11]]), torch.ones(1, 3, dtype=torch.long)
-    logp, values, ref, action_lp, _ = score(model, ReferencePolicy(lm), q, qm, r, rm, batch_size=1)
+    scores = score(model, ReferencePolicy(lm), Completions(q, qm, r, rm), batch_size=1)
     logits, v2 = model(q, qm, r, rm)
-    assert torch.allclose(selective_log_softmax(logits, r), logp, atol=1e-5)
-    assert torch.allclose(v2, values, atol=1e-5)
-    assert torch.allclose(ref, logp, atol=1e-5)  # the reference starts equal to the policy
-    assert torch.equal(action_lp, logp)  # no action mask: the action distribution is the full one
+    assert torch.allclose(selective_log_softmax(logits, r), scores.full_logprobs, atol=1e-5)
+    assert torch.allclose(v2, scores.values, atol=1e-5)
+    # the reference starts equal to the policy; no action mask: the action distribution is the full one
+    assert torch.allclose(scores.ref_logprobs, scores.full_logprobs, atol=1e-5)
+    assert torch.equal(scores.logprobs, scores.full_logprobs)
 
 
 def test_peft_reference_is_the_adapter_disabled_base(tiny_causal_dir):
@@ -132,6 +126,7 @@ def test_sampling_the_pad_token_raises_no_attention_mask_warning(tiny_causal_dir
     import transformers
     from transformers import AutoModelForCausalLM, LogitsProcessor
 
+    from hfrl.action_space import ActionSpace
     from hfrl.rollout import generate
 
     lm = AutoModelForCausalLM.from_pretrained(tiny_causal_dir)
@@ -155,5 +150,10 @@ def test_sampling_the_pad_token_raises_no_attention_mask_warning(tiny_causal_dir
     caplog.clear()
     ids, mask = torch.tensor([[5, 6]]), torch.ones(1, 2, dtype=torch.long)
     kwargs = {"do_sample": True, "max_new_tokens": 3}
-    response, _ = generate(lm, ids, mask, kwargs, pad_token_id=pad_id, logits_processor=lambda *a: [PadFirst()])
+
+    class PadFirstSpace(ActionSpace):
+        def processors(self, query_ids, query_mask):
+            return [PadFirst()]
+
+    response, _ = generate(lm, ids, mask, kwargs, pad_token_id=pad_id, action_space=PadFirstSpace())
     assert response[0, 0] == pad_id and "attention_mask" not in caplog.text

@@ -3,10 +3,13 @@
 The training loop is the Trainer's own. The sampler hands the first micro-step of an iteration its
 ``rollout_batch_size`` prompts and the others placeholders (:mod:`.iteration_sampler`);
 ``_prepare_inputs`` collects a rollout when its buffer is empty (generate -> reward -> score -> KL
-penalty + GAE -> KL controller step) and then hands out one minibatch per micro-step over
-``num_ppo_epochs`` shuffled passes. Subclasses write only their ``compute_loss``. State that is not
-a model tensor (KL coefficient, iteration) travels in ``online_state.json`` inside each checkpoint,
-which counts once it is complete (:mod:`hfrl.trainers.crash_safe`).
+penalty + GAE -> KL controller step, each phase one call on typed data: :mod:`hfrl.rollout`) and
+then hands out one minibatch per micro-step over ``num_ppo_epochs`` shuffled passes. Subclasses write
+their ``compute_loss``; one that restricts the actions (NLPO) builds its own action space
+(:meth:`OnlineTrainer._build_action_space`, :mod:`hfrl.action_space`), which the core calls at
+generation, scoring, in the loss, for logging and in checkpoints. State that is not a model tensor
+(KL coefficient, iteration, the action space's) travels in ``online_state.json`` inside each
+checkpoint, which counts once it is complete (:mod:`hfrl.trainers.crash_safe`).
 """
 
 from __future__ import annotations
@@ -26,7 +29,8 @@ from torch import nn
 from transformers import PreTrainedModel, PreTrainedTokenizerBase, Trainer, TrainerCallback
 from transformers.trainer_callback import ProgressCallback
 
-from hfrl.capture import unpack_sets
+from hfrl.action_space import FULL_VOCABULARY, ActionSpace
+from hfrl.capture import CaptureSettings
 from hfrl.evaluation import NOT_REWARD_COLUMNS, PROMPT_IDS, encode_prompt, score_completions
 from hfrl.kl import make_kl_controller
 from hfrl.minibatches import plan_epoch, whiten_per_minibatch
@@ -34,12 +38,14 @@ from hfrl.models import load_model, load_tokenizer
 from hfrl.policies import ActorCritic, ReferencePolicy, disable_dropout, tempered
 from hfrl.rewards import reward_list
 from hfrl.rollout import (
+    Completions,
     Rollout,
+    TaskRewards,
     action_logprobs,
     assemble,
     compute_rewards,
-    generate,
-    generate_and_capture,
+    concat,
+    generate_completions,
     pad,
     rollout_stats,
     score,
@@ -139,24 +145,7 @@ class OnlineTrainer(CrashSafeMixin, HubMixin, Trainer):
         self.reward_funcs, self.reward_weights = reward_list(reward_funcs, args.reward_weights)
         self.metrics = dict(metrics or {})
 
-        # Seeded before anything is initialised (value head, PEFT adapter): the Trainer only seeds
-        # in its own __init__, after the model exists, so the same seed gave different value heads.
-        from transformers.trainer_utils import enable_full_determinism, set_seed
-
-        enable_full_determinism(args.seed) if args.full_determinism else set_seed(args.seed)
-        policy = load_model(model, args.model_init_kwargs)
-        if processing_class is None:
-            processing_class = load_tokenizer(policy.config._name_or_path)
-        if processing_class.pad_token_id is None:
-            processing_class.pad_token = processing_class.eos_token
-        if policy.generation_config.eos_token_id is None:
-            policy.generation_config.eos_token_id = processing_class.eos_token_id
-        if peft_config is not None:
-            from peft import get_peft_model
-
-            policy = get_peft_model(policy, peft_config)
-        if args.disable_dropout:
-            disable_dropout(policy)
+        policy, processing_class = _load_policy(model, args, processing_class, peft_config)
         # No reference model at all when the KL penalty is off for good.
         needs_reference = args.kl_coef > 0 or args.kl_target is not None
         self.reference = ReferencePolicy(policy, ref_model) if needs_reference else None
@@ -187,6 +176,13 @@ class OnlineTrainer(CrashSafeMixin, HubMixin, Trainer):
             self.remove_callback(ProgressCallback)
             self.add_callback(_IterationProgress())
         self.add_callback(_SaveStateAtEnd())
+        self.action_space = self._build_action_space()
+        self._own_checkpoint_files = (*self._own_checkpoint_files, *self.action_space.checkpoint_files)
+
+    def _build_action_space(self) -> ActionSpace:
+        """What each step may sample and the loss renormalises over (:mod:`hfrl.action_space`): the
+        whole vocabulary here; NLPO builds its own. Called once, at the end of ``__init__``."""
+        return ActionSpace()
 
     # ---- data -------------------------------------------------------------------------------
     def _tokenize(self, dataset):
@@ -269,43 +265,28 @@ class OnlineTrainer(CrashSafeMixin, HubMixin, Trainer):
         ids, mask = pad([ex[PROMPT_IDS] for ex in batch], self.tokenizer.pad_token_id, side)
         return ids.to(self.accelerator.device), mask.to(self.accelerator.device)
 
-    def _generate(self, query_ids, query_mask, generation_kwargs: dict, logits_processor=None, capture=False):
-        """``(response_ids, response_mask)``; with ``capture`` (a rollout), also ``(logprobs, values,
-        entropy, action_logprobs, action_sets)`` from what generation computed
-        (:func:`hfrl.rollout.generate_and_capture`): values and log-probs when
-        :meth:`_capture_at_generation`, the sets sampled from when the loss renormalises over them
-        (``_action_set_from_sampling``; None entries otherwise)."""
+    def _generate(self, query_ids, query_mask, generation_kwargs: dict, *, rollout: bool = False) -> Completions:
+        """Sample one completion per prompt with the policy in eval mode. A rollout's (``rollout``)
+        samples through the action space and keeps what generation computed
+        (:func:`hfrl.rollout.generate_completions`): the sets sampled from when the action space
+        records them, the policy's log-probs and hidden states when :meth:`_capture_at_generation`."""
         from trl.models.utils import unwrap_model_for_generation
 
+        capture = CaptureSettings(self.temperature) if rollout and self._capture_at_generation() else None
         with unwrap_model_for_generation(
             self.model_wrapped, self.accelerator, gradient_checkpointing_kwargs=self.args.gradient_checkpointing_kwargs
         ) as unwrapped:
             was_training = unwrapped.training
             unwrapped.eval()
-            batch = (query_ids, query_mask, generation_kwargs, self.tokenizer.pad_token_id)
-            sets = capture and self._action_set_from_sampling
             with self._autocast(), self._diverged_weights_named():
-                if capture and (sets or self._capture_at_generation()):
-                    scoring = self._capture_at_generation()
-                    ids, mask, cap = generate_and_capture(
-                        unwrapped.policy,
-                        *batch,
-                        self.args.generation_batch_size,
-                        self.temperature,
-                        hidden=scoring,
-                        logits_processor=logits_processor,
-                        action_sets=sets,
-                    )
-                    captured = [None] * 4  # without a scoring capture, score() runs the policy
-                    if scoring:
-                        values = unwrapped.value_head(cap.hidden)
-                        captured = [cap.logprobs, values, cap.entropy, cap.action_logprobs]
-                    out = [ids, mask, *captured, cap.action_sets]
-                else:
-                    out = list(generate(unwrapped.policy, *batch, self.args.generation_batch_size, logits_processor))
-                    out += [None] * 5 if capture else []
+                completions = generate_completions(
+                    unwrapped.policy, query_ids, query_mask, generation_kwargs, self.tokenizer.pad_token_id,
+                    batch_size=self.args.generation_batch_size,
+                    action_space=self.action_space if rollout else FULL_VOCABULARY,
+                    capture=capture,
+                )  # fmt: skip
             unwrapped.train(was_training)
-        return tuple(out)
+        return completions
 
     @contextlib.contextmanager
     def _diverged_weights_named(self) -> Iterator[None]:
@@ -329,10 +310,6 @@ class OnlineTrainer(CrashSafeMixin, HubMixin, Trainer):
                 "(hfrl/accelerate_configs/multi_gpu.yaml) or ZeRO-2 (deepspeed_zero2.yaml)"
             )
 
-    #: whether the loss's action distribution is the policy renormalised over the set each token was
-    #: sampled from, after every logits processor (NLPO), rather than the full softmax (PPO, A2C, TRPO)
-    _action_set_from_sampling = False
-
     def _capture_at_generation(self) -> bool:
         """Whether the rollout's policy log-probs and values come from generation (no scoring forward
         of the policy): on by config, with the value head on the shared backbone."""
@@ -349,16 +326,12 @@ class OnlineTrainer(CrashSafeMixin, HubMixin, Trainer):
     def _rollout_generation_kwargs(self) -> dict:
         return {"max_new_tokens": self.args.max_new_tokens, **self.args.generation_kwargs}
 
-    def _logits_processor(self):
-        """Hook for subclasses that constrain sampling: a ``(query_ids, query_mask) -> [processors]``
-        factory (NLPO's action mask), or None."""
-        return None
-
     def action_logprobs(self, logits: torch.Tensor, inputs: Rollout) -> tuple[torch.Tensor, torch.Tensor | None]:
         """Log-probs of the taken tokens and entropies under the action distribution for the loss
-        (the full softmax; NLPO masks it). The entropy is computed only when it is in the loss
-        (``ent_coef``); the logged ``entropy`` is otherwise the rollout's."""
-        mask = self.loss_action_mask(inputs, logits.shape[-1])
+        (renormalised over the action space's mask; the full softmax for the whole vocabulary). The
+        entropy is computed only when it is in the loss (``ent_coef``); the logged ``entropy`` is
+        otherwise the rollout's."""
+        mask = self.action_space.loss_mask(inputs.action_sets, logits.shape[-1])
         return action_logprobs(logits, inputs.response_ids, mask, with_entropy=bool(self.args.ent_coef))
 
     def policy_outputs(self, model, inputs: Rollout) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor]:
@@ -367,111 +340,61 @@ class OnlineTrainer(CrashSafeMixin, HubMixin, Trainer):
         logprobs, entropy = self.action_logprobs(tempered(logits, self.temperature), inputs)
         return logprobs, entropy, values
 
-    def loss_action_mask(self, inputs: Rollout, vocab: int) -> torch.Tensor | None:
-        """The boolean ``(B, T, vocab)`` action mask of a minibatch for the loss: the sets its tokens
-        were sampled from (NLPO), or None (the full vocabulary)."""
-        return None if inputs.action_sets is None else unpack_sets(inputs.action_sets, vocab)
-
     @property
     def temperature(self) -> float:
         return float(self.args.generation_kwargs.get("temperature") or 1.0)
 
-    def _generate_rollout(self, batch: list[dict[str, Any]]) -> tuple:
+    def _generate_rollout(self, batch: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], Completions]:
         """Sample the rollout: one completion per prompt, then, with ``rollout_tokens``, further
         completions of the same prompts (in turn) until the rollout holds that many transitions;
         the first round already samples as many as the previous rollout's mean length asks for.
-
-        Returns ``(examples, query_ids, query_mask, response_ids, response_mask, captured,
-        action_sets)`` with one example per completion; ``captured`` holds the policy's log-probs,
-        values, entropy and action log-probs kept by generation (four Nones when scoring recomputes
-        them), ``action_sets`` the sets NLPO sampled from (None otherwise)."""
+        Returns the examples, one per completion, and the completions."""
         args, target = self.args, self.args.rollout_tokens
         pending = list(batch)
         if target and self._mean_completion_length:
             pending = _cycle(batch, 0, max(len(batch), math.ceil(target / self._mean_completion_length)))
         examples: list[dict[str, Any]] = []
-        rounds: list[tuple] = []
+        rounds: list[Completions] = []
         tokens = 0
         while True:
             chunk = min(args.generation_batch_size or len(pending), args.scoring_batch_size or args.mini_batch_size)
             if chunk < len(pending):  # batches of similar prompt lengths: less padding to generate and score over
                 pending = sorted(pending, key=lambda ex: len(ex[PROMPT_IDS]))
             query_ids, query_mask = self._queries(pending)
-            out = self._generate(
-                query_ids, query_mask, self._rollout_generation_kwargs(), self._logits_processor(), capture=True
-            )
+            rounds.append(self._generate(query_ids, query_mask, self._rollout_generation_kwargs(), rollout=True))
             examples += pending
-            rounds.append(out)
-            tokens += int(out[1].sum())
+            tokens += int(rounds[-1].response_mask.sum())
             if not target or tokens >= target:
                 break
             needed = math.ceil((target - tokens) * len(examples) / tokens)  # at the mean length so far
             pending = _cycle(batch, len(examples), needed)
         self._mean_completion_length = tokens / len(examples)
-        if len(rounds) > 1:
-            width = max(r[0].shape[1] for r in rounds)
-            pad_values = (self.tokenizer.pad_token_id, 0, 0.0, 0.0, 0.0, 0.0, 0)
-            parts = zip(*rounds, strict=True)
-            out = tuple(
-                None if part[0] is None else torch.cat([_pad_columns(t, width, value) for t in part])
-                for part, value in zip(parts, pad_values, strict=True)
-            )
-            query_ids, query_mask = self._queries(examples)
-        response_ids, response_mask, *captured, action_sets = out
-        return examples, query_ids, query_mask, response_ids, response_mask, tuple(captured), action_sets
+        if len(rounds) == 1:
+            return examples, rounds[0]
+        return examples, concat(rounds, self.tokenizer.pad_token_id, *self._queries(examples))
 
     def collect_rollout(self, batch: list[dict[str, Any]]) -> Rollout:
         """Generate, reward, score, penalise KL, estimate advantages, step the KL controller."""
+        self.action_space.before_rollout(self.state.global_step // self.args.steps_per_iteration)
         args, start = self.args, time.perf_counter()
-        batch, query_ids, query_mask, response_ids, response_mask, captured, action_sets = self._generate_rollout(batch)
+        batch, generated = self._generate_rollout(batch)
         t_generate = time.perf_counter()
 
-        completions = self._decode(response_ids)
-        columns = {k: [ex[k] for ex in batch] for k in batch[0] if k not in NOT_REWARD_COLUMNS}
-        prompts = [ex["prompt"] for ex in batch]
-        mask = response_mask.cpu()  # rows of completions whose reward is dropped (invalid_rewards) are zeroed
-        scores, token_rewards, reward_means = compute_rewards(
-            self.reward_funcs, self.reward_weights, prompts, completions, mask, columns,
-            args.max_abs_reward, args.invalid_rewards == "drop",
-        )  # fmt: skip
-        response_mask = mask.to(response_mask.device)
+        prompts, texts = [ex["prompt"] for ex in batch], self._decode(generated.response_ids)
+        rewards = self._task_rewards(batch, texts, generated)
         t_reward = time.perf_counter()
 
-        model = self.accelerator.unwrap_model(self.model)
         with self._autocast():
-            logprobs, values, ref_logprobs, old_logprobs, entropy = score(
-                model,
-                self.reference,
-                query_ids,
-                query_mask,
-                response_ids,
-                response_mask,
-                args.scoring_batch_size or args.mini_batch_size,
-                self.temperature,
-                None if self._capture_at_generation() else action_sets,  # captured: renormalised already
-                *captured,
-            )
+            scores = score(
+                self.accelerator.unwrap_model(self.model), self.reference, generated,
+                batch_size=args.scoring_batch_size or args.mini_batch_size, temperature=self.temperature,
+                action_space=self.action_space,
+            )  # fmt: skip
         beta = self.kl_ctl.value
-        device = logprobs.device
         rollout = assemble(
-            query_ids,
-            query_mask,
-            response_ids,
-            response_mask,
-            logprobs,
-            ref_logprobs,
-            values,
-            scores.to(device),
-            token_rewards.to(device),
-            beta,
-            args.gamma,
-            args.lam,
-            args.whiten_advantages,
-            old_logprobs,
-            self._reduce,
-            entropy,
-        )
-        rollout.action_sets = action_sets
+            generated, scores, rewards,
+            kl_coef=beta, gamma=args.gamma, lam=args.lam, whiten_advantages=args.whiten_advantages, reduce=self._reduce,
+        )  # fmt: skip
         stats = rollout_stats(rollout, self._reduce)  # over every process: the same on all of them
         self.kl_ctl.step(stats["kl"])
         t_score = time.perf_counter()
@@ -479,18 +402,32 @@ class OnlineTrainer(CrashSafeMixin, HubMixin, Trainer):
         self._iteration = {
             **stats,
             "beta": beta,
-            **self._process_mean({f"rewards/{name}": value for name, value in reward_means.items()}),
+            **self._process_mean({f"rewards/{name}": value for name, value in rewards.means.items()}),
             "time/generate": t_generate - start,
             "time/reward": t_reward - t_generate,
             "time/score": t_score - t_reward,
             "_start": start,
             "_update_start": t_score,
-            "_tokens": int(response_mask.sum()),
+            "_tokens": int(generated.response_mask.sum()),
+            **self.action_space.rollout_stats(rollout.action_sets, rollout.response_mask),
         }
         self._update_stats.clear()
         if args.log_completions:
-            self._write_completions(prompts, completions, scores.tolist())
+            self._write_completions(prompts, texts, rewards.scores.tolist())
         return rollout
+
+    def _task_rewards(self, examples: list[dict], texts: list[str], generated: Completions) -> TaskRewards:
+        """Every reward function once over the rollout (:func:`hfrl.rollout.compute_rewards`). A
+        completion whose reward is dropped (``invalid_rewards: drop``) gets a zero mask row in
+        ``generated``: it takes no part in the update."""
+        columns = {k: [ex[k] for ex in examples] for k in examples[0] if k not in NOT_REWARD_COLUMNS}
+        mask = generated.response_mask.cpu()  # compute_rewards zeroes the rows it drops
+        rewards = compute_rewards(
+            self.reward_funcs, self.reward_weights, [ex["prompt"] for ex in examples], texts, mask, columns,
+            max_abs=self.args.max_abs_reward, drop_invalid=self.args.invalid_rewards == "drop",
+        )  # fmt: skip
+        generated.response_mask = mask.to(generated.response_mask.device)
+        return rewards
 
     @property
     def _reduce(self):
@@ -591,8 +528,7 @@ class OnlineTrainer(CrashSafeMixin, HubMixin, Trainer):
         for start in range(0, len(shard), size):
             batch = shard.select(range(start, min(start + size, len(shard))))
             query_ids, query_mask = self._queries(list(batch))
-            response_ids, _ = self._generate(query_ids, query_mask, kwargs)
-            completions += self._decode(response_ids)
+            completions += self._decode(self._generate(query_ids, query_mask, kwargs).response_ids)
             prompts += batch["prompt"]
             rows += [{k: v for k, v in ex.items() if k not in NOT_REWARD_COLUMNS} for ex in batch]
         from accelerate.utils import gather_object
@@ -632,20 +568,24 @@ class OnlineTrainer(CrashSafeMixin, HubMixin, Trainer):
     _own_checkpoint_files: tuple[str, ...] = (VALUE_HEAD_NAME, ONLINE_STATE_NAME)
 
     def _save_own_state(self, folder: str) -> None:
-        """``online_state.json`` in the checkpoint (before it is marked complete: :mod:`hfrl.trainers.crash_safe`)."""
+        """``online_state.json`` and the action space's files in the checkpoint (before it is marked
+        complete: :mod:`hfrl.trainers.crash_safe`)."""
         if self.args.should_save:
             with open(os.path.join(folder, ONLINE_STATE_NAME), "w") as fh:
                 json.dump(self.online_state(), fh, indent=2)
+            self.action_space.save(folder)
 
     def online_state(self) -> dict[str, Any]:
         """What a checkpoint needs beyond model, optimizer, scheduler and RNG (subclasses extend)."""
         return {
             "iteration": self.state.global_step // self.args.steps_per_iteration,
             "kl_controller": self.kl_ctl.state_dict(),
+            **self.action_space.state(),
         }
 
     def load_online_state(self, state: dict[str, Any]) -> None:
         self.kl_ctl.load_state_dict(state["kl_controller"])
+        self.action_space.load_state(state)
 
     def _load_from_checkpoint(self, resume_from_checkpoint: str, model: nn.Module | None = None) -> None:
         from safetensors.torch import load_file
@@ -657,16 +597,37 @@ class OnlineTrainer(CrashSafeMixin, HubMixin, Trainer):
             load_pretrained_weights(wrapper.critic, os.path.join(resume_from_checkpoint, "critic"))
         with open(os.path.join(resume_from_checkpoint, ONLINE_STATE_NAME)) as fh:  # train() checked it is there
             self.load_online_state(json.load(fh))
+        self.action_space.load(resume_from_checkpoint)
+
+
+def _load_policy(
+    model: str | PreTrainedModel, args: OnlineConfig, tokenizer: PreTrainedTokenizerBase | None, peft_config: Any
+) -> tuple[Any, PreTrainedTokenizerBase]:
+    """The policy (wrapped in a PEFT model with ``peft_config``) and its tokenizer, with a pad token
+    and an EOS id. Seeded before anything is initialised (value head, PEFT adapter): the Trainer only
+    seeds in its own ``__init__``, after the model exists, so the same seed gave different value heads."""
+    from transformers.trainer_utils import enable_full_determinism, set_seed
+
+    enable_full_determinism(args.seed) if args.full_determinism else set_seed(args.seed)
+    policy = load_model(model, args.model_init_kwargs)
+    if tokenizer is None:
+        tokenizer = load_tokenizer(policy.config._name_or_path)
+    if tokenizer.pad_token_id is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    if policy.generation_config.eos_token_id is None:
+        policy.generation_config.eos_token_id = tokenizer.eos_token_id
+    if peft_config is not None:
+        from peft import get_peft_model
+
+        policy = get_peft_model(policy, peft_config)
+    if args.disable_dropout:
+        disable_dropout(policy)
+    return policy, tokenizer
 
 
 def _cycle(examples: list, start: int, count: int) -> list:
     """``count`` examples taken in turn from ``examples``, starting at index ``start`` (wrapping)."""
     return [examples[(start + i) % len(examples)] for i in range(count)]
-
-
-def _pad_columns(t: torch.Tensor, width: int, value: float) -> torch.Tensor:
-    """Right-pad dim 1 of a ``(B, T, ...)`` tensor to ``width`` (NLPO's packed sets are ``(B, T, V / 8)``)."""
-    return nn.functional.pad(t, (0, 0) * (t.dim() - 2) + (0, width - t.shape[1]), value=value)
 
 
 def _split_state_dict(state_dict: dict, prefixes: tuple[str, ...]) -> dict[str, dict]:

@@ -83,7 +83,7 @@ class TRPOTrainer(OnlineTrainer):
         def forward(chunk: Rollout, with_entropy: bool = False) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
             batch = (chunk.query_ids, chunk.query_mask, chunk.response_ids, chunk.response_mask)
             logits = tempered(completion_forward(policy, *batch)[0], self.temperature)
-            mask = self.loss_action_mask(chunk, logits.shape[-1])
+            mask = self.action_space.loss_mask(chunk.action_sets, logits.shape[-1])
             logprobs, entropy = action_logprobs(logits, chunk.response_ids, mask, False, with_entropy)
             return logits, logprobs, cast(torch.Tensor, entropy)
 
