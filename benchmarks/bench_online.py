@@ -51,7 +51,7 @@ class PeakRSS:
 
 def model_dir(name: str, root: str) -> str:
     """``tiny`` (hfrl's built-in) or ``gpt2-small`` (GPT-2 124M shape, random weights from its config)."""
-    from hfrl.tiny import tiny_model_path
+    from hfrl.core.tiny import tiny_model_path
 
     if name == "tiny":
         return tiny_model_path("tiny")
@@ -83,7 +83,7 @@ def length_reward(prompts, completions, **kwargs):
 
 
 def run_hfrl(alg: str, path: str, n_prompts: int, new_tokens: int, iterations: int, out: str, **extra) -> dict:
-    from hfrl.experiment import algorithm_trainer
+    from hfrl.runs.experiment import algorithm_trainer
 
     trainer_cls = algorithm_trainer(alg)
     args = trainer_cls.config_class(
@@ -121,7 +121,7 @@ def floor(path: str, n_prompts: int, new_tokens: int, iterations: int, mask_poli
     """
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from hfrl.policies import disable_dropout
+    from hfrl.core.policies import disable_dropout
 
     tok = AutoTokenizer.from_pretrained(path)
     model = AutoModelForCausalLM.from_pretrained(path)

@@ -30,7 +30,7 @@ from bench_online import length_reward  # noqa: E402
 def run(rollout: int, new_tokens: int, iterations: int, out: str) -> dict:
     """PPO for ``iterations + 1`` iterations (the first is warm-up); per-phase medians of the others."""
     from hfrl import PPOConfig, PPOTrainer
-    from hfrl.tiny import tiny_model_path
+    from hfrl.core.tiny import tiny_model_path
 
     args = PPOConfig(
         output_dir=out, num_iterations=iterations + 1, rollout_batch_size=rollout, mini_batch_size=16,

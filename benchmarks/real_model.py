@@ -117,7 +117,7 @@ class Budget:
         self.new_tokens = a.new_tokens or ppo["max_new_tokens"]
         self.iterations = a.iterations or ppo["num_iterations"]
         self.overrides: dict[str, dict[str, Any]] = {}
-        from hfrl.experiment import load_yaml
+        from hfrl.runs.experiment import load_yaml
 
         for item in a.set:
             key, _, value = item.partition("=")
@@ -130,7 +130,7 @@ class Budget:
         return {**kwargs, "min_new_tokens": self.new_tokens} if "min_new_tokens" in kwargs else dict(kwargs)
 
     def fields(self, alg: str, trainer_class: Any, mode: str, out: str) -> dict[str, Any]:
-        from hfrl.experiment import coerce_numbers, task_config
+        from hfrl.runs.experiment import coerce_numbers, task_config
 
         _, fields = task_config(self.task, alg, trainer_class)
         for key in ("generation_kwargs", "eval_generation_kwargs"):
@@ -167,7 +167,7 @@ def sequence_logprobs(lm: Any, query_ids: Any, query_mask: Any, response_ids: An
     import torch
     from trl.trainer.utils import selective_log_softmax
 
-    from hfrl.policies import completion_forward
+    from hfrl.core.policies import completion_forward
 
     with torch.no_grad():
         logits, _ = completion_forward(lm, query_ids, query_mask, response_ids, response_mask)
@@ -179,8 +179,8 @@ def evaluate(lm: Any, reference: Any, tokenizer: Any, prompts: list[str], settin
     reference, the reference's perplexity of the completions, distinct-2, length (tokens)."""
     import torch
 
-    from hfrl.evaluation import encode_prompt
-    from hfrl.rollout import generate, pad
+    from hfrl.core.rollout import generate, pad
+    from hfrl.trainers.evaluation import encode_prompt
 
     lm.eval()
     ids = [encode_prompt(tokenizer, p, settings["max_prompt_length"], "left") for p in prompts]
@@ -244,7 +244,7 @@ class Recorder:
 
 
 def run_online(alg: str, mode: str, ctx: dict, out: str) -> tuple[Any, list[dict], dict]:
-    from hfrl.experiment import algorithm_trainer
+    from hfrl.runs.experiment import algorithm_trainer
 
     trainer_class = algorithm_trainer(alg)
     fields = ctx["budget"].fields(alg, trainer_class, mode, out)
@@ -272,7 +272,7 @@ def run_trl(alg: str, mode: str, ctx: dict, out: str) -> tuple[Any, list[dict], 
     reward, reference: ``_generate_and_score_completions``) and of the rest; generated tokens/s."""
     from transformers import TrainerCallback
 
-    from hfrl.experiment import algorithm_trainer
+    from hfrl.runs.experiment import algorithm_trainer
 
     trainer_class = algorithm_trainer(alg)
     fields = ctx["budget"].fields(alg, trainer_class, mode, out)
@@ -338,8 +338,8 @@ def run_alol(mode: str, ctx: dict, out: str) -> tuple[Any, list[dict], dict]:
     from datasets import Dataset
 
     from hfrl import ALoLConfig, ALoLTrainer
-    from hfrl.evaluation import encode_prompt
-    from hfrl.rollout import generate, pad
+    from hfrl.core.rollout import generate, pad
+    from hfrl.trainers.evaluation import encode_prompt
 
     budget, task, tokenizer = ctx["budget"], ctx["task"], ctx["tokenizer"]
     total = budget.prompts * budget.iterations
@@ -358,7 +358,7 @@ def run_alol(mode: str, ctx: dict, out: str) -> tuple[Any, list[dict], dict]:
         completions += tokenizer.batch_decode(response_ids, skip_special_tokens=True)
     sampling = time.perf_counter() - start
     data = Dataset.from_dict({"prompt": prompts, "completion": completions})
-    from hfrl.experiment import coerce_numbers
+    from hfrl.runs.experiment import coerce_numbers
 
     fields = budget.fields("a_lol", ALoLTrainer, mode, out)
     fields.update(per_device_train_batch_size=budget.prompts, max_new_tokens=budget.new_tokens,
@@ -444,7 +444,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         import torch
 
         torch.set_num_threads(threads)
-        from hfrl.models import load_model, load_tokenizer, plain_model_dir
+        from hfrl.core.models import load_model, load_tokenizer, plain_model_dir
         from hfrl.tasks import load_task
 
         task = load_task("imdb", data="openings", reward="vader")

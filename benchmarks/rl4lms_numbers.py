@@ -287,7 +287,7 @@ def summarise(runs: list[dict[str, Any]]) -> dict[str, Any]:
 def parse_overrides(items: list[str], parser: argparse.ArgumentParser) -> dict[str, Any]:
     """``FIELD=VALUE`` pairs, values read as YAML, numbers as the config field's type (``2e-3``)."""
     from hfrl import NLPOConfig
-    from hfrl.experiment import coerce_numbers
+    from hfrl.runs.experiment import coerce_numbers
 
     out = {}
     for item in items:

@@ -12,7 +12,7 @@ from typing import Any
 def algorithm_info(algorithm: Any = None, alg: str | None = None) -> dict[str, Any]:
     """Card metadata of an algorithm: a trainer class (``_name``, ``_tag_names``, ``_paper``), a dict
     with those keys, or the run's registered algorithm name."""
-    from hfrl.registry import UnknownNameError, describe
+    from hfrl.utils.registry import UnknownNameError, describe
 
     if algorithm is None and alg:
         try:

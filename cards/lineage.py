@@ -16,7 +16,7 @@ from typing import Any
 import yaml
 
 from hfrl.cards.algorithm import algorithm_name
-from hfrl.run_config import CONFIG_NAME, load_yaml
+from hfrl.runs.run_config import CONFIG_NAME, load_yaml
 
 
 def parent_run(model: str | None) -> dict[str, Any] | None:

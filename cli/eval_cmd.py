@@ -43,9 +43,9 @@ def eval_(
     seed: SeedOpt = None,
     trust_code: TrustCodeOpt = False,
 ) -> None:
-    from hfrl.run_config import BASE_SUFFIX
-    from hfrl.run_eval import evaluate, format_table
-    from hfrl.trust import trusted_code
+    from hfrl.runs.run_config import BASE_SUFFIX
+    from hfrl.runs.run_eval import evaluate, format_table
+    from hfrl.utils.trust import trusted_code
 
     if batch_size is not None and batch_size < 1:
         raise ValueError(f"--batch-size must be >= 1, got {batch_size}")

@@ -30,8 +30,8 @@ OutOpt = Annotated[str, typer.Option("--out", "-o", help="New (or empty) directo
 def export(
     run: RunArg, out: OutOpt, merge: MergeOpt = False, base_model: BaseModelOpt = None, trust_code: TrustCodeOpt = False
 ) -> None:
-    from hfrl.hub import export_run
-    from hfrl.trust import trusted_code
+    from hfrl.runs.hub import export_run
+    from hfrl.utils.trust import trusted_code
 
     with trusted_code(trust_code):
         path = export_run(run, out, merge=merge, base_model=base_model)

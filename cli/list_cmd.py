@@ -31,7 +31,7 @@ class What(str, Enum):
 
 
 def _rows(what: What) -> list[tuple[str, str]]:
-    from hfrl.registry import describe, import_path
+    from hfrl.utils.registry import describe, import_path
 
     if what is What.tasks:
         return _task_rows()
@@ -48,9 +48,9 @@ def _rows(what: What) -> list[tuple[str, str]]:
 
 def _task_rows() -> list[tuple[str, str]]:
     """Each task: description, Hub dataset (and revision), default model, rewards, metrics, configs."""
-    from hfrl.registry import import_path
     from hfrl.tasks import TASKS
     from hfrl.tasks.base import read_task_yaml, spec_id
+    from hfrl.utils.registry import import_path
 
     rows = []
     for name, path in TASKS.items():
@@ -96,7 +96,7 @@ def _field_rows(alg: str) -> list[tuple[str, str]]:
 
     from transformers import TrainingArguments
 
-    from hfrl.model_args import MODEL_KEYS
+    from hfrl.core.model_args import MODEL_KEYS
     from hfrl.trainers import algorithm_trainer
 
     config_class = algorithm_trainer(alg).config_class

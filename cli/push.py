@@ -41,8 +41,8 @@ def push(
     revision: RevisionOpt = None,
     trust_code: TrustCodeOpt = False,
 ) -> None:
-    from hfrl.hub import push_run
-    from hfrl.trust import trusted_code
+    from hfrl.runs.hub import push_run
+    from hfrl.utils.trust import trusted_code
 
     with trusted_code(trust_code):
         info = push_run(

@@ -107,8 +107,8 @@ def train(
     trust_code: TrustCodeOpt = False,
     overwrite_output_dir: OverwriteOpt = False,
 ) -> None:
-    from hfrl import experiment
-    from hfrl.trust import trusted_code
+    from hfrl.runs import experiment
+    from hfrl.utils.trust import trusted_code
 
     task_args = parse_task_args(task_arg or [])
     task_args.update(
@@ -148,8 +148,8 @@ def train(
 
 def _run_dir(task: str | None, alg: str | None, config: str | None) -> str:
     """The folder --resume continues without --output-dir: the --config file's, else runs/TASK-ALG."""
-    from hfrl.experiment import default_output_dir
-    from hfrl.run_config import read_config_file
+    from hfrl.runs.experiment import default_output_dir
+    from hfrl.runs.run_config import read_config_file
 
     named = read_config_file(config) if config else {}
     if named.get("output_dir"):
@@ -163,7 +163,7 @@ def _run_dir(task: str | None, alg: str | None, config: str | None) -> str:
 def parse_task_args(items: list[str]) -> dict:
     """``["reward_config=openrl", "max_samples=100"]`` -> ``{"reward_config": "openrl", "max_samples": 100}``
     (values read as YAML)."""
-    from hfrl.run_config import load_yaml
+    from hfrl.runs.run_config import load_yaml
 
     out = {}
     for item in items:

@@ -15,8 +15,8 @@ from __future__ import annotations
 import inspect
 from typing import Any
 
-from hfrl.registry import import_path, unknown
 from hfrl.tasks.base import TASK_OVERRIDES, Task
+from hfrl.utils.registry import import_path, unknown
 
 TASKS: dict[str, str] = {
     "numbers": "hfrl.tasks.numbers:build",
@@ -66,7 +66,7 @@ def task_builder(name: str) -> Any:
         try:
             return import_path(name)
         except (ImportError, AttributeError) as err:
-            from hfrl.registry import UnknownNameError
+            from hfrl.utils.registry import UnknownNameError
 
             raise UnknownNameError(f"cannot import task {name!r}: {err}") from err
     raise unknown("task", name, TASKS, hint=UNKNOWN_HINT)

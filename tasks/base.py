@@ -50,7 +50,7 @@ def read_task_yaml(module_file: str) -> dict[str, Any]:
     merged key by key, this file's values winning (tasks that share rewards and configs, such as
     ``reddit_pos`` and ``reddit_neg``).
     """
-    from hfrl.trust import check_file
+    from hfrl.utils.trust import check_file
 
     path = Path(module_file).with_suffix(".yaml")
     with open(path) as fh:
@@ -121,7 +121,7 @@ def apply_reward_config(spec: dict[str, Any], name: str | None) -> dict[str, Any
         return spec
     named = spec.get("reward_configs") or {}
     if name not in named:
-        from hfrl.registry import unknown
+        from hfrl.utils.registry import unknown
 
         raise unknown(f"reward configuration of task {spec.get('name')!r}", name, named)
     chosen = named[name] or {}

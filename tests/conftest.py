@@ -34,14 +34,14 @@ def _isolated_caches(tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def tiny_causal_dir(_isolated_caches) -> str:
-    from hfrl.tiny import tiny_model_path
+    from hfrl.core.tiny import tiny_model_path
 
     return tiny_model_path("tiny")
 
 
 @pytest.fixture(scope="session")
 def tiny_seq2seq_dir(_isolated_caches) -> str:
-    from hfrl.tiny import tiny_model_path
+    from hfrl.core.tiny import tiny_model_path
 
     return tiny_model_path("tiny-t5")
 

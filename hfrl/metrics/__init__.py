@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from hfrl.registry import resolve
+from hfrl.utils.registry import resolve
 
 METRICS: dict[str, str] = {
     # diversity and length (diversity.py)

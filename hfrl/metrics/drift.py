@@ -3,7 +3,7 @@
 language, whatever the completions look like.
 
 The model is the policy being evaluated (trainers and ``hfrl eval`` pass it as ``policy=`` and
-``policy_tokenizer=``; see :func:`hfrl.evaluation.score_completions`) or a model named in the metric's
+``policy_tokenizer=``; see :func:`hfrl.trainers.evaluation.score_completions`) or a model named in the metric's
 ``model`` argument (a Hub id or local folder, loaded once per process). Each reference is scored on its
 own, after the BOS token (so its first token counts too), optionally after the sample's prompt.
 Per sample: ``exp(mean token NLL)`` over its references; corpus: ``exp(total NLL / total tokens)``.

@@ -28,7 +28,7 @@ class RewardMetric:
 
     def __call__(self, prompts: list, completions: list, **columns) -> MetricResult:
         from hfrl.rewards import load_reward
-        from hfrl.rollout import reward_name
+        from hfrl.rewards.combine import reward_name
 
         func = load_reward(self.reward)
         key = self.key or reward_name(func)

@@ -40,7 +40,7 @@ def load_classifier(name: str, device: str):
     def build():
         from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
-        from hfrl.models import fix_tokenizer
+        from hfrl.core.models import fix_tokenizer
 
         try:
             tokenizer = AutoTokenizer.from_pretrained(name)

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from hfrl.registry import resolve
+from hfrl.utils.registry import resolve
 
 _M = "hfrl.rewards.from_metrics"
 REWARDS: dict[str, str] = {

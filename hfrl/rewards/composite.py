@@ -34,7 +34,7 @@ class WeightedSum:
     def __call__(self, prompts: list, completions: list[str], **columns) -> list[float]:
         import torch
 
-        from hfrl.rollout import compute_rewards
+        from hfrl.rewards.combine import compute_rewards
 
         # compute_rewards checks each component (naming it: length, type, NaN / inf) and turns None into 0.
         mask = torch.ones(len(completions), 1)

@@ -54,7 +54,7 @@ def load_toxichat(folder: str, device: str):
         import torch
         from transformers import AutoConfig, AutoTokenizer, GPT2Model
 
-        from hfrl.models import fix_tokenizer
+        from hfrl.core.models import fix_tokenizer
 
         state = _state_dict(folder)
         missing = [k for k in ("off_classifier.weight", "off_classifier.bias") if k not in state]

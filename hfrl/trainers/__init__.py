@@ -48,6 +48,6 @@ SUMMARIES: dict[str, str] = {
 
 def algorithm_trainer(alg: str) -> Any:
     """The trainer class of a registered algorithm name (or a ``module:attr`` path to one's own)."""
-    from hfrl.registry import resolve
+    from hfrl.utils.registry import resolve
 
     return resolve(alg, ALGORITHMS, "algorithm")

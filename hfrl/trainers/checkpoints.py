@@ -2,9 +2,10 @@
 
 transformers' ``Trainer`` writes ``checkpoint-N/`` in place, one file after another (weights,
 optimizer, scheduler, RNG states, ``trainer_state.json``), and hfrl's trainers add their own state
-after it (``online_state.json``: the KL controller; an action space's files, :mod:`hfrl.action_space`). A run killed
-in between leaves a folder that looks like a checkpoint: resuming from it silently reset the KL
-coefficient or NLPO's mask, or failed with a bare ``[Errno 2]`` or a safetensors header error.
+after it (``online_state.json``: the KL controller; an action space's files,
+:mod:`hfrl.core.action_space`). A run killed in between leaves a folder that looks like a
+checkpoint: resuming from it silently reset the KL coefficient or NLPO's mask, or failed with a
+bare ``[Errno 2]`` or a safetensors header error.
 
 So the last file written into a checkpoint is ``checkpoint_complete.json``, the list of every file
 of the checkpoint with its size, written atomically (a temporary name, then ``os.replace``) after

@@ -1,7 +1,7 @@
-"""Model cards and Hub pushes for hfrl's trainers (``hfrl.cards``, ``hfrl.hub``), as a mixin.
+"""Model cards and Hub pushes for hfrl's trainers (``hfrl.cards``, ``hfrl.runs.hub``), as a mixin.
 
 Every ``save_model`` into the run directory writes ``README.md`` (the card) and the reward curve;
-``push_to_hub`` and pushes during training go through :func:`hfrl.hub.push_run`, which never
+``push_to_hub`` and pushes during training go through :func:`hfrl.runs.hub.push_run`, which never
 uploads ``training_args.bin`` (it holds ``hub_token``) or optimizer state. A trainer using it
 declares ``_name``, ``_tag_names`` and ``_paper`` (its card metadata) and ``reward_funcs``.
 """
@@ -23,7 +23,7 @@ logger = logging.get_logger(__name__)
 def secrets_removed(args: Any) -> Iterator[Any]:
     """``args`` with every string field named ``*_token`` (``hub_token``) set to None inside: what
     ``training_args.bin`` pickles never holds a secret. The values come back on exit."""
-    from hfrl.run_config import is_secret
+    from hfrl.runs.run_config import is_secret
 
     names = [f.name for f in dataclasses.fields(args) if is_secret(f.name)]
     saved = {name: getattr(args, name) for name in names if isinstance(getattr(args, name, None), str)}
@@ -51,7 +51,7 @@ class HubMixin:
         quiet_dependency_warnings()
         super().__init__(*args, **kwargs)
 
-    # ---- model card and Hub (hfrl.cards, hfrl.hub) -------------------------------------------
+    # ---- model card and Hub (hfrl.cards, hfrl.runs.hub) -------------------------------------------
     def save_model(self, output_dir: str | None = None, _internal_call: bool = False) -> None:
         """Save as the Trainer does, then write the model card into the run directory. The model is
         saved first: a card that cannot be written is reported, never a lost model. A push asked for
@@ -77,7 +77,7 @@ class HubMixin:
 
         from transformers import TrainingArguments
 
-        from hfrl.rollout import reward_name
+        from hfrl.rewards.combine import reward_name
 
         kwargs: dict[str, Any] = {
             "algorithm": type(self),
@@ -133,7 +133,7 @@ class HubMixin:
     ):
         """Save, then upload the model or adapter, tokenizer, card, reward curve, run config and eval
         results to ``args.hub_model_id`` (default: the output directory's name) with
-        :func:`hfrl.hub.push_run`. Synchronous (``blocking`` is ignored); returns the ``CommitInfo``."""
+        :func:`hfrl.runs.hub.push_run`. Synchronous (``blocking`` is ignored); returns the ``CommitInfo``."""
         self.save_model(_internal_call=True)
         token, revision = token or self.args.hub_token, revision or self.args.hub_revision
         return self._push_run(self.args.output_dir, commit_message, token, revision, private)
@@ -185,7 +185,7 @@ class HubMixin:
 
     def _push_from_checkpoint(self, checkpoint_folder: str) -> None:
         """Pushes during training (``hub_strategy``): the checkpoint's model and card through
-        :func:`hfrl.hub.push_run`, synchronously; never ``training_args.bin``."""
+        :func:`hfrl.runs.hub.push_run`, synchronously; never ``training_args.bin``."""
         if self.args.hub_strategy != "end":
             iteration = self.state.global_step // getattr(self.args, "steps_per_iteration", 1)
             message = f"Training in progress, iteration {iteration}"
@@ -196,7 +196,7 @@ class HubMixin:
             return None
         from pathlib import Path
 
-        from hfrl.hub import push_run
+        from hfrl.runs.hub import push_run
 
         return push_run(
             folder,

@@ -110,12 +110,12 @@ class DPOConfig(trl.DPOConfig):
 # ---- shared pieces -------------------------------------------------------------------------------
 def causal_model_path(model: Any, trainer: str) -> Any:
     """A model name or folder for TRL, checked to be a causal LM: a built-in model resolved, a GGUF
-    file as its dequantised copy (:func:`hfrl.models.plain_model_dir`: TRL reloads its reference
+    file as its dequantised copy (:func:`hfrl.core.models.plain_model_dir`: TRL reloads its reference
     model from the policy's path, which ``from_pretrained`` must open without a ``gguf_file``)."""
     if not isinstance(model, str):
         config = model.config
     else:
-        from hfrl.models import load_config, plain_model_dir
+        from hfrl.core.models import load_config, plain_model_dir
 
         model = plain_model_dir(model)
         config = load_config(model)
@@ -128,8 +128,8 @@ def causal_model_path(model: Any, trainer: str) -> Any:
 
 
 def load_tokenizer(model: Any, padding_side: str = "left"):
-    from hfrl.models import fix_tokenizer
-    from hfrl.models import load_tokenizer as load
+    from hfrl.core.models import fix_tokenizer
+    from hfrl.core.models import load_tokenizer as load
 
     name = model if isinstance(model, str) else model.config._name_or_path
     tokenizer = load(name)

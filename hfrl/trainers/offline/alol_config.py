@@ -10,7 +10,7 @@ from typing import Any, ClassVar
 
 from transformers import TrainingArguments
 
-from hfrl.losses import ADVANTAGE_WEIGHTED, ALOL_ALGORITHMS, REWARD_WEIGHTED
+from hfrl.core.losses import ADVANTAGE_WEIGHTED, ALOL_ALGORITHMS, REWARD_WEIGHTED
 from hfrl.trainers.devices import cpu_defaults
 
 SAMPLINGS = ("none", "good_priority", "good_random")
@@ -155,7 +155,7 @@ class ALoLConfig(TrainingArguments):
 
     def __post_init__(self) -> None:
         if self.algorithm not in self.algorithms:
-            from hfrl.registry import unknown
+            from hfrl.utils.registry import unknown
 
             raise unknown("algorithm", self.algorithm, self.algorithms, hint="; set algorithm to one of them")
         weighted = self.algorithm in (*REWARD_WEIGHTED, *ADVANTAGE_WEIGHTED)

@@ -6,7 +6,7 @@ hfrl train --task hh --alg a_lol --model MODEL
 Phases: preparation once per dataset, cached (:mod:`hfrl.trainers.offline.preparation`: rewards,
 reference log-probs, value head, advantages) -> ``transformers.Trainer``'s own loop over a sampler
 that draws examples by priority (``P(i) ∝ A+_i``) -> ``compute_loss`` calls the pure
-:func:`hfrl.losses.alol_loss`. The reference policy is the starting model: everything the losses
+:func:`hfrl.core.losses.alol_loss`. The reference policy is the starting model: everything the losses
 need from it is computed during the preparation, so training holds one copy of the weights (with a
 fresh PEFT adapter the reference is the base with the adapter disabled).
 """
@@ -26,13 +26,13 @@ from datasets import Dataset
 from torch import nn
 from transformers import PreTrainedModel, PreTrainedTokenizerBase, Trainer, TrainerCallback
 
-from hfrl.evaluation import encode_prompt, score_completions
-from hfrl.losses import ADVANTAGE_WEIGHTED, NEEDS_REFERENCE, alol_loss
-from hfrl.models import BUILTIN_MODELS, fix_tokenizer, is_gguf, load_model, load_tokenizer
-from hfrl.policies import completion_forward, disable_dropout, is_peft_model
+from hfrl.core.losses import ADVANTAGE_WEIGHTED, NEEDS_REFERENCE, alol_loss
+from hfrl.core.models import BUILTIN_MODELS, fix_tokenizer, is_gguf, load_model, load_tokenizer
+from hfrl.core.policies import completion_forward, disable_dropout, is_peft_model
+from hfrl.core.rollout import generate, pad
 from hfrl.rewards import reward_list
-from hfrl.rollout import generate, pad
 from hfrl.trainers.crash_safe import CrashSafeMixin
+from hfrl.trainers.evaluation import encode_prompt, score_completions
 from hfrl.trainers.hub_mixin import HubMixin
 from hfrl.trainers.offline.alol_config import DISPLAY_NAMES, ALoLConfig
 from hfrl.trainers.offline.preparation import (
@@ -405,7 +405,7 @@ class ALoLTrainer(CrashSafeMixin, HubMixin, Trainer):
 
     def generate_and_score(self, dataset: Dataset, prefix: str = "eval") -> tuple[dict[str, float], list[dict]]:
         """Completions of the dataset's prompts (sharded over processes) scored by the reward
-        functions and metrics (:func:`hfrl.evaluation.score_completions`)."""
+        functions and metrics (:func:`hfrl.trainers.evaluation.score_completions`)."""
         from accelerate.utils import gather_object
         from trl.models.utils import unwrap_model_for_generation
 
@@ -446,7 +446,7 @@ class ALoLTrainer(CrashSafeMixin, HubMixin, Trainer):
     # ---- model card -------------------------------------------------------------------------
     def _card_kwargs(self) -> dict[str, Any]:
         """The card names the run's own algorithm of the family (A-LoL seq, R-LoL, ...)."""
-        from hfrl.registry import describe
+        from hfrl.utils.registry import describe
 
         kwargs = super()._card_kwargs()
         algorithm = self.args.algorithm

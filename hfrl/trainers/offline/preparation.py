@@ -28,10 +28,11 @@ import torch
 from datasets import Dataset
 from torch import nn
 
-from hfrl.evaluation import NOT_REWARD_COLUMNS, encode_prompt
-from hfrl.losses import ADVANTAGE_WEIGHTED, NEEDS_REFERENCE, REWARD_WEIGHTED
-from hfrl.policies import completion_forward
-from hfrl.rollout import compute_rewards, generate, pad
+from hfrl.core.losses import ADVANTAGE_WEIGHTED, NEEDS_REFERENCE, REWARD_WEIGHTED
+from hfrl.core.policies import completion_forward
+from hfrl.core.rollout import generate, pad
+from hfrl.rewards.combine import compute_rewards
+from hfrl.trainers.evaluation import NOT_REWARD_COLUMNS, encode_prompt
 from hfrl.trainers.offline.value_head import PromptValueHead
 
 logger = logging.getLogger(__name__)
@@ -60,7 +61,7 @@ class PrepareContext:
 
     @property
     def cache_dir(self) -> Path:
-        from hfrl.cache import cache_root
+        from hfrl.utils.cache import cache_root
 
         return Path(self.args.preparation_cache_dir) if self.args.preparation_cache_dir else cache_root() / "offline"
 

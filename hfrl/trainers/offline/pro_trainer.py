@@ -6,7 +6,7 @@ hfrl train --task hh --alg pro --model MODEL
 The data is the A-LoL family's (prompt, completion) rows: rows that share a prompt are one ranking,
 ordered by reward (a ``reward`` column, else the task's reward functions, scored once and cached by
 the same preparation as A-LoL's). Each training example is one prompt with its ``n >= 2`` responses;
-the loss is :func:`hfrl.losses.pro_loss` (the ranking terms plus the SFT term on the best response).
+the loss is :func:`hfrl.core.losses.pro_loss` (the ranking terms plus the SFT term on the best response).
 PRO needs no reference model and no value head.
 """
 
@@ -18,8 +18,8 @@ from typing import Any
 import torch
 from datasets import Dataset
 
-from hfrl.losses import pro_loss
-from hfrl.rollout import pad
+from hfrl.core.losses import pro_loss
+from hfrl.core.rollout import pad
 from hfrl.trainers.offline.alol_config import ALoLConfig
 from hfrl.trainers.offline.alol_trainer import ALoLTrainer
 from hfrl.trainers.offline.preparation import Preparation

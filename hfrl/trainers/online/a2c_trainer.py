@@ -5,8 +5,8 @@ hfrl train --task numbers --alg a2c --model tiny
 
 from __future__ import annotations
 
-from hfrl.losses import a2c_loss
-from hfrl.rollout import Rollout
+from hfrl.core.losses import a2c_loss
+from hfrl.core.rollout import Rollout
 from hfrl.trainers.online.a2c_config import A2CConfig
 from hfrl.trainers.online.online_trainer import OnlineTrainer
 

@@ -3,8 +3,8 @@
 hfrl train --task numbers --alg nlpo --model tiny
 
 All of NLPO's difference from PPO is its action space (:class:`NLPOActionSpace`, the
-:mod:`hfrl.action_space` interface the online core calls): generation samples through the mask
-policy's top-p mask (:mod:`hfrl.masking`), the sets sampled from are stored with the rollout, and the
+:mod:`hfrl.core.action_space` interface the online core calls): generation samples through the mask
+policy's top-p mask (:mod:`hfrl.core.masking`), the sets sampled from are stored with the rollout, and the
 loss renormalises the policy over them. docs/algorithms.md §3.
 """
 
@@ -16,9 +16,9 @@ from typing import Any
 import torch
 from transformers import LogitsProcessor
 
-from hfrl.action_space import ActionSpace
-from hfrl.capture import set_sizes, unpack_sets
-from hfrl.masking import MaskPolicy, TopPMaskProcessor
+from hfrl.core.action_space import ActionSpace
+from hfrl.core.capture import set_sizes, unpack_sets
+from hfrl.core.masking import MaskPolicy, TopPMaskProcessor
 from hfrl.trainers.online.nlpo_config import NLPOConfig
 from hfrl.trainers.online.ppo_trainer import PPOTrainer
 

@@ -3,10 +3,10 @@
 The training loop is the Trainer's own. The sampler hands the first micro-step of an iteration its
 ``rollout_batch_size`` prompts and the others placeholders (:mod:`.iteration_sampler`);
 ``_prepare_inputs`` collects a rollout when its buffer is empty (generate -> reward -> score -> KL
-penalty + GAE -> KL controller step, each phase one call on typed data: :mod:`hfrl.rollout`) and
+penalty + GAE -> KL controller step, each phase one call on typed data: :mod:`hfrl.core.rollout`) and
 then hands out one minibatch per micro-step over ``num_ppo_epochs`` shuffled passes. Subclasses write
 their ``compute_loss``; one that restricts the actions (NLPO) builds its own action space
-(:meth:`OnlineTrainer._build_action_space`, :mod:`hfrl.action_space`), which the core calls at
+(:meth:`OnlineTrainer._build_action_space`, :mod:`hfrl.core.action_space`), which the core calls at
 generation, scoring, in the loss, for logging and in checkpoints. State that is not a model tensor
 (KL coefficient, iteration, the action space's) travels in ``online_state.json`` inside each
 checkpoint, which counts once it is complete (:mod:`hfrl.trainers.crash_safe`).
@@ -29,28 +29,28 @@ from torch import nn
 from transformers import PreTrainedModel, PreTrainedTokenizerBase, Trainer, TrainerCallback
 from transformers.trainer_callback import ProgressCallback
 
-from hfrl.action_space import FULL_VOCABULARY, ActionSpace
-from hfrl.capture import CaptureSettings
-from hfrl.evaluation import NOT_REWARD_COLUMNS, PROMPT_IDS, encode_prompt, score_completions
-from hfrl.kl import make_kl_controller
-from hfrl.minibatches import plan_epoch, whiten_per_minibatch
-from hfrl.models import load_model, load_tokenizer
-from hfrl.policies import ActorCritic, ReferencePolicy, disable_dropout, tempered
-from hfrl.rewards import reward_list
-from hfrl.rollout import (
+from hfrl.core.action_space import FULL_VOCABULARY, ActionSpace
+from hfrl.core.capture import CaptureSettings
+from hfrl.core.kl import make_kl_controller
+from hfrl.core.minibatches import plan_epoch, whiten_per_minibatch
+from hfrl.core.models import load_model, load_tokenizer
+from hfrl.core.policies import ActorCritic, ReferencePolicy, disable_dropout, tempered
+from hfrl.core.rollout import (
     Completions,
     Rollout,
     TaskRewards,
     action_logprobs,
     assemble,
-    compute_rewards,
     concat,
     generate_completions,
     pad,
     rollout_stats,
     score,
 )
+from hfrl.rewards import reward_list
+from hfrl.rewards.combine import compute_rewards
 from hfrl.trainers.crash_safe import CrashSafeMixin
+from hfrl.trainers.evaluation import NOT_REWARD_COLUMNS, PROMPT_IDS, encode_prompt, score_completions
 from hfrl.trainers.hub_mixin import HubMixin
 from hfrl.trainers.online.iteration_sampler import IterationSampler, PromptRows
 from hfrl.trainers.online.online_config import OnlineConfig
@@ -180,7 +180,7 @@ class OnlineTrainer(CrashSafeMixin, HubMixin, Trainer):
         self._own_checkpoint_files = (*self._own_checkpoint_files, *self.action_space.checkpoint_files)
 
     def _build_action_space(self) -> ActionSpace:
-        """What each step may sample and the loss renormalises over (:mod:`hfrl.action_space`): the
+        """What each step may sample and the loss renormalises over (:mod:`hfrl.core.action_space`): the
         whole vocabulary here; NLPO builds its own. Called once, at the end of ``__init__``."""
         return ActionSpace()
 
@@ -241,7 +241,7 @@ class OnlineTrainer(CrashSafeMixin, HubMixin, Trainer):
 
     def _minibatches(self, rollout: Rollout) -> list[Rollout]:
         """Every micro-step's share of the rollout, ``num_ppo_epochs`` shuffled passes of
-        ``rollout_batch_size / mini_batch_size`` minibatches (:mod:`hfrl.minibatches`)."""
+        ``rollout_batch_size / mini_batch_size`` minibatches (:mod:`hfrl.core.minibatches`)."""
         args = self.args
         per_minibatch = args.gradient_accumulation_steps
         num_minibatches = args.rollout_batch_size // args.mini_batch_size
@@ -268,7 +268,7 @@ class OnlineTrainer(CrashSafeMixin, HubMixin, Trainer):
     def _generate(self, query_ids, query_mask, generation_kwargs: dict, *, rollout: bool = False) -> Completions:
         """Sample one completion per prompt with the policy in eval mode. A rollout's (``rollout``)
         samples through the action space and keeps what generation computed
-        (:func:`hfrl.rollout.generate_completions`): the sets sampled from when the action space
+        (:func:`hfrl.core.rollout.generate_completions`): the sets sampled from when the action space
         records them, the policy's log-probs and hidden states when :meth:`_capture_at_generation`."""
         from trl.models.utils import unwrap_model_for_generation
 
@@ -417,7 +417,7 @@ class OnlineTrainer(CrashSafeMixin, HubMixin, Trainer):
         return rollout
 
     def _task_rewards(self, examples: list[dict], texts: list[str], generated: Completions) -> TaskRewards:
-        """Every reward function once over the rollout (:func:`hfrl.rollout.compute_rewards`). A
+        """Every reward function once over the rollout (:func:`hfrl.core.rollout.compute_rewards`). A
         completion whose reward is dropped (``invalid_rewards: drop``) gets a zero mask row in
         ``generated``: it takes no part in the update."""
         columns = {k: [ex[k] for ex in examples] for k in examples[0] if k not in NOT_REWARD_COLUMNS}
@@ -645,7 +645,7 @@ def load_pretrained_weights(model: nn.Module, folder: str) -> None:
     (single file or sharded), re-tying tied weights."""
     from safetensors.torch import load_file
 
-    from hfrl.policies import is_peft_model
+    from hfrl.core.policies import is_peft_model
 
     if is_peft_model(model):
         from peft import set_peft_model_state_dict

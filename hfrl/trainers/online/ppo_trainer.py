@@ -5,8 +5,8 @@ hfrl train --task numbers --alg ppo --model tiny
 
 from __future__ import annotations
 
-from hfrl.losses import ppo_loss
-from hfrl.rollout import Rollout
+from hfrl.core.losses import ppo_loss
+from hfrl.core.rollout import Rollout
 from hfrl.trainers.online.online_trainer import OnlineTrainer
 from hfrl.trainers.online.ppo_config import PPOConfig
 

@@ -9,11 +9,11 @@ from typing import cast
 
 import torch
 
-from hfrl.advantages import masked_mean
-from hfrl.losses import categorical_kl, trpo_surrogate
-from hfrl.natural_gradient import backtracking_line_search, conjugate_gradient, flat, unflat
-from hfrl.policies import completion_forward, tempered
-from hfrl.rollout import Rollout, action_logprobs
+from hfrl.core.advantages import masked_mean
+from hfrl.core.losses import categorical_kl, trpo_surrogate
+from hfrl.core.natural_gradient import backtracking_line_search, conjugate_gradient, flat, unflat
+from hfrl.core.policies import completion_forward, tempered
+from hfrl.core.rollout import Rollout, action_logprobs
 from hfrl.trainers.online.online_trainer import OnlineTrainer
 from hfrl.trainers.online.trpo_config import TRPOConfig
 

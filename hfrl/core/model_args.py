@@ -1,0 +1,96 @@
+"""TRL's ``ModelConfig`` conventions for every algorithm: LoRA and 4/8-bit loading as flags.
+
+    hfrl train --task numbers --alg ppo --model tiny --use_peft --lora_r 8 --lora_alpha 16
+    hfrl train --task hh --alg a_lol --use_peft --load_in_4bit true   # QLoRA (a CUDA GPU and bitsandbytes)
+
+The flags are the fields of ``trl.ModelConfig`` (but ``model_name_or_path``: that is ``--model``),
+read by :func:`model_loading` with TRL's own ``get_peft_config`` / ``get_quantization_config``, so
+that they mean what they mean in TRL's scripts. Only the flags a run sets are applied; a run's
+``config.yaml`` records them beside the config fields.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+# trl.ModelConfig's fields but model_name_or_path (tests/cli/test_lora_flags.py checks they stay in sync).
+MODEL_KEYS = (
+    "model_revision",
+    "dtype",
+    "attn_implementation",
+    "use_peft",
+    "lora_r",
+    "lora_alpha",
+    "lora_dropout",
+    "lora_target_modules",
+    "lora_target_parameters",
+    "lora_modules_to_save",
+    "lora_task_type",
+    "use_rslora",
+    "use_dora",
+    "load_in_8bit",
+    "load_in_4bit",
+    "bnb_4bit_quant_type",
+    "use_bnb_nested_quant",
+    "bnb_4bit_quant_storage",
+)
+
+
+def split_model_fields(fields: dict[str, Any], config_fields: set[str]) -> dict[str, Any]:
+    """Remove and return the ``ModelConfig`` flags of ``fields`` (those the algorithm's own config
+    does not declare: A-LoL's config has its own ``load_in_4bit``)."""
+    return {k: fields.pop(k) for k in list(fields) if k in MODEL_KEYS and k not in config_fields}
+
+
+def model_loading(model: Any, fields: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
+    """``(peft_config or None, from_pretrained keyword arguments)`` for ``model`` from the
+    ``ModelConfig`` flags a run set. LoRA's task type follows the model (seq2seq or causal) unless
+    given; GPT-2's Conv1D layers get ``fan_in_fan_out``."""
+    if not fields:
+        return None, {}
+    from trl import ModelConfig, get_peft_config, get_quantization_config
+
+    args = ModelConfig(**fields)
+    init_kwargs: dict[str, Any] = {}
+    if "model_revision" in fields:
+        init_kwargs["revision"] = args.model_revision
+    if "dtype" in fields:
+        init_kwargs["dtype"] = args.dtype
+    if args.attn_implementation is not None:
+        init_kwargs["attn_implementation"] = args.attn_implementation
+    quantization = get_quantization_config(args)
+    if quantization is not None:
+        _check_quantization_possible("load_in_4bit" if args.load_in_4bit else "load_in_8bit")
+        if not args.use_peft:
+            raise ValueError("4/8-bit weights cannot be trained directly: add --use_peft (QLoRA trains an adapter)")
+        from trl import get_kbit_device_map
+
+        init_kwargs.update(quantization_config=quantization, device_map=get_kbit_device_map())
+    peft_config = get_peft_config(args)
+    if peft_config is not None:
+        config = _model_config(model)
+        if "lora_task_type" not in fields and config.get("is_encoder_decoder"):
+            peft_config.task_type = "SEQ_2_SEQ_LM"
+        if config.get("model_type") == "gpt2":  # Conv1D weights are stored (in, out)
+            peft_config.fan_in_fan_out = True
+    return peft_config, init_kwargs
+
+
+def _check_quantization_possible(flag: str) -> None:
+    import importlib.util
+
+    import torch
+
+    if not torch.cuda.is_available() or importlib.util.find_spec("bitsandbytes") is None:
+        raise ValueError(
+            f"--{flag} needs a CUDA GPU and `pip install bitsandbytes`; drop it to train in full precision"
+        )
+
+
+def _model_config(model: Any) -> dict[str, Any]:
+    """The model's config as a dict (a model instance, a built-in tiny model, a path or a Hub id)."""
+    if not isinstance(model, str):
+        return model.config.to_dict()
+    from hfrl.core.models import model_config_dict
+
+    return model_config_dict(model)

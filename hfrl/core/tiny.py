@@ -1,0 +1,177 @@
+"""The built-in ``tiny`` models: small GPT-2 and T5 models that need no network.
+
+``--model tiny`` (or ``tiny-t5``) resolves to a directory that this module builds once,
+deterministically (a byte-level BPE tokenizer trained on a fixed synthetic corpus, weights drawn
+from a fixed seed), and then loads through the ordinary ``from_pretrained(local_dir)`` path.
+
+    python -c "from hfrl.core.tiny import tiny_model_path; print(tiny_model_path('tiny'))"
+"""
+
+from __future__ import annotations
+
+import os
+import random
+from pathlib import Path
+
+TINY_MODELS = ("tiny", "tiny-t5")
+_VERSION = "v1"  # bump when the recipe below changes, so that stale caches are rebuilt
+_WORDS = [
+    "the",
+    "a",
+    "of",
+    "and",
+    "to",
+    "in",
+    "is",
+    "was",
+    "it",
+    "for",
+    "on",
+    "with",
+    "as",
+    "at",
+    "by",
+    "this",
+    "that",
+    "from",
+    "or",
+    "an",
+    "be",
+    "are",
+    "have",
+    "has",
+    "not",
+    "but",
+    "one",
+    "two",
+    "three",
+    "day",
+    "date",
+    "year",
+    "month",
+    "time",
+    "number",
+    "count",
+    "list",
+    "first",
+    "next",
+    "last",
+    "good",
+    "bad",
+    "happy",
+    "sad",
+    "movie",
+    "film",
+    "story",
+    "dialogue",
+    "question",
+    "answer",
+    "summary",
+    "table",
+    "text",
+    "great",
+    "love",
+    "hate",
+    "fun",
+    "boring",
+]
+
+
+def _corpus(seed: int = 0) -> list[str]:
+    """Fixed synthetic text: runs of numbers, ISO dates and short sentences."""
+    rng = random.Random(seed)
+    lines = []
+    for _ in range(600):
+        start = rng.randint(0, 95)
+        lines.append(" ".join(str(n) for n in range(start, start + rng.randint(3, 12))))
+        lines.append(f"{rng.randint(1990, 2030)}-{rng.randint(1, 12):02d}-{rng.randint(1, 28):02d}")
+        lines.append(" ".join(rng.choice(_WORDS) for _ in range(8)) + ".")
+    return lines
+
+
+def build_tiny_tokenizer(vocab_size: int = 512):
+    """A byte-level BPE tokenizer (GPT-2 style) trained on :func:`_corpus`; deterministic."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size,
+        special_tokens=["<|endoftext|>", "<pad>"],
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
+    tok.train_from_iterator(_corpus(), trainer)
+    return PreTrainedTokenizerFast(
+        tokenizer_object=tok,
+        bos_token="<|endoftext|>",
+        eos_token="<|endoftext|>",
+        unk_token="<|endoftext|>",
+        pad_token="<pad>",
+        padding_side="left",
+    )
+
+
+def _build(kind: str, out: Path, seed: int = 0) -> None:
+    import torch
+
+    tokenizer = build_tiny_tokenizer()
+    with torch.random.fork_rng(devices=[]):  # building leaves the caller's RNG as it was: a run that
+        torch.manual_seed(seed)  # builds the model draws the same value head as one that loads it
+        model = _random_model(kind, tokenizer)
+    model.generation_config.pad_token_id = tokenizer.pad_token_id
+    model.generation_config.eos_token_id = tokenizer.eos_token_id
+    tmp = out.with_name(out.name + f".tmp{os.getpid()}")
+    model.save_pretrained(tmp)
+    tokenizer.save_pretrained(tmp)
+    os.replace(tmp, out) if not out.exists() else None
+
+
+def _random_model(kind: str, tokenizer):
+    """The tiny GPT-2 (``tiny``) or T5 (``tiny-t5``) with random weights from the current RNG."""
+    from transformers import GPT2Config, GPT2LMHeadModel, T5Config, T5ForConditionalGeneration
+
+    common = dict(
+        vocab_size=len(tokenizer),
+        pad_token_id=tokenizer.pad_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+    )
+    if kind == "tiny":
+        config = GPT2Config(
+            n_layer=2, n_head=4, n_embd=64, n_positions=512, bos_token_id=tokenizer.bos_token_id, **common
+        )
+        model = GPT2LMHeadModel(config)
+    else:
+        tokenizer.padding_side = "right"
+        config = T5Config(
+            d_model=64,
+            d_ff=128,
+            d_kv=16,
+            num_heads=4,
+            num_layers=2,
+            num_decoder_layers=2,
+            decoder_start_token_id=tokenizer.pad_token_id,
+            **common,
+        )
+        model = T5ForConditionalGeneration(config)
+    return model
+
+
+def tiny_model_path(name: str = "tiny", cache_dir: str | os.PathLike | None = None) -> str:
+    """Return a local directory holding the built-in model ``name``, building it on first use.
+
+    >>> from transformers import AutoModelForCausalLM
+    >>> model = AutoModelForCausalLM.from_pretrained(tiny_model_path("tiny"))  # doctest: +SKIP
+    """
+    if name not in TINY_MODELS:
+        raise ValueError(f"unknown built-in model {name!r}; built-in models are {', '.join(TINY_MODELS)}")
+    from hfrl.utils.cache import cache_root
+
+    root = Path(cache_dir) if cache_dir else cache_root()
+    out = root / f"{name}-{_VERSION}"
+    if not (out / "config.json").exists():
+        out.parent.mkdir(parents=True, exist_ok=True)
+        _build(name, out)
+    return str(out)

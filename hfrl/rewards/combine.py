@@ -1,0 +1,129 @@
+"""Reward combination: every reward function of a task once over a batch of completions, checked
+(one finite number per completion, or one per token; ``None`` for a completion it does not score)
+and summed with its weight into sequence-level scores and token-level rewards (:class:`TaskRewards`,
+shapes in :mod:`hfrl.core.rollout`). Used by the online trainers, A-LoL's preparation, evaluation
+and composite rewards.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+
+from hfrl.core.rollout import TaskRewards
+
+
+def reward_name(func: Callable) -> str:
+    return getattr(func, "__name__", None) or type(func).__name__
+
+
+MAX_ABS_REWARD = 1e6  # |reward| beyond this is a bug (an unscaled logit sum, 3.4e38 from a clamped inf)
+
+
+class RewardError(ValueError):
+    """A reward function returned something that is not one finite number per completion."""
+
+
+def compute_rewards(
+    reward_funcs: Sequence[Callable],
+    reward_weights: Sequence[float],
+    prompts: list,
+    completions: list[str],
+    response_mask: torch.Tensor,
+    columns: dict[str, list],
+    *,
+    max_abs: float | None = MAX_ABS_REWARD,
+    drop_invalid: bool = False,
+) -> TaskRewards:
+    """Call every reward function once on the whole batch (TRL signature) and combine them.
+
+    A reward returns one float per completion (sequence level) or one list of floats per completion
+    token (token level). Returns :class:`TaskRewards` ``(scores, token_rewards, means)``: the
+    weighted sequence-level sum, the weighted token-level sum, and each function's own mean for
+    logging. ``None`` entries (a reward that does not apply to a sample) count as 0 in the sum.
+
+    A value that is not a number, NaN, +-inf or beyond ``max_abs`` stops with
+    :class:`RewardError` naming the function and the completion; with ``drop_invalid`` it is
+    reported (a warning) and the completion gets no reward: its row of ``response_mask`` is zeroed
+    in place, so that it takes no part in the update.
+    """
+    n, width = response_mask.shape
+    scores = torch.zeros(n)
+    token_rewards = torch.zeros(n, width)
+    means: dict[str, float] = {}
+    for func, weight in zip(reward_funcs, reward_weights, strict=True):
+        name = reward_name(func)
+        out = func(prompts=prompts, completions=completions, **columns)
+        values, token_level = _reward_values(name, out, n)
+        missing = torch.tensor([v is None for v in out]) if not token_level else torch.zeros(n, dtype=torch.bool)
+        bad = ~torch.isfinite(values) | (values.abs() > max_abs if max_abs is not None else False)
+        bad = (bad.any(1) if token_level else bad) & ~missing
+        if bool(bad.any()):
+            _invalid(name, values, bad, max_abs, drop_invalid)
+            values = values.masked_fill(bad.unsqueeze(1) if token_level else bad, 0.0)
+            response_mask[bad] = 0
+        if token_level:
+            lengths = response_mask.sum(1, keepdim=True)
+            values = values[:, :width] * (torch.arange(values.shape[1])[None, :width] < lengths)
+            token_rewards[:, : values.shape[1]] += weight * values
+            means[name] = float(values.sum(1).mean()) if n else 0.0
+            continue
+        means[name] = float(values.nanmean()) if n else 0.0
+        scores += weight * torch.nan_to_num(values, nan=0.0)  # NaN here: None, "does not apply"
+    return TaskRewards(scores, token_rewards, means)
+
+
+def _reward_values(name: str, out: Any, n: int) -> tuple[torch.Tensor, bool]:
+    """A reward function's output as ``(B,)`` floats (None -> NaN) or, token level, ``(B, T)``
+    floats padded with 0; one line naming the function for anything else."""
+    if isinstance(out, (str, bytes)) or not hasattr(out, "__len__"):
+        raise RewardError(
+            f"reward function {name!r} returned {type(out).__name__} {out!r:.40}, not one value per completion "
+            f"(a list of {n} floats)"
+        )
+    out = list(out)
+    if len(out) != n:
+        raise RewardError(f"reward function {name!r} returned {len(out)} values for {n} completions")
+    token_level = bool(out) and isinstance(out[0], (list, tuple))
+    if token_level:
+        rows = []
+        for i, row in enumerate(out):
+            if not isinstance(row, (list, tuple)):
+                raise RewardError(f"reward function {name!r} mixed a list and a {type(row).__name__} (completion {i})")
+            rows.append([_number(name, v, i) for v in row])
+        width = max((len(r) for r in rows), default=0)
+        return torch.tensor([r + [0.0] * (width - len(r)) for r in rows], dtype=torch.float).reshape(n, width), True
+    return torch.tensor([float("nan") if v is None else _number(name, v, i) for i, v in enumerate(out)]), False
+
+
+def _number(name: str, value: Any, i: int) -> float:
+    if isinstance(value, (str, bytes, list, tuple, dict)) or value is None:
+        raise RewardError(
+            f"reward function {name!r} returned {value!r:.40} ({type(value).__name__}) for completion {i}; a reward "
+            "is a number per completion (None where it does not apply)"
+        )
+    try:
+        return float(value)
+    except (TypeError, ValueError) as err:
+        raise RewardError(f"reward function {name!r} returned {value!r:.40} for completion {i}: {err}") from err
+
+
+def _invalid(name: str, values: torch.Tensor, bad: torch.Tensor, max_abs: float | None, drop: bool) -> None:
+    """Stop (or, with ``drop``, warn) naming the function, the first bad completion and its value."""
+    i = int(bad.nonzero()[0])
+    row = values[i].reshape(-1)
+    culprit = row[~torch.isfinite(row) | (row.abs() > max_abs if max_abs is not None else False)][0]
+    what = str(float(culprit)) if not bool(torch.isfinite(culprit)) else f"{float(culprit):.3g} (|r| > {max_abs:g})"
+    more = f" (and {int(bad.sum()) - 1} more)" if int(bad.sum()) > 1 else ""
+    if not drop:
+        raise RewardError(
+            f"reward function {name!r} returned {what} for completion {i}{more}; fix the reward, raise "
+            "max_abs_reward, or set invalid_rewards to 'drop' to leave such completions out"
+        )
+    from transformers.utils import logging
+
+    logging.get_logger(__name__).warning(
+        f"reward function {name!r} returned {what} for completion {i}{more}; left out of this rollout"
+    )

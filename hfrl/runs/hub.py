@@ -1,0 +1,174 @@
+"""Export a run as a plain transformers directory, or push it to the Hugging Face Hub, each with
+its model card.
+
+    hfrl export runs/numbers-ppo --out exported/numbers-ppo [--merge]
+    hfrl push runs/numbers-ppo --repo-id me/numbers-ppo [--private] [--merge]
+
+    from hfrl.runs.hub import export_run, push_run
+
+What goes out, and nothing else: the model (config, generation config, weights) or the PEFT adapter
+(or, with ``merge``, the adapter merged into its base), the tokenizer, ``README.md`` (the card,
+rendered for the destination), ``reward_curve.png``, ``config.yaml`` (without secrets) and the
+evaluation results ``eval/*.json``. Not the value head, optimizer state, ``training_args.bin`` (a
+pickle that may hold ``hub_token``) or checkpoints. Push needs the network and a token from the usual
+huggingface_hub sources (``HF_TOKEN``, ``hf auth login``); no file is sent that contains the token.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from hfrl.runs.run_config import CONFIG_NAME, EVAL_DIR, config_text
+from hfrl.runs.run_dir import Run, open_run
+
+_SCAN_LIMIT = 64 * 2**20  # files larger than this (weights) are scanned for the token in their first 1 MiB
+
+
+def _local_run(run_dir: str | os.PathLike, merge: bool, what: str) -> Run:
+    run = open_run(run_dir)
+    if run.path is None:
+        raise ValueError(f"{what} needs a local run directory (from hfrl train); {run_dir!r} is a model name")
+    if merge and not run.is_adapter:
+        raise ValueError(f"--merge: {run_dir} holds a full model, not a PEFT adapter; {what} it without --merge")
+    return run
+
+
+def collect_files(
+    run: Run,
+    workdir: str | os.PathLike,
+    merge: bool = False,
+    base_model: str | None = None,
+    repo_id: str | None = None,
+    model_ref: str | None = None,
+    card_kwargs: dict[str, Any] | None = None,
+) -> dict[str, Path | bytes]:
+    """``{path in the destination: source file or content}`` for an export or a push. Files that
+    must be made (the merged model, the card, the curve) are made in ``workdir``."""
+    from hfrl.cards import CURVE_NAME, plot_reward_curve, render_card
+
+    workdir = Path(workdir)
+    files: dict[str, Path | bytes] = {}
+    if merge:
+        merged_dir = workdir / "merged"
+        lm, tokenizer = run.load(base_model=base_model)
+        lm.merge_and_unload().save_pretrained(merged_dir)
+        tokenizer.save_pretrained(merged_dir)
+        files.update({p.name: p for p in sorted(merged_dir.iterdir()) if p.is_file()})
+    else:
+        files.update({p.name: p for p in run.model_files() + run.tokenizer_files()})
+    card_kwargs = dict(card_kwargs or {})
+    history = card_kwargs.get("log_history")
+    history = history if history is not None else run.log_history()
+    curve = plot_reward_curve(history, workdir / CURVE_NAME)
+    if curve is not None:
+        files[CURVE_NAME] = curve
+    card = render_card(
+        run,
+        **{
+            **card_kwargs,
+            "repo_id": repo_id,
+            "model_ref": model_ref,
+            "merged": merge,
+            "base_model": base_model or card_kwargs.get("base_model"),
+            "log_history": history,
+            "curve": CURVE_NAME if curve is not None else None,
+        },
+    )
+    files["README.md"] = str(card).encode()
+    if run.has_config_file:
+        files[CONFIG_NAME] = config_text(run.config).encode()
+    eval_dir = run.path / EVAL_DIR
+    if eval_dir.is_dir():
+        files.update({f"{EVAL_DIR}/{p.name}": p for p in sorted(eval_dir.glob("*.json"))})
+    return files
+
+
+def assert_no_secret(files: dict[str, Path | bytes], secret: str | None) -> None:
+    """Refuse to send anything that contains ``secret`` (the Hub token)."""
+    if not secret:
+        return
+    needle = secret.encode()
+    for name, source in files.items():
+        if isinstance(source, bytes):
+            data = source
+        else:
+            with open(source, "rb") as fh:
+                data = fh.read(_SCAN_LIMIT if source.stat().st_size <= _SCAN_LIMIT else 2**20)
+        if needle in data:
+            raise ValueError(f"{name} contains your Hugging Face token; remove it from the run before pushing")
+
+
+def export_run(
+    run_dir: str | os.PathLike,
+    out: str | os.PathLike,
+    merge: bool = False,
+    base_model: str | None = None,
+    card_kwargs: dict[str, Any] | None = None,
+) -> Path:
+    """Write the run as a plain transformers directory ``out`` that ``AutoModel*.from_pretrained``
+    (or, for an adapter without ``merge``, PEFT) loads, with its card. Returns ``out``."""
+    run = _local_run(run_dir, merge, "export")
+    out = Path(out)
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        raise ValueError(f"--out {out} exists and is not empty; choose a new directory")
+    with tempfile.TemporaryDirectory(prefix="hfrl-export-") as workdir:
+        files = collect_files(run, workdir, merge, base_model, model_ref=str(out.resolve()), card_kwargs=card_kwargs)
+        out.mkdir(parents=True, exist_ok=True)
+        for name, source in files.items():
+            target = out / name
+            target.parent.mkdir(parents=True, exist_ok=True)
+            if isinstance(source, bytes):
+                target.write_bytes(source)
+            else:
+                shutil.copyfile(source, target)
+    return out
+
+
+def push_run(
+    run_dir: str | os.PathLike,
+    repo_id: str,
+    private: bool | None = None,
+    merge: bool = False,
+    token: str | None = None,
+    commit_message: str | None = None,
+    revision: str | None = None,
+    base_model: str | None = None,
+    card_kwargs: dict[str, Any] | None = None,
+):
+    """Create (or reuse) the model repo ``repo_id`` and commit the run's files to it in one commit.
+    Returns huggingface_hub's ``CommitInfo`` (``.commit_url``). Needs the network."""
+    from huggingface_hub import CommitOperationAdd, HfApi, constants, get_token
+    from huggingface_hub.utils import validate_repo_id
+
+    run = _local_run(run_dir, merge, "push")
+    validate_repo_id(repo_id)
+    if constants.is_offline_mode():
+        raise ValueError("hfrl push needs the network, and HF_HUB_OFFLINE is set: unset it to push")
+    token = token or get_token()
+    if not token:
+        raise ValueError("no Hugging Face token: run `hf auth login` or set HF_TOKEN to a token with write access")
+    api = HfApi(token=token)
+    try:
+        repo_id = api.create_repo(repo_id, private=private, exist_ok=True).repo_id
+        with tempfile.TemporaryDirectory(prefix="hfrl-push-") as workdir:
+            files = collect_files(run, workdir, merge, base_model, repo_id=repo_id, card_kwargs=card_kwargs)
+            assert_no_secret(files, token)
+            operations = [CommitOperationAdd(path_in_repo=name, path_or_fileobj=src) for name, src in files.items()]
+            what = "merged model" if merge else ("adapter" if run.is_adapter else "model")
+            return api.create_commit(
+                repo_id,
+                operations,
+                commit_message=commit_message or f"Upload {what} trained with hfrl",
+                revision=revision,
+            )
+    except Exception as err:
+        if type(err).__module__.split(".")[0] in ("httpx", "httpx2", "requests", "urllib3"):
+            raise ConnectionError(f"cannot reach the Hugging Face Hub ({err}); hfrl push needs the network") from err
+        raise
+
+
+__all__ = ["assert_no_secret", "collect_files", "export_run", "push_run"]

@@ -1,0 +1,230 @@
+"""A trained run (or any model) as ``hfrl eval / push / export / chat`` see it: what it holds and how
+to load it, without loading anything until asked.
+
+    from hfrl.runs.run_dir import open_run
+    run = open_run("runs/numbers-ppo")   # a run dir, a checkpoint, a model dir, tiny, smollm2, a .gguf file or a Hub id
+    model, tokenizer = run.load()        # the full model, or the base model with the PEFT adapter
+
+A run directory from ``hfrl train`` holds the policy (a full model, or only a PEFT adapter),
+``value_head.safetensors``, the tokenizer, ``config.yaml`` (task, algorithm, model and config
+fields), ``trainer_state.json`` and, after ``hfrl eval``, ``eval/{split}.json`` (after training) and
+``eval/{split}-base.json`` (the base model: before training).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from hfrl.core.models import model_config_dict
+from hfrl.runs.run_config import BASE_SUFFIX, CONFIG_NAME, EVAL_DIR, STATE_NAME, read_config_file
+
+MODEL_FILES = (
+    "config.json",
+    "generation_config.json",
+    "model.safetensors",
+    "model-*-of-*.safetensors",
+    "model.safetensors.index.json",
+    "pytorch_model.bin",
+    "pytorch_model-*-of-*.bin",
+    "pytorch_model.bin.index.json",
+)
+ADAPTER_FILES = ("adapter_config.json", "adapter_model.safetensors", "adapter_model.bin")
+TOKENIZER_FILES = (
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "special_tokens_map.json",
+    "added_tokens.json",
+    "vocab.json",
+    "merges.txt",
+    "vocab.txt",
+    "spiece.model",
+    "sentencepiece.bpe.model",
+    "tokenizer.model",
+    "chat_template.jinja",
+    "chat_template.json",
+)
+_HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*(/[\w.-]+)?$")
+
+
+def is_hub_id(name: str | None) -> bool:
+    """A name that can only be a Hub model id: not a local path, a GGUF file or a built-in model."""
+    from hfrl.core.models import BUILTIN_MODELS, is_gguf
+
+    return (
+        bool(name)
+        and name not in BUILTIN_MODELS
+        and not is_gguf(name)
+        and not os.path.exists(str(name))
+        and bool(_HUB_ID.match(str(name)))
+    )
+
+
+@dataclass
+class Run:
+    """What a run directory or model name holds. ``path`` is None for a Hub id or a built-in model."""
+
+    name: str
+    path: Path | None
+    config: dict[str, Any] = field(default_factory=dict)
+    adapter_config: dict[str, Any] | None = None
+    model_config: dict[str, Any] = field(default_factory=dict)
+    has_config_file: bool = False
+
+    # ---- what it is -------------------------------------------------------------------------
+    @property
+    def is_adapter(self) -> bool:
+        return self.adapter_config is not None
+
+    @property
+    def task(self) -> str | None:
+        return self.config.get("task")
+
+    @property
+    def alg(self) -> str | None:
+        return self.config.get("alg")
+
+    @property
+    def model_ref(self) -> str:
+        """What :func:`hfrl.core.models.load_model` gets: the local directory, or the name (a Hub id, a
+        built-in model or a GGUF file)."""
+        return str(self.path) if self.path is not None else self.name
+
+    @property
+    def base_model(self) -> str | None:
+        """The model training started from, as the user named it (``tiny``, ``smollm2``, a Hub id or a path)."""
+        if self.config.get("model"):
+            return str(self.config["model"])
+        if self.adapter_config and self.adapter_config.get("base_model_name_or_path"):
+            from hfrl.core.models import builtin_name
+
+            return builtin_name(self.adapter_config["base_model_name_or_path"])
+        return None
+
+    @property
+    def adapter_base(self) -> str | None:
+        """The base model the adapter loads onto: the saved path when it still exists, else the
+        run config's model name."""
+        if not self.adapter_config:
+            return None
+        saved = self.adapter_config.get("base_model_name_or_path")
+        named = self.config.get("model")
+        if saved and (os.path.exists(saved) or not named):  # a folder or a GGUF file
+            return saved
+        return str(named) if named else None
+
+    @property
+    def is_seq2seq(self) -> bool:
+        if self.adapter_config:
+            if self.adapter_config.get("task_type") == "SEQ_2_SEQ_LM":
+                return True
+            if self.adapter_config.get("task_type") == "CAUSAL_LM":
+                return False
+            return model_config_dict(self.adapter_base).get("is_encoder_decoder", False)
+        return bool(self.model_config.get("is_encoder_decoder", False))
+
+    def files(self, patterns: tuple[str, ...]) -> list[Path]:
+        """Files of the run directory matching ``patterns`` (sorted, no duplicates)."""
+        if self.path is None:
+            return []
+        found = {p for pattern in patterns for p in self.path.glob(pattern) if p.is_file()}
+        return sorted(found)
+
+    def model_files(self) -> list[Path]:
+        return self.files(ADAPTER_FILES if self.is_adapter else MODEL_FILES)
+
+    def tokenizer_files(self) -> list[Path]:
+        return self.files(TOKENIZER_FILES)
+
+    # ---- what it recorded -------------------------------------------------------------------
+    def log_history(self) -> list[dict[str, Any]]:
+        if self.path is None or not (self.path / STATE_NAME).is_file():
+            return []
+        return json.loads((self.path / STATE_NAME).read_text()).get("log_history", [])
+
+    def eval_results(self) -> dict[str, dict[str, dict[str, Any]]]:
+        """``{split: {"before": report, "after": report}}`` from ``eval/*.json`` (either may be missing)."""
+        out: dict[str, dict[str, dict[str, Any]]] = {}
+        folder = self.path / EVAL_DIR if self.path is not None else None
+        if folder is None or not folder.is_dir():
+            return out
+        for path in sorted(folder.glob("*.json")):
+            split, which = path.stem, "after"
+            if split.endswith(BASE_SUFFIX):
+                split, which = split[: -len(BASE_SUFFIX)], "before"
+            out.setdefault(split, {})[which] = json.loads(path.read_text())
+        return out
+
+    # ---- loading ----------------------------------------------------------------------------
+    def load(self, base_model: str | None = None):
+        """``(model, tokenizer)`` in eval mode: the full model, or ``base_model`` (default: the
+        adapter's own base) with the PEFT adapter on top. The tokenizer pads with EOS when it has
+        no pad token."""
+        from hfrl.core.models import fix_tokenizer, load_model, load_tokenizer
+        from hfrl.utils.registry import UnknownNameError
+
+        if self.is_adapter:
+            from peft import PeftModel
+
+            base = base_model or self.adapter_base
+            try:
+                lm = load_model(base)
+            except UnknownNameError as err:
+                raise ValueError(
+                    f"cannot load the adapter's base model {base!r}; pass --base-model with its Hub id or path"
+                ) from err
+            lm = PeftModel.from_pretrained(lm, str(self.path))
+            tokenizer_source = str(self.path) if self.tokenizer_files() else base
+        else:
+            lm = load_model(self.model_ref)
+            tokenizer_source = self.model_ref
+        return lm.eval(), fix_tokenizer(load_tokenizer(tokenizer_source), lm)
+
+
+def open_run(name_or_path: str | os.PathLike) -> Run:
+    """Describe a run directory, a checkpoint inside one, a model directory, a built-in model
+    (tiny, tiny-t5, smollm2), a GGUF file or a Hub id. A local directory must hold a model
+    (``config.json``) or an adapter."""
+    from hfrl.core.models import BUILTIN_MODELS, is_gguf
+
+    name = str(name_or_path)
+    path = Path(name)
+    if not path.exists() and (name in BUILTIN_MODELS or is_hub_id(name)):
+        return Run(name=name, path=None, model_config=model_config_dict(name))
+    if is_gguf(name) and path.is_file():
+        return Run(name=name, path=None, model_config=model_config_dict(name))
+    if not path.exists():
+        raise ValueError(
+            f"no run or model at {name!r}: give a run directory (from hfrl train), a model directory, "
+            f"a .gguf file, a Hub model id or a built-in model ({', '.join(BUILTIN_MODELS)})"
+        )
+    if not path.is_dir():
+        raise ValueError(f"{name} is a file; give the run directory that holds it (or a .gguf model file)")
+    adapter_config = None
+    if (path / "adapter_config.json").is_file():
+        adapter_config = json.loads((path / "adapter_config.json").read_text())
+    elif not (path / "config.json").is_file():
+        raise ValueError(
+            f"{name} holds no model: expected config.json (a full model) or adapter_config.json (a PEFT adapter); "
+            "save the trained model first (trainer.save_model())"
+        )
+    config_file = path / CONFIG_NAME
+    if not config_file.is_file() and re.fullmatch(r"checkpoint-\d+", path.name):
+        config_file = path.parent / CONFIG_NAME  # a checkpoint of a run: the run's config
+    config = read_config_file(config_file) if config_file.is_file() else {}
+    model_config = json.loads((path / "config.json").read_text()) if (path / "config.json").is_file() else {}
+    return Run(
+        name=name,
+        path=path,
+        config=config,
+        adapter_config=adapter_config,
+        model_config=model_config,
+        has_config_file=config_file.is_file(),
+    )
+
+
+__all__ = ["Run", "is_hub_id", "open_run"]

@@ -1,0 +1,277 @@
+"""``hfrl eval``: generate on a task split with the task's evaluation settings, compute its rewards
+and metrics, save predictions (jsonl) and metrics (json) beside the run.
+
+    hfrl eval runs/numbers-ppo --split test          # after training  -> eval/test.json
+    hfrl eval runs/numbers-ppo --split test --base   # the base model  -> eval/test-base.json
+
+    from hfrl.runs.run_eval import evaluate
+    report = evaluate("runs/numbers-ppo", split="test")
+
+``EvalBeforeAfter`` does the same inside training: pass ``callbacks=[EvalBeforeAfter("numbers")]``
+to a trainer and the test split is evaluated before the first and after the last iteration.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from transformers import TrainerCallback
+
+from hfrl.runs.run_config import BASE_SUFFIX, EVAL_DIR, PREDICTIONS_DIR, task_kwargs
+from hfrl.runs.run_dir import Run, open_run
+from hfrl.trainers.evaluation import EVAL_FIELDS, eval_settings, generation_kwargs
+
+if TYPE_CHECKING:
+    from hfrl.tasks import Task
+
+
+# Config fields that decide how evaluation generates and scores (defaults: OnlineConfig's).
+def generate_completions(lm, tokenizer, prompts: list, settings: dict[str, Any], batch_size: int) -> list[str]:
+    """Completions of ``prompts`` with the evaluation generation settings (greedy by default)."""
+    import torch
+
+    from hfrl.core.rollout import generate, pad
+    from hfrl.trainers.evaluation import encode_prompt
+
+    side = "right" if getattr(lm.config, "is_encoder_decoder", False) else "left"
+    max_length, truncation = settings.get("max_prompt_length"), settings.get("truncation_side", "left")
+    ids = [encode_prompt(tokenizer, p, max_length, truncation) for p in prompts]
+    device = next(lm.parameters()).device
+    kwargs = generation_kwargs(settings)
+    completions: list[str] = []
+    was_training = lm.training
+    lm.eval()
+    with torch.no_grad():
+        for start in range(0, len(ids), batch_size):
+            query_ids, query_mask = pad(ids[start : start + batch_size], tokenizer.pad_token_id, side)
+            response_ids, _ = generate(lm, query_ids.to(device), query_mask.to(device), kwargs, tokenizer.pad_token_id)
+            completions += tokenizer.batch_decode(response_ids, skip_special_tokens=True)
+    lm.train(was_training)
+    return completions
+
+
+def evaluate_model(
+    lm,
+    tokenizer,
+    dataset,
+    reward_funcs,
+    metrics: dict,
+    settings: dict[str, Any],
+    batch_size: int | None = None,
+) -> tuple[dict[str, float], list[dict[str, Any]]]:
+    """``(metrics, records)`` of ``lm`` on ``dataset`` (a split with a ``prompt`` column); metric
+    names without a prefix (``reward``, ``rewards/<name>``, the task's metrics)."""
+    from hfrl.trainers.evaluation import NOT_REWARD_COLUMNS, score_completions
+
+    if "prompt" not in dataset.column_names:
+        raise ValueError(f"the evaluation split needs a 'prompt' column; it has: {', '.join(dataset.column_names)}")
+    batch_size = batch_size or settings.get("per_device_eval_batch_size") or 8
+    prompts = list(dataset["prompt"])
+    completions = generate_completions(lm, tokenizer, prompts, settings, batch_size)
+    rows = [{k: v for k, v in ex.items() if k not in NOT_REWARD_COLUMNS} for ex in dataset]
+    weights = settings.get("reward_weights") or [1.0] * len(reward_funcs)
+    if len(weights) != len(reward_funcs):
+        raise ValueError(f"reward_weights has {len(weights)} entries for {len(reward_funcs)} reward functions")
+    scores, records = score_completions(
+        prompts, completions, rows, reward_funcs, weights, metrics, "eval", policy=lm, policy_tokenizer=tokenizer
+    )
+    return {k.removeprefix("eval_"): v for k, v in scores.items()}, records
+
+
+def load_split(task, split: str, max_samples: int | None = None):
+    if split not in task.dataset:
+        raise ValueError(f"task {task.name!r} has no split {split!r}; its splits: {', '.join(task.dataset)}")
+    dataset = task.dataset[split]
+    if max_samples is not None:
+        if max_samples < 1:
+            raise ValueError(f"--max-samples must be >= 1, got {max_samples}")
+        dataset = dataset.select(range(min(max_samples, len(dataset))))
+    if len(dataset) == 0:
+        raise ValueError(f"split {split!r} of task {task.name!r} is empty")
+    return dataset
+
+
+def save_eval(
+    output_dir: str | os.PathLike, split: str, report: dict[str, Any], records: list[dict], base: bool = False
+) -> tuple[Path, Path]:
+    """``eval/{split}[-base].json`` and ``predictions/{split}[-base].jsonl`` under ``output_dir``."""
+    stem = split + (BASE_SUFFIX if base else "")
+    out = Path(output_dir)
+    (out / EVAL_DIR).mkdir(parents=True, exist_ok=True)
+    (out / PREDICTIONS_DIR).mkdir(parents=True, exist_ok=True)
+    metrics_path, predictions_path = out / EVAL_DIR / f"{stem}.json", out / PREDICTIONS_DIR / f"{stem}.jsonl"
+    metrics_path.write_text(json.dumps(report, indent=2, default=str) + "\n")
+    with open(predictions_path, "w") as fh:
+        fh.writelines(json.dumps(r, default=str) + "\n" for r in records)
+    return metrics_path, predictions_path
+
+
+@dataclass
+class EvalReport:
+    metrics: dict[str, float]
+    report: dict[str, Any]  # what eval/{split}.json holds
+    metrics_path: Path
+    predictions_path: Path
+
+
+def _default_output_dir(run: Run) -> Path:
+    if run.path is not None:
+        return run.path
+    name = Path(run.name).stem if run.name.lower().endswith(".gguf") else run.name  # a GGUF file: its name
+    return Path("runs") / ("eval-" + re.sub(r"[^\w.-]+", "-", name).strip("-"))
+
+
+def evaluate(
+    model: str | os.PathLike,
+    task: str | None = None,
+    split: str = "test",
+    base: bool = False,
+    output_dir: str | os.PathLike | None = None,
+    max_samples: int | None = None,
+    batch_size: int | None = None,
+    base_model: str | None = None,
+    seed: int = 0,
+) -> EvalReport:
+    """Evaluate a run (or any model) on ``task``'s ``split`` and save the results beside it.
+
+    ``task`` defaults to the run's own (config.yaml). ``base=True`` evaluates the model the run
+    started from instead (``base_model`` overrides which), saved as ``eval/{split}-base.json``: the
+    "before" column of the model card. Settings: OnlineConfig defaults < the task's config for the
+    run's algorithm < the run's config.yaml (when ``task`` is the run's own).
+    """
+    import torch
+
+    from hfrl.tasks import load_task
+
+    run = open_run(model)
+    task_name = task or run.task
+    if not task_name:
+        raise ValueError(f"no task for {model}: pass --task NAME (see `hfrl list tasks`)")
+    own_task = task_name == run.task  # the run's config (rewards, eval settings) applies to its own task only
+
+    # the run's task arguments and rewards (own data, a local classifier, ...) apply to its own task only
+    task_obj = load_task(task_name, **(task_kwargs(run.config) if own_task else {}))
+    dataset = load_split(task_obj, split, max_samples)
+    settings = eval_settings(task_obj.config_for(run.alg or "ppo"), run.config if own_task else {})
+
+    target = run
+    if base:
+        start = base_model or (run.base_model if run.path is not None else None)
+        if not start:
+            raise ValueError(
+                f"--base: {model} does not say which model it started from (no config.yaml, no adapter); "
+                "pass --base-model NAME"
+            )
+        target, base_model = open_run(start), None
+    lm, tokenizer = target.load(base_model=base_model)
+    torch.manual_seed(seed)  # only matters when the eval settings sample
+    metrics, records = evaluate_model(
+        lm, tokenizer, dataset, task_obj.reward_funcs, task_obj.metrics, settings, batch_size
+    )
+    report = {
+        "model": target.name,
+        "task": task_name,
+        "split": split,
+        "num_samples": len(records),
+        "generation_kwargs": generation_kwargs(settings),
+        "metrics": metrics,
+    }
+    out = Path(output_dir) if output_dir is not None else _default_output_dir(run)
+    metrics_path, predictions_path = save_eval(out, split, report, records, base=base)
+    if run.path is not None and out.resolve() == run.path.resolve() and (run.path / "README.md").is_file():
+        from hfrl.cards import write_card
+
+        write_card(run.path)  # the run's card shows the new results (its table and model-index)
+    return EvalReport(metrics, report, metrics_path, predictions_path)
+
+
+def format_table(results: dict[str, dict[str, Any]]) -> str:
+    """A plain-text table of one split's ``{"before": report, "after": report}`` (either optional)."""
+    columns = [c for c in ("before", "after") if c in results]
+    names: list[str] = []
+    for c in columns:
+        names += [k for k in results[c]["metrics"] if k not in names]
+    header = ["metric", *columns] + (["change"] if len(columns) == 2 else [])
+    lines = [header]
+    for name in names:
+        values = [results[c]["metrics"].get(name) for c in columns]
+        row = [name, *(_fmt(v) for v in values)]
+        if len(columns) == 2:
+            row.append(_fmt(values[1] - values[0], sign=True) if None not in values else "")
+        lines.append(row)
+    widths = [max(len(line[i]) for line in lines) for i in range(len(header))]
+    return "\n".join("  ".join(cell.ljust(w) for cell, w in zip(line, widths, strict=True)).rstrip() for line in lines)
+
+
+def _fmt(value: float | None, sign: bool = False) -> str:
+    if value is None:
+        return "-"
+    return f"{value:+.4f}" if sign else f"{value:.4f}"
+
+
+class EvalBeforeAfter(TrainerCallback):
+    """Evaluate the policy on a task split before training starts (``eval/{split}-base.json``) and
+    when it ends (``eval/{split}.json``), with the trainer's evaluation settings; the model card
+    shows both. Not run before training when resuming from a checkpoint.
+
+    Every process generates on the whole split (no sharding); only the main process writes.
+    """
+
+    def __init__(
+        self,
+        task: str,
+        split: str = "test",
+        max_samples: int | None = None,
+        task_kwargs: dict | None = None,
+        loaded: Task | None = None,
+    ) -> None:
+        """``task_kwargs``: the run's task_args and rewards; ``loaded``: the task already built with
+        them (``build_trainer`` passes its own: the task is loaded once per run)."""
+        from hfrl.tasks import load_task
+
+        self.task_name = task
+        self.task = loaded if loaded is not None else load_task(task, **(task_kwargs or {}))
+        self.split = split
+        self.dataset = load_split(self.task, split, max_samples)
+
+    def _run(self, args, state, model, processing_class, base: bool) -> None:
+        policy = getattr(model, "policy", model)
+        settings = eval_settings({k: getattr(args, k) for k in EVAL_FIELDS if hasattr(args, k)})
+        metrics, records = evaluate_model(
+            policy, processing_class, self.dataset, self.task.reward_funcs, self.task.metrics, settings
+        )
+        if state.is_world_process_zero:
+            report = {
+                "model": "base"
+                if base
+                else f"iteration {state.global_step // max(getattr(args, 'steps_per_iteration', 1), 1)}",
+                "task": self.task_name,
+                "split": self.split,
+                "num_samples": len(records),
+                "generation_kwargs": generation_kwargs(settings),
+                "metrics": metrics,
+            }
+            save_eval(args.output_dir, self.split, report, records, base=base)
+
+    def on_train_begin(self, args, state, control, model=None, processing_class=None, **kwargs):
+        if state.global_step == 0:
+            self._run(args, state, model, processing_class, base=True)
+
+    def on_train_end(self, args, state, control, model=None, processing_class=None, **kwargs):
+        try:
+            self._run(args, state, model, processing_class, base=False)
+        except Exception as err:  # noqa: BLE001 - training is done: the model must still be saved
+            from transformers.utils import logging
+
+            logging.get_logger(__name__).warning(
+                f"the evaluation on {self.task_name}'s {self.split} split after training failed ({err}); the model "
+                f"is saved as usual: evaluate it later with `hfrl eval {args.output_dir} --split {self.split}`"
+            )
+
+
+__all__ = ["EvalBeforeAfter", "EvalReport", "eval_settings", "evaluate", "evaluate_model", "format_table"]

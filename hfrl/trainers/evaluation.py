@@ -1,0 +1,118 @@
+"""Evaluation pieces shared by the trainers and ``hfrl eval``: prompt encoding, and scoring a set of
+generated completions with reward functions and metrics.
+
+    from hfrl.trainers.evaluation import encode_prompt, score_completions
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+
+from hfrl.rewards.combine import compute_rewards
+
+# Dataset columns that are not passed to rewards and metrics as keyword arguments.
+PROMPT_IDS = "prompt_ids"  # the tokenized prompt column the trainers add
+NOT_REWARD_COLUMNS = ("prompt", "completion", PROMPT_IDS)
+
+
+EVAL_FIELDS = (
+    "max_new_tokens",
+    "eval_max_new_tokens",
+    "eval_generation_kwargs",
+    "max_prompt_length",
+    "truncation_side",
+    "reward_weights",
+    "per_device_eval_batch_size",
+)
+
+
+def eval_settings(*sources: dict[str, Any]) -> dict[str, Any]:
+    """The evaluation fields: OnlineConfig's defaults, overridden by each source in turn (the
+    task's config for the algorithm, then the run's config.yaml)."""
+    from hfrl.trainers.online.online_config import OnlineConfig
+
+    out = {}
+    for f in dataclasses.fields(OnlineConfig):
+        if f.name in EVAL_FIELDS:
+            out[f.name] = f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default
+    for source in sources:
+        out.update({k: source[k] for k in EVAL_FIELDS if k in source})
+    return out
+
+
+def generation_kwargs(settings: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "max_new_tokens": settings.get("eval_max_new_tokens") or settings["max_new_tokens"],
+        **(settings.get("eval_generation_kwargs") or {}),
+    }
+
+
+def encode_prompt(tokenizer, prompt: Any, max_length: int | None = None, truncation_side: str = "left") -> list[int]:
+    """Token ids of a prompt: a string, or a list of chat messages (the chat template is applied).
+
+    Long prompts are cut to ``max_length`` on ``truncation_side``; an empty prompt becomes the BOS
+    token (EOS when there is none), as RL4LMs' synthetic tasks start generation.
+    """
+    if isinstance(prompt, list):  # conversational prompt: a list of {"role", "content"} messages
+        prompt = tokenizer.apply_chat_template(prompt, add_generation_prompt=True, tokenize=False)
+    ids = list(tokenizer(prompt)["input_ids"])
+    if max_length and len(ids) > max_length:
+        ids = ids[-max_length:] if truncation_side == "left" else ids[:max_length]
+    if not ids:
+        ids = [tokenizer.bos_token_id if tokenizer.bos_token_id is not None else tokenizer.eos_token_id]
+    return ids
+
+
+def score_completions(
+    prompts: list,
+    completions: list[str],
+    rows: list[dict[str, Any]],
+    reward_funcs: Sequence[Callable],
+    reward_weights: Sequence[float],
+    metrics: dict[str, Callable],
+    prefix: str = "eval",
+    policy: Any = None,
+    policy_tokenizer: Any = None,
+) -> tuple[dict[str, float], list[dict[str, Any]]]:
+    """Mean reward (and each reward's mean) and every metric over the completions, with one record
+    per sample (prompt, completion, reward, extra columns) for a predictions file.
+
+    ``rows`` holds each sample's extra columns; they reach rewards and metrics as keyword arguments.
+    A metric returns a float or a dict of floats (an ``hfrl.metrics`` ``MetricResult``, whose
+    per-sample scores go into each record under ``scores``); keys are prefixed with ``{prefix}_``.
+    Metrics that declare ``needs_policy`` (``causal_perplexity``) also get ``policy`` and ``policy_tokenizer``.
+    A metric that fails (a model it cannot load offline) is reported as a warning and left out.
+    """
+    columns = {k: [r[k] for r in rows] for k in (rows[0] if rows else {})}
+    mask = torch.ones(len(completions), 1)
+    scores, token_rewards, means = compute_rewards(reward_funcs, reward_weights, prompts, completions, mask, columns)
+    totals = scores + token_rewards.sum(1)
+    out = {f"{prefix}_reward": float(totals.mean()) if len(totals) else 0.0}
+    out.update({f"{prefix}_rewards/{k}": v for k, v in means.items()})
+    per_sample: dict[str, list[float]] = {}
+    for name, metric in metrics.items():
+        extra = (
+            {"policy": policy, "policy_tokenizer": policy_tokenizer} if getattr(metric, "needs_policy", False) else {}
+        )
+        try:
+            value = metric(prompts=prompts, completions=completions, **columns, **extra)
+        except Exception as err:  # noqa: BLE001 - one metric that cannot load or run: reported, skipped
+            from transformers.utils import logging
+
+            logging.get_logger(__name__).warning(f"metric {name!r} failed and is skipped: {err}")
+            continue
+        values = value if isinstance(value, dict) else {name: value}
+        out.update({f"{prefix}_{k}": float(v) for k, v in values.items()})
+        per_sample.update(getattr(value, "per_sample", None) or {})
+    records = [
+        {"prompt": p, "completion": c, "reward": float(r), **row}
+        for p, c, r, row in zip(prompts, completions, totals.tolist(), rows, strict=True)
+    ]
+    for i, record in enumerate(records):
+        if per_sample:
+            record["scores"] = {k: v[i] for k, v in per_sample.items()}
+    return out, records

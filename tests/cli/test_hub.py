@@ -1,0 +1,338 @@
+"""Push and export: huggingface_hub's real upload code against a fake Hub at the HTTP layer (an
+httpx MockTransport behind ``set_client_factory``); export --merge checked against the adapter."""
+
+import base64
+import json
+import logging
+import re
+import shutil
+
+import pytest
+import torch
+from datasets import Dataset
+from huggingface_hub import ModelCard, constants
+from huggingface_hub.utils import _http
+
+from hfrl.cli.app import main
+from hfrl.testing import run_cli
+
+httpx = getattr(_http, "httpx2", None) or _http.httpx  # huggingface_hub 2.x uses httpx2, 1.x httpx
+TOKEN = "hf_pushTestToken0123456789abcdefXYZ"
+FAST = ["--rollout_batch_size", "8", "--mini_batch_size", "4", "--num_ppo_epochs", "1", "--disable_tqdm", "true"]
+MODEL = {"config.json", "generation_config.json", "model.safetensors"}
+ADAPTER = {"adapter_config.json", "adapter_model.safetensors"}
+TOKENIZER = {"tokenizer.json", "tokenizer_config.json"}
+CARD = {"README.md", "reward_curve.png", "config.yaml"}
+
+
+def digit_reward(prompts, completions, **kwargs):
+    return [sum(ch.isdigit() for ch in c) / max(len(c), 1) for c in completions]
+
+
+class FakeHub:
+    """The three Hub endpoints a commit uses: create repo, preupload (every file "regular", so its
+    bytes travel in the commit), commit (ndjson)."""
+
+    def __init__(self):
+        self.requests = []
+        self.created = []
+        self.commits = []  # {"header": ..., "files": {path: bytes}}
+        self.validated = 0
+
+    def __call__(self, request):
+        self.requests.append(request)
+        path = request.url.path
+        if request.method == "POST" and path == "/api/repos/create":
+            payload = json.loads(request.content)
+            self.created.append(payload)
+            return httpx.Response(
+                200, json={"url": f"https://huggingface.co/{payload['organization']}/{payload['name']}"}
+            )
+        if request.method == "POST" and re.fullmatch(r"/api/models/[^/]+/[^/]+/preupload/[^/]+", path):
+            files = json.loads(request.content)["files"]
+            return httpx.Response(
+                200,
+                json={"files": [{"path": f["path"], "uploadMode": "regular", "shouldIgnore": False} for f in files]},
+            )
+        if request.method == "POST" and path == "/api/validate-yaml":  # the Hub's metadata check of README.md
+            try:
+                ModelCard(json.loads(request.content)["content"], ignore_metadata_errors=False)
+            except Exception as err:  # noqa: BLE001
+                return httpx.Response(400, json={"errors": [{"message": str(err)}]})
+            self.validated += 1
+            return httpx.Response(200, json={"errors": [], "warnings": []})
+        match = re.fullmatch(r"/api/models/([^/]+/[^/]+)/commit/([^/]+)", path)
+        if request.method == "POST" and match:
+            lines = [json.loads(line) for line in request.read().decode().splitlines() if line.strip()]
+            files = {v["value"]["path"]: base64.b64decode(v["value"]["content"]) for v in lines if v["key"] == "file"}
+            self.commits.append(
+                {"header": lines[0]["value"], "files": files, "other": [v for v in lines[1:] if v["key"] != "file"]}
+            )
+            url = f"https://huggingface.co/{match.group(1)}/commit/{'a' * 40}"
+            return httpx.Response(200, json={"commitUrl": url, "commitOid": "a" * 40})
+        return httpx.Response(404, json={"error": f"not faked: {request.method} {path}"})
+
+    @property
+    def files(self):
+        assert len(self.commits) == 1, self.commits
+        return self.commits[0]["files"]
+
+    def sent_bytes(self):
+        return b"".join(r.content for r in self.requests if r.content)
+
+
+@pytest.fixture
+def hub(monkeypatch):
+    """A fake Hub behind huggingface_hub's own HTTP client, online mode, HF_TOKEN set."""
+    fake = FakeHub()
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
+    monkeypatch.setenv("HF_TOKEN", TOKEN)
+    _http.set_client_factory(lambda: httpx.Client(transport=httpx.MockTransport(fake)))
+    yield fake
+    _http.set_client_factory(_http.default_client_factory)
+
+
+@pytest.fixture(scope="module")
+def full_run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("hub") / "numbers-ppo"
+    with pytest.raises(SystemExit) as exc:
+        main(
+            ["train", "--task", "numbers", "--model", "tiny", "--output-dir", str(out), "--num_iterations", "2", *FAST]
+        )
+    assert exc.value.code in (0, None)
+    from hfrl.runs.run_eval import evaluate
+
+    evaluate(out, split="test", max_samples=4)
+    return out
+
+
+@pytest.fixture(scope="module")
+def adapter_run(tmp_path_factory, tiny_causal_dir):
+    from peft import LoraConfig
+
+    from hfrl import PPOConfig, PPOTrainer
+
+    out = tmp_path_factory.mktemp("hub") / "lora-ppo"
+    args = PPOConfig(
+        output_dir=str(out),
+        num_iterations=2,
+        rollout_batch_size=8,
+        mini_batch_size=4,
+        num_ppo_epochs=1,
+        max_new_tokens=6,
+        learning_rate=5e-2,  # large enough that the adapter changes greedy text
+        report_to="none",
+        disable_tqdm=True,
+    )
+    trainer = PPOTrainer(
+        model=tiny_causal_dir,
+        args=args,
+        reward_funcs=digit_reward,
+        train_dataset=Dataset.from_dict({"prompt": ["1 2 3", "the year"] * 8}),
+        peft_config=LoraConfig(r=4, target_modules=["c_attn"], fan_in_fan_out=True),
+    )
+    trainer.train()
+    trainer.save_model()
+    return out
+
+
+def copy_run(run, tmp_path):
+    dest = tmp_path / run.name
+    shutil.copytree(run, dest)
+    return dest
+
+
+def assert_no_token_anywhere(hub, *texts):
+    assert TOKEN.encode() not in hub.sent_bytes()  # in no file, no request body
+    for text in texts:
+        assert TOKEN not in text
+    for request in hub.requests:  # only ever as the Authorization header
+        assert request.headers.get("authorization") in (None, f"Bearer {TOKEN}")
+        assert TOKEN not in str(request.url)
+        assert all(TOKEN not in v for k, v in request.headers.items() if k.lower() != "authorization")
+    assert any(r.headers.get("authorization") for r in hub.requests)
+
+
+def test_push_full_run_sends_exactly_model_card_image_config(full_run, hub, capsys, caplog, tmp_path):
+    run = copy_run(full_run, tmp_path)
+    # a token given on the command line would land in config.yaml: it must not leave the machine
+    (run / "config.yaml").write_text((run / "config.yaml").read_text() + f"hub_token: {TOKEN}\n")
+    with caplog.at_level(logging.DEBUG):
+        code, out, err = run_cli(["push", str(run), "--repo-id", "me/numbers-ppo", "--private"], capsys)
+    assert code == 0, err
+    assert "pushed" in out and "https://huggingface.co/me/numbers-ppo/commit/" in out
+    (created,) = hub.created
+    assert (created["organization"], created["name"]) == ("me", "numbers-ppo")
+    assert created.get("visibility") == "private" or created.get("private") is True
+    assert set(hub.files) == MODEL | TOKENIZER | CARD | {"eval/test.json"}
+    assert hub.commits[0]["other"] == []  # no LFS pointer, no deletion: every file's bytes are above
+    assert hub.validated == 1  # the card passed the (fake) Hub's metadata check
+    for name in MODEL | TOKENIZER | {"eval/test.json"}:
+        assert hub.files[name] == (run / name).read_bytes(), name
+    assert hub.files["reward_curve.png"].startswith(b"\x89PNG")
+    card = ModelCard(hub.files["README.md"].decode())
+    assert card.data.library_name == "transformers" and card.data.eval_results
+    assert "model='me/numbers-ppo'" in card.text  # the snippet loads the pushed repo
+    pushed_config = hub.files["config.yaml"].decode()
+    assert "task: numbers" in pushed_config and "hub_token" not in pushed_config
+    assert_no_token_anywhere(hub, out, err, caplog.text, card.text)
+
+
+def test_push_adapter_sends_the_adapter_not_the_base(adapter_run, hub, capsys):
+    code, out, err = run_cli(["push", str(adapter_run), "--repo-id", "me/lora-ppo"], capsys)
+    assert code == 0, err
+    assert set(hub.files) == ADAPTER | TOKENIZER | {"README.md", "reward_curve.png"}  # Python run: no config.yaml
+    card = ModelCard(hub.files["README.md"].decode())
+    assert card.data.library_name == "peft"
+    assert "PeftModel.from_pretrained(base, 'me/lora-ppo')" in card.text
+    assert_no_token_anywhere(hub, out, err)
+
+
+def test_push_merge_sends_a_full_model_that_loads(adapter_run, hub, capsys, tmp_path):
+    from transformers import AutoModelForCausalLM
+
+    code, _, err = run_cli(["push", str(adapter_run), "--repo-id", "me/lora-merged", "--merge"], capsys)
+    assert code == 0, err
+    assert set(hub.files) == MODEL | TOKENIZER | {"README.md", "reward_curve.png"}
+    for name, data in hub.files.items():
+        (tmp_path / name).write_bytes(data)
+    assert AutoModelForCausalLM.from_pretrained(tmp_path).config.model_type == "gpt2"
+    assert ModelCard.load(tmp_path / "README.md").data.library_name == "transformers"
+
+
+def test_trainer_push_to_hub_goes_through_hfrl(tiny_causal_dir, hub, tmp_path, make_config):
+    from hfrl import PPOTrainer
+
+    args = make_config(
+        output_dir=str(tmp_path / "py-run"),
+        num_iterations=1,
+        num_ppo_epochs=1,
+        max_new_tokens=4,
+        hub_model_id="me/py-run",
+        hub_token=TOKEN,
+    )
+    trainer = PPOTrainer(
+        model=tiny_causal_dir,
+        args=args,
+        reward_funcs=digit_reward,
+        train_dataset=Dataset.from_dict({"prompt": ["1"] * 8}),
+    )
+    trainer.train()
+    info = trainer.push_to_hub()
+    assert info.commit_url.startswith("https://huggingface.co/me/py-run/commit/")
+    assert set(hub.files) == MODEL | TOKENIZER | {"README.md", "reward_curve.png"}  # no training_args.bin
+    assert "hfrl" in ModelCard(hub.files["README.md"].decode()).data.tags
+    assert_no_token_anywhere(hub, (tmp_path / "py-run" / "README.md").read_text())
+
+
+def test_push_to_hub_during_training_sends_checkpoints_through_hfrl(tiny_causal_dir, hub, tmp_path, make_config):
+    """args.push_to_hub with hub_strategy every_save: each checkpoint and the final save_model push the
+    model and card only (the Trainer's default would upload training_args.bin, optimizer state, ...)."""
+    from hfrl import PPOTrainer
+
+    args = make_config(
+        output_dir=str(tmp_path / "live"),
+        num_iterations=1,
+        num_ppo_epochs=1,
+        max_new_tokens=4,
+        save_every=1,
+        push_to_hub=True,
+        hub_model_id="me/live",
+        hub_strategy="every_save",
+    )
+    trainer = PPOTrainer(
+        model=tiny_causal_dir,
+        args=args,
+        reward_funcs=digit_reward,
+        train_dataset=Dataset.from_dict({"prompt": ["1"] * 8}),
+    )
+    trainer.train()
+    trainer.save_model()
+    assert [c["header"]["summary"] for c in hub.commits] == ["Training in progress, iteration 1", "Model save"]
+    for commit in hub.commits:
+        assert set(commit["files"]) == MODEL | TOKENIZER | {"README.md", "reward_curve.png"}
+    assert_no_token_anywhere(hub)
+
+
+def test_push_refuses_a_file_holding_the_token(full_run, hub, capsys, tmp_path):
+    run = copy_run(full_run, tmp_path)
+    (run / "eval" / "test.json").write_text(json.dumps({"metrics": {}, "note": TOKEN}))
+    code, _, err = run_cli(["push", str(run), "--repo-id", "me/x"], capsys)
+    assert code == 2
+    assert err.startswith("error: eval/test.json contains your Hugging Face token")
+    assert hub.commits == [] and TOKEN not in err
+
+
+@pytest.mark.parametrize(
+    ("args", "setup", "message"),
+    [
+        (["--repo-id", "me/x"], "offline", "error: hfrl push needs the network, and HF_HUB_OFFLINE is set"),
+        (["--repo-id", "me/x"], "no-token", "error: no Hugging Face token: run `hf auth login` or set HF_TOKEN"),
+        (["--repo-id", "bad id!"], None, "error: Repo id must"),
+        (["--repo-id", "me/x", "--merge"], None, "error: --merge: "),
+    ],
+)
+def test_push_bad_inputs(full_run, hub, monkeypatch, capsys, tmp_path, args, setup, message):
+    if setup == "offline":
+        monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
+    if setup == "no-token":
+        monkeypatch.delenv("HF_TOKEN")
+        monkeypatch.setattr(constants, "HF_TOKEN_PATH", str(tmp_path / "no-token"))
+    code, _, err = run_cli(["push", str(full_run), *args], capsys)
+    assert code == 2 and err.startswith(message), err
+    assert hub.commits == []
+
+
+def test_push_needs_a_run_directory(hub, capsys, tmp_path):
+    code, _, err = run_cli(["push", "tiny", "--repo-id", "me/x"], capsys)
+    assert code == 2 and "push needs a local run directory" in err
+    code, _, err = run_cli(["push", str(tmp_path), "--repo-id", "me/x"], capsys)
+    assert code == 2 and "holds no model" in err
+
+
+def test_export_full_run(full_run, tmp_path, capsys):
+    from transformers import AutoModelForCausalLM
+
+    out = tmp_path / "exported"
+    code, stdout, err = run_cli(["export", str(full_run), "--out", str(out)], capsys)
+    assert code == 0, err
+    names = {p.relative_to(out).as_posix() for p in out.rglob("*") if p.is_file()}
+    assert names == MODEL | TOKENIZER | CARD | {"eval/test.json"}
+    assert (out / "model.safetensors").read_bytes() == (full_run / "model.safetensors").read_bytes()
+    assert AutoModelForCausalLM.from_pretrained(out).config.model_type == "gpt2"
+    assert f"model={str(out.resolve())!r}" in (out / "README.md").read_text()
+    code, _, err = run_cli(["export", str(full_run), "--out", str(out)], capsys)  # not over a non-empty dir
+    assert code == 2 and "exists and is not empty" in err
+
+
+def test_export_merge_generates_the_adapter_greedy_text(adapter_run, tmp_path, capsys):
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from hfrl.runs.run_dir import open_run
+
+    out = tmp_path / "merged"
+    code, _, err = run_cli(["export", str(adapter_run), "--out", str(out), "--merge"], capsys)
+    assert code == 0, err
+    assert not (out / "adapter_config.json").exists()
+    merged = AutoModelForCausalLM.from_pretrained(out).eval()
+    tokenizer = AutoTokenizer.from_pretrained(out)
+    adapter_model, _ = open_run(adapter_run).load()
+    base = AutoModelForCausalLM.from_pretrained(open_run(adapter_run).adapter_base).eval()
+    inputs = tokenizer(["1 2 3", "the year"], return_tensors="pt", padding=True)
+    kwargs = dict(max_new_tokens=12, do_sample=False, pad_token_id=tokenizer.pad_token_id)
+    with torch.no_grad():
+        from_merged = merged.generate(**inputs, **kwargs)
+        from_adapter = adapter_model.generate(**inputs, **kwargs)
+        assert not torch.allclose(merged(**inputs).logits, base(**inputs).logits)  # the merge changed the model
+    assert tokenizer.batch_decode(from_merged) == tokenizer.batch_decode(from_adapter)
+
+
+def test_export_merge_of_a_full_model_is_an_error(full_run, tmp_path, capsys):
+    code, _, err = run_cli(["export", str(full_run), "--out", str(tmp_path / "m"), "--merge"], capsys)
+    assert code == 2 and "holds a full model, not a PEFT adapter" in err
+
+
+@pytest.mark.parametrize("command", ["push", "export"])
+def test_help_has_examples(command, capsys):
+    code, out, _ = run_cli([command, "--help"], capsys)
+    assert code == 0 and f"hfrl {command} runs/" in out

@@ -1,0 +1,132 @@
+"""Two real processes on CPU through `accelerate launch` (gloo): sharded rollouts, global statistics."""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("alg", ["ppo", "nlpo", "trpo"])
+def test_online_training_in_two_processes(alg, tmp_path, tiny_causal_dir):
+    if shutil.which("accelerate") is None:
+        pytest.skip("the accelerate CLI is not on PATH")
+    out = tmp_path / "run"
+    train = [
+        "-m", "hfrl.cli", "train", "--task", "numbers", "--alg", alg, "--model", "tiny",
+        "--output-dir", str(out), "--num_iterations", "2", "--rollout_batch_size", "8", "--mini_batch_size", "4",
+        "--num_ppo_epochs", "1", "--log_completions", "true", "--disable_tqdm", "true", "--save_every", "2",
+    ]  # fmt: skip
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": os.pathsep.join(sys.path)}
+    env.pop("ACCELERATE_USE_CPU", None)
+    if alg == "ppo":  # the shipped config alone, as the README shows it: no environment variable, no --use_cpu
+        configs = os.path.join(os.path.dirname(__import__("hfrl").__file__), "accelerate_configs")
+        cmd = ["accelerate", "launch", "--config_file", os.path.join(configs, "multi_cpu.yaml"), *train]
+    else:  # `--cpu` alone silently runs one process; --multi_gpu + ACCELERATE_USE_CPU gives 2 gloo workers.
+        cmd = ["accelerate", "launch", "--multi_gpu", "--num_processes", "2", "--num_machines", "1",
+               "--mixed_precision", "no", "--dynamo_backend", "no", *train, "--use_cpu", "true"]  # fmt: skip
+        env["ACCELERATE_USE_CPU"] = "1"
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "find_unused_parameters" not in proc.stderr  # every trained parameter is used: DDP need not search
+
+    logs = [h for h in json.loads((out / "trainer_state.json").read_text())["log_history"] if "reward" in h]
+    assert len(logs) == 2
+    for iteration, log in enumerate(logs, start=1):
+        rows = [json.loads(line) for line in (out / "completions" / f"iteration-{iteration}.jsonl").open()]
+        assert {r["process"] for r in rows} == {0, 1}  # world size 2, and both processes generated
+        assert len(rows) == 16 and log["num_completions"] == 16
+        # the logged reward is the mean over both processes' completions
+        assert log["reward"] == pytest.approx(sum(r["reward"] for r in rows) / len(rows), abs=1e-6)
+    assert proc.stdout.count("reward: first iteration") == 1  # the summary (and the save) happen once
+    # the checkpoint is marked complete once both processes wrote their files (one RNG state each)
+    files = json.loads((out / "checkpoint-4" / "checkpoint_complete.json").read_text())["files"]
+    assert {"rng_state_0.pth", "rng_state_1.pth", "online_state.json", "optimizer.pt"} <= set(files)
+
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(out)
+    assert model.config.n_layer == 2
+
+
+def test_nlpo_and_trpo_refuse_sharded_weights_with_one_line(tiny_causal_dir, make_config):
+    """Under ZeRO-3 or FSDP the policy's weights are sharded: NLPO's mask-policy copy and TRPO's
+    second derivatives would silently misbehave, so they stop with what to use instead."""
+    from datasets import Dataset
+
+    from hfrl import PPOTrainer
+    from hfrl.testing import digit_reward
+
+    trainer = PPOTrainer(
+        model=tiny_causal_dir,
+        args=make_config(),
+        reward_funcs=digit_reward,
+        train_dataset=Dataset.from_dict({"prompt": ["1 2"] * 8}),
+    )
+    trainer._require_unsharded_policy("needs the whole policy")  # DDP / one process: fine
+    trainer.is_fsdp_enabled = True
+    with pytest.raises(ValueError) as err:
+        trainer._require_unsharded_policy("copies the policy's weights into its mask policy")
+    assert str(err.value) == (
+        "PPO copies the policy's weights into its mask policy, which DeepSpeed ZeRO-3 and FSDP shard across "
+        "processes: use DDP (hfrl/accelerate_configs/multi_gpu.yaml) or ZeRO-2 (deepspeed_zero2.yaml)"
+    )
+
+
+def test_reference_prepare_places_a_separate_reference_on_the_device(tiny_causal_dir):
+    from accelerate import Accelerator
+    from transformers import AutoModelForCausalLM
+
+    from hfrl.core.policies import ReferencePolicy
+
+    lm = AutoModelForCausalLM.from_pretrained(tiny_causal_dir)
+    accelerator = Accelerator(cpu=True)
+    reference = ReferencePolicy(lm).prepare(accelerator)
+    assert reference.model is not lm and not any(p.requires_grad for p in reference.model.parameters())
+    assert {p.device for p in reference.model.parameters()} == {accelerator.device}
+
+
+SYNC_SCRIPT = """
+import json, sys, torch
+from datasets import Dataset
+from hfrl import PPOConfig, PPOTrainer, TRPOConfig, TRPOTrainer
+from hfrl.testing import digit_reward
+
+for config_class, trainer_class, extra in ((PPOConfig, PPOTrainer, {"learning_rate": 1e-3}),
+                                           (TRPOConfig, TRPOTrainer, {"target_kl": 0.05})):
+    args = config_class(output_dir=sys.argv[2] + "/" + trainer_class.__name__, num_iterations=2,
+                        rollout_batch_size=4, mini_batch_size=4, num_ppo_epochs=1, max_new_tokens=5,
+                        report_to="none", disable_tqdm=True, use_cpu=True, save_strategy="no", **extra)
+    data = Dataset.from_dict({"prompt": ["1 2", "3", "a b c", "x"] * 4})
+    trainer = trainer_class(model=sys.argv[1], args=args, reward_funcs=digit_reward, train_dataset=data)
+    trainer.train()
+    policy = trainer.accelerator.unwrap_model(trainer.model).policy
+    checksum = sum(float(p.double().sum()) for p in policy.parameters())
+    moved = trainer.state.log_history[0].get("trpo/accepted", 1.0)
+    rank = trainer.accelerator.process_index
+    with open(f"{sys.argv[2]}/{trainer_class.__name__}-{rank}.json", "w") as f:  # one file per rank: stdout interleaves
+        json.dump({"checksum": checksum, "moved": moved}, f)
+"""
+
+
+@pytest.mark.slow
+def test_every_process_keeps_the_same_policy(tmp_path, tiny_causal_dir):
+    """Two processes on different prompts: after PPO (DDP's gradient all-reduce) and TRPO (its own
+    reductions: ``autograd.grad`` bypasses DDP) both processes hold the same policy weights."""
+    if shutil.which("accelerate") is None:
+        pytest.skip("the accelerate CLI is not on PATH")
+    script = tmp_path / "sync.py"
+    script.write_text(SYNC_SCRIPT)
+    cmd = ["accelerate", "launch", "--multi_gpu", "--num_processes", "2", "--num_machines", "1",
+           "--mixed_precision", "no", "--dynamo_backend", "no",
+           str(script), tiny_causal_dir, str(tmp_path)]  # fmt: skip
+    env = {**os.environ, "ACCELERATE_USE_CPU": "1", "OMP_NUM_THREADS": "1", "PYTHONPATH": os.pathsep.join(sys.path)}
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    for name in ("PPOTrainer", "TRPOTrainer"):
+        ranks = [json.loads((tmp_path / f"{name}-{rank}.json").read_text()) for rank in (0, 1)]
+        assert ranks[0]["checksum"] == ranks[1]["checksum"], (name, ranks)
+        assert ranks[0]["moved"] > 0, (name, ranks)  # the step was taken: equal weights are not a no-op

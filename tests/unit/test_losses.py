@@ -1,0 +1,68 @@
+"""PPO losses against hand-computed values."""
+
+import math
+
+import pytest
+import torch
+
+from hfrl.core.losses import ppo_loss, ppo_policy_loss, value_loss
+
+
+def test_ppo_policy_loss_by_hand():
+    # Three tokens (one padded away). ratios: e^0.5 = 1.6487, e^-0.5 = 0.6065, padding ignored.
+    logp = torch.tensor([[0.5, -0.5, 3.0]])
+    old = torch.zeros(1, 3)
+    adv = torch.tensor([[1.0, 1.0, 1.0]])
+    mask = torch.tensor([[1, 1, 0]])
+    loss, stats = ppo_policy_loss(logp, old, adv, mask, cliprange=0.2)
+    # token 0: min(1.6487*1, 1.2*1) = 1.2; token 1: min(0.6065*1, 0.8*1) = 0.6065
+    expected = -(1.2 + math.exp(-0.5)) / 2
+    assert loss.item() == pytest.approx(expected, rel=1e-5)
+    assert stats["clipfrac"].item() == pytest.approx(1.0)  # both |ratio - 1| > 0.2
+    # approx_kl = mean((r - 1) - log r) = ((e^.5 - 1 - .5) + (e^-.5 - 1 + .5)) / 2
+    kl = ((math.exp(0.5) - 1.5) + (math.exp(-0.5) - 0.5)) / 2
+    assert stats["approx_kl"].item() == pytest.approx(kl, rel=1e-5)
+
+
+def test_ppo_policy_loss_negative_advantage_uses_pessimistic_branch():
+    logp = torch.tensor([[0.5]])  # ratio 1.6487, A = -2
+    loss, _ = ppo_policy_loss(logp, torch.zeros(1, 1), torch.tensor([[-2.0]]), torch.ones(1, 1), 0.2)
+    # min(1.6487 * -2, 1.2 * -2) = -3.2974 -> loss 3.2974 (unclipped is the smaller)
+    assert loss.item() == pytest.approx(2 * math.exp(0.5), rel=1e-5)
+
+
+def test_value_loss_plain_and_clipped():
+    values = torch.tensor([[1.0, 0.0]])
+    old = torch.tensor([[0.0, 0.0]])
+    returns = torch.tensor([[0.5, 2.0]])
+    mask = torch.ones(1, 2)
+    plain, _ = value_loss(values, old, returns, mask)
+    assert plain.item() == pytest.approx((0.25 + 4.0) / 2)  # mean of (1-0.5)^2, (0-2)^2
+    clipped, stats = value_loss(values, old, returns, mask, cliprange_value=0.2)
+    # token 0: clipped prediction 0.2 -> (0.2-0.5)^2 = 0.09 < 0.25, keep 0.25 (max); token 1 unchanged 4
+    assert clipped.item() == pytest.approx((0.25 + 4.0) / 2)
+    values = torch.tensor([[1.0, 0.0]])
+    returns = torch.tensor([[2.0, 2.0]])
+    clipped, stats = value_loss(values, old, returns, mask, cliprange_value=0.2)
+    # token 0: plain (1-2)^2 = 1, clipped (0.2-2)^2 = 3.24 -> 3.24; token 1: 4
+    assert clipped.item() == pytest.approx((3.24 + 4.0) / 2)
+    assert stats["vf_clipfrac"].item() == pytest.approx(0.5)
+
+
+def test_ppo_loss_composition():
+    logp = torch.zeros(1, 2, requires_grad=True)
+    adv = torch.tensor([[1.0, -1.0]])
+    values = torch.tensor([[1.0, 1.0]])
+    returns = torch.tensor([[0.0, 0.0]])
+    entropy = torch.tensor([[2.0, 4.0]])
+    mask = torch.ones(1, 2)
+    loss, stats = ppo_loss(
+        logp, torch.zeros(1, 2), adv, values, values, returns, entropy, mask, vf_coef=0.5, ent_coef=0.1
+    )
+    # policy: -(1 - 1)/2 = 0; value: 1; entropy 3 -> 0 + 0.5*1 - 0.1*3 = 0.2
+    assert loss.item() == pytest.approx(0.2)
+    assert stats["loss/value"].item() == pytest.approx(1.0)
+    assert stats["entropy"].item() == pytest.approx(3.0)
+    loss.backward()
+    # d(-mean(r*A))/d logp at r=1 is -A/2
+    assert logp.grad[0].tolist() == pytest.approx([-0.5, 0.5])

@@ -1,0 +1,83 @@
+"""Task interface: the synthetic tasks through load_task."""
+
+import pytest
+
+from hfrl.tasks import load_task
+from hfrl.utils.registry import UnknownNameError
+
+
+@pytest.mark.parametrize(
+    ("name", "reward", "new_tokens"), [("numbers", "increasing_numbers", 20), ("dates", "contains_date", 30)]
+)
+def test_synthetic_task_schema(name, reward, new_tokens):
+    task = load_task(name, train_size=10, eval_size=3)
+    assert sorted(task.dataset) == ["test", "train", "validation"]
+    assert task.dataset["train"].num_rows == 10 and task.dataset["test"].num_rows == 3
+    row = task.dataset["train"][0]
+    assert row == {"prompt": "", "references": []}
+    assert task.reward_funcs[0].__name__ == reward
+    assert task.config_for("ppo")["max_new_tokens"] == new_tokens
+    assert set(task.metrics) == {"mean_length", "distinct_n"}
+    scores = task.metrics["distinct_n"](prompts=["", ""], completions=["1 2", "1 3"])
+    assert scores == {"distinct_1": 0.75, "distinct_2": 1.0}
+
+
+def test_unknown_task():
+    with pytest.raises(UnknownNameError, match="unknown task 'numbrs'; did you mean 'numbers'"):
+        load_task("numbrs")
+
+
+def test_task_arguments_are_checked():
+    with pytest.raises(
+        UnknownNameError, match=r"unknown argument of task 'numbers' 'train_sz'; did you mean 'train_size'"
+    ):
+        load_task("numbers", train_sz=3)
+    assert len(load_task("numbers", train_size=3, eval_size=1).dataset["train"]) == 3
+
+
+def test_task_config_keeps_the_defaults_each_algorithm_has(tmp_path):
+    """A task's shared `defaults` reach each algorithm as far as its config has the fields; a key of an
+    algorithm's own section that is no field is an error naming the task and the section."""
+    from datasets import Dataset, DatasetDict
+
+    from hfrl.runs.experiment import task_config
+    from hfrl.tasks.base import Task
+    from hfrl.trainers.online import PPOTrainer, TRPOTrainer
+
+    data = DatasetDict(train=Dataset.from_dict({"prompt": ["a"], "references": [[]]}))
+    configs = {
+        "defaults": {"max_new_tokens": 7, "not_a_field": 1, "rewards": ["contains_date"]},
+        "ppo": {"cliprange": 0.1},
+    }
+    task = Task(name="t", dataset=data, reward_funcs=[], configs=configs)
+    run, fields = task_config(task, "ppo", PPOTrainer)
+    assert run == {"rewards": ["contains_date"]} and fields == {"max_new_tokens": 7, "cliprange": 0.1}
+    assert "not_a_field" not in task_config(task, "trpo", TRPOTrainer)[1]
+    task.configs["trpo"] = {"cliprange": 0.1}  # a PPO field, not TRPO's
+    with pytest.raises(UnknownNameError, match=r"unknown config key \(in task 't', section 'trpo'\) 'cliprange'"):
+        task_config(task, "trpo", TRPOTrainer)
+
+
+def test_with_model_and_reward_configs():
+    from hfrl.tasks.base import apply_reward_config, with_model
+
+    specs = [{"id": "weighted", "args": {"rewards": [{"id": "intent_accuracy", "weight": 0.5}, "meteor"]}}, "bleu"]
+    swapped = with_model(specs, ("intent_accuracy",), "local/dir")
+    assert swapped[0]["args"]["rewards"][0] == {"id": "intent_accuracy", "weight": 0.5, "args": {"model": "local/dir"}}
+    assert specs[0]["args"]["rewards"][0] == {"id": "intent_accuracy", "weight": 0.5}  # the input is untouched
+    spec = {"name": "t", "rewards": ["a"], "configs": {"defaults": {"kl_coef": 0.1, "x": 1}},
+            "reward_configs": {"other": {"rewards": ["b"], "configs": {"defaults": {"kl_coef": 0.2}}}}}  # fmt: skip
+    other = apply_reward_config(spec, "other")
+    assert other["rewards"] == ["b"] and other["configs"]["defaults"] == {"kl_coef": 0.2, "x": 1}
+    assert apply_reward_config(spec, None) is spec
+
+
+def test_config_values_keep_strategy_strings():
+    from hfrl import PPOConfig
+    from hfrl.runs.experiment import coerce_numbers, parse_overrides
+
+    tokens = ["--save_strategy", "no", "--bf16", "false", "--disable_tqdm", "yes", "--top", "{top_k: 20}"]
+    parsed = parse_overrides(tokens)
+    assert parsed == {"save_strategy": "no", "bf16": False, "disable_tqdm": "yes", "top": {"top_k": 20}}
+    coerced = coerce_numbers({**parsed, "learning_rate": "5e-4"}, PPOConfig)
+    assert coerced["save_strategy"] == "no" and coerced["disable_tqdm"] is True and coerced["learning_rate"] == 5e-4
