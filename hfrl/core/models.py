@@ -244,3 +244,29 @@ __all__ = [
     "resolve_model",
     "smollm2_path",
 ]
+
+
+def load_pretrained_weights(model: Any, folder: str) -> None:
+    """Load what ``save_pretrained`` wrote into ``model`` in place: a PEFT adapter, or full weights
+    (single file or sharded), re-tying tied weights."""
+    from safetensors.torch import load_file
+
+    from hfrl.core.policies import is_peft_model
+
+    if is_peft_model(model):
+        from peft import set_peft_model_state_dict
+
+        set_peft_model_state_dict(model, load_file(os.path.join(folder, "adapter_model.safetensors")))
+        return
+    if os.path.isfile(os.path.join(folder, "model.safetensors.index.json")):
+        from transformers.trainer_utils import load_sharded_checkpoint
+
+        load_sharded_checkpoint(model, folder, strict=False)
+    else:
+        path = os.path.join(folder, "model.safetensors")
+        if not os.path.isfile(path):
+            raise ValueError(f"no model weights in checkpoint {folder} (expected model.safetensors)")
+        missing, unexpected = model.load_state_dict(load_file(path), strict=False)
+        if unexpected:
+            raise ValueError(f"checkpoint {folder} does not match the model: unexpected keys {unexpected[:5]}")
+    model.tie_weights()

@@ -54,3 +54,13 @@ def _step(line: str) -> int | None:
         return None
     step = entry.get("step") if isinstance(entry, dict) else None
     return step if isinstance(step, int) else None
+
+
+class SaveStateAtEnd(TrainerCallback):
+    """``trainer_state.json`` (with the whole ``log_history``) in the output dir of every run, which
+    the Trainer writes only into checkpoints: the card's curve reads it."""
+
+    def on_train_end(self, args, state, control, **kwargs):
+        if state.is_world_process_zero:
+            os.makedirs(args.output_dir, exist_ok=True)
+            state.save_to_json(os.path.join(args.output_dir, "trainer_state.json"))

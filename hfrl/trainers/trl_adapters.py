@@ -27,7 +27,7 @@ import trl
 
 from hfrl.trainers.crash_safe import CrashSafeMixin
 from hfrl.trainers.hub_mixin import HubMixin
-from hfrl.trainers.online.online_trainer import _SaveStateAtEnd  # trainer_state.json for the card's curve
+from hfrl.trainers.iteration_log import SaveStateAtEnd
 
 _GENERATION_FIELDS = ("temperature", "top_p", "top_k", "min_p", "repetition_penalty")
 
@@ -251,7 +251,7 @@ class _OnlineAdapter:
             eval_dataset=prepare_prompts(eval_dataset, tokenizer, limit, side),
             processing_class=tokenizer,
             peft_config=peft_config,
-            callbacks=[*(callbacks or []), _SaveStateAtEnd()],
+            callbacks=[*(callbacks or []), SaveStateAtEnd()],
             **kwargs,
         )
 
@@ -306,7 +306,7 @@ class _PairsAdapter:
             eval_dataset=evaluation,
             processing_class=processing_class or load_tokenizer(model, padding_side="right"),
             peft_config=peft_config,
-            callbacks=[*(callbacks or []), _SaveStateAtEnd()],
+            callbacks=[*(callbacks or []), SaveStateAtEnd()],
             **kwargs,
         )
 

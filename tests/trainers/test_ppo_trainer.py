@@ -246,7 +246,7 @@ def test_dataloader_hands_over_prompts_without_walking_their_token_ids(tiny_caus
     the trainer's batches pass through it untouched and the rollout reads their examples."""
     from accelerate.utils import send_to_device
 
-    from hfrl.trainers.online.online_trainer import PromptBatch
+    from hfrl.trainers.online.iteration_sampler import PromptBatch
 
     trainer = PPOTrainer(model=tiny_causal_dir, args=make_config(), reward_funcs=digit_reward, train_dataset=prompts())
     batch = next(iter(trainer.get_train_dataloader()))

@@ -34,6 +34,7 @@ from hfrl.rewards import reward_list
 from hfrl.trainers.crash_safe import CrashSafeMixin
 from hfrl.trainers.evaluation import encode_prompt, score_completions
 from hfrl.trainers.hub_mixin import HubMixin
+from hfrl.trainers.iteration_log import SaveStateAtEnd
 from hfrl.trainers.offline.alol_config import DISPLAY_NAMES, ALoLConfig
 from hfrl.trainers.offline.preparation import (
     INTERNAL_COLUMNS,
@@ -43,7 +44,6 @@ from hfrl.trainers.offline.preparation import (
     prepare_dataset,
 )
 from hfrl.trainers.offline.priority_sampler import PrioritySampler
-from hfrl.trainers.online.online_trainer import _SaveStateAtEnd
 
 RewardFunc = Callable[..., Sequence[Any]]
 
@@ -205,7 +205,7 @@ class ALoLTrainer(CrashSafeMixin, HubMixin, Trainer):
         )
         if self.ref_model is not None:
             self.ref_model.to(self.accelerator.device)
-        self.add_callback(_SaveStateAtEnd())
+        self.add_callback(SaveStateAtEnd())
         self.add_callback(_LogPreparation(self))
 
         # ---- preparation: once per dataset, cached -------------------------------------------

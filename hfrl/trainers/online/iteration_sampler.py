@@ -83,3 +83,20 @@ class PromptRows(Dataset):
             if not hasattr(self.dataset, "__getitems__")
             else self.dataset.__getitems__(indices)
         )
+
+
+class PromptBatch:
+    """One micro-step's examples, as the dataloader hands them over (the data collator): opaque to
+    Accelerate's ``send_to_device``, which would otherwise walk every prompt token id at every
+    micro-step; the rollout moves to the device what it uses."""
+
+    __slots__ = ("examples",)
+
+    def __init__(self, examples: list[dict[str, Any]]) -> None:
+        self.examples = examples
+
+    def __contains__(self, key: object) -> bool:  # the Trainer asks whether a batch holds "labels"
+        return False
+
+    def __len__(self) -> int:
+        return len(self.examples)

@@ -33,7 +33,7 @@ from hfrl.core.action_space import FULL_VOCABULARY, ActionSpace
 from hfrl.core.capture import CaptureSettings
 from hfrl.core.kl import make_kl_controller
 from hfrl.core.minibatches import plan_epoch, whiten_per_minibatch
-from hfrl.core.models import load_model, load_tokenizer
+from hfrl.core.models import fix_tokenizer, load_model, load_pretrained_weights, load_tokenizer
 from hfrl.core.policies import ActorCritic, ReferencePolicy, disable_dropout, tempered
 from hfrl.core.rollout import (
     Completions,
@@ -52,7 +52,8 @@ from hfrl.rewards.combine import compute_rewards
 from hfrl.trainers.crash_safe import CrashSafeMixin
 from hfrl.trainers.evaluation import NOT_REWARD_COLUMNS, PROMPT_IDS, encode_prompt, score_completions
 from hfrl.trainers.hub_mixin import HubMixin
-from hfrl.trainers.online.iteration_sampler import IterationSampler, PromptRows
+from hfrl.trainers.iteration_log import SaveStateAtEnd
+from hfrl.trainers.online.iteration_sampler import IterationSampler, PromptBatch, PromptRows
 from hfrl.trainers.online.online_config import OnlineConfig
 
 ONLINE_STATE_NAME = "online_state.json"
@@ -86,32 +87,6 @@ class _IterationProgress(TrainerCallback):
         if self.bar is not None:
             self.bar.close()
             self.bar = None
-
-
-class _SaveStateAtEnd(TrainerCallback):
-    """``trainer_state.json`` (with the per-iteration ``log_history``) in the output dir of every run."""
-
-    def on_train_end(self, args, state, control, **kwargs):
-        if state.is_world_process_zero:
-            os.makedirs(args.output_dir, exist_ok=True)
-            state.save_to_json(os.path.join(args.output_dir, "trainer_state.json"))
-
-
-class PromptBatch:
-    """One micro-step's examples, as the dataloader hands them over (the data collator): opaque to
-    Accelerate's ``send_to_device``, which would otherwise walk every prompt token id at every
-    micro-step; the rollout moves to the device what it uses."""
-
-    __slots__ = ("examples",)
-
-    def __init__(self, examples: list[dict[str, Any]]) -> None:
-        self.examples = examples
-
-    def __contains__(self, key: object) -> bool:  # the Trainer asks whether a batch holds "labels"
-        return False
-
-    def __len__(self) -> int:
-        return len(self.examples)
 
 
 class OnlineTrainer(CrashSafeMixin, HubMixin, Trainer):
@@ -175,7 +150,7 @@ class OnlineTrainer(CrashSafeMixin, HubMixin, Trainer):
         if not args.disable_tqdm:
             self.remove_callback(ProgressCallback)
             self.add_callback(_IterationProgress())
-        self.add_callback(_SaveStateAtEnd())
+        self.add_callback(SaveStateAtEnd())
         self.action_space = self._build_action_space()
         self._own_checkpoint_files = (*self._own_checkpoint_files, *self.action_space.checkpoint_files)
 
@@ -612,10 +587,7 @@ def _load_policy(
     policy = load_model(model, args.model_init_kwargs)
     if tokenizer is None:
         tokenizer = load_tokenizer(policy.config._name_or_path)
-    if tokenizer.pad_token_id is None:
-        tokenizer.pad_token = tokenizer.eos_token
-    if policy.generation_config.eos_token_id is None:
-        policy.generation_config.eos_token_id = tokenizer.eos_token_id
+    fix_tokenizer(tokenizer, policy)
     if peft_config is not None:
         from peft import get_peft_model
 
@@ -638,29 +610,3 @@ def _split_state_dict(state_dict: dict, prefixes: tuple[str, ...]) -> dict[str, 
         if head in prefixes:
             parts.setdefault(head, {})[rest] = value
     return parts
-
-
-def load_pretrained_weights(model: nn.Module, folder: str) -> None:
-    """Load what ``save_pretrained`` wrote into ``model`` in place: a PEFT adapter, or full weights
-    (single file or sharded), re-tying tied weights."""
-    from safetensors.torch import load_file
-
-    from hfrl.core.policies import is_peft_model
-
-    if is_peft_model(model):
-        from peft import set_peft_model_state_dict
-
-        set_peft_model_state_dict(model, load_file(os.path.join(folder, "adapter_model.safetensors")))
-        return
-    if os.path.isfile(os.path.join(folder, "model.safetensors.index.json")):
-        from transformers.modeling_utils import load_sharded_checkpoint
-
-        load_sharded_checkpoint(model, folder, strict=False)
-    else:
-        path = os.path.join(folder, "model.safetensors")
-        if not os.path.isfile(path):
-            raise ValueError(f"no model weights in checkpoint {folder} (expected model.safetensors)")
-        missing, unexpected = model.load_state_dict(load_file(path), strict=False)
-        if unexpected:
-            raise ValueError(f"checkpoint {folder} does not match the model: unexpected keys {unexpected[:5]}")
-    model.tie_weights()
