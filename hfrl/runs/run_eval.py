@@ -31,8 +31,9 @@ if TYPE_CHECKING:
 
 
 # Config fields that decide how evaluation generates and scores (defaults: OnlineConfig's).
-def generate_completions(lm, tokenizer, prompts: list, settings: dict[str, Any], batch_size: int) -> list[str]:
-    """Completions of ``prompts`` with the evaluation generation settings (greedy by default)."""
+def completer(lm, tokenizer, settings: dict[str, Any]):
+    """``complete(batch)``: the completions of a batch of rows' prompts with the evaluation
+    generation settings (greedy by default), for :func:`hfrl.trainers.evaluation.generate_and_score`."""
     import torch
 
     from hfrl.core.rollout import generate, pad
@@ -40,19 +41,30 @@ def generate_completions(lm, tokenizer, prompts: list, settings: dict[str, Any],
 
     side = "right" if getattr(lm.config, "is_encoder_decoder", False) else "left"
     max_length, truncation = settings.get("max_prompt_length"), settings.get("truncation_side", "left")
-    ids = [encode_prompt(tokenizer, p, max_length, truncation) for p in prompts]
     device = next(lm.parameters()).device
     kwargs = generation_kwargs(settings)
-    completions: list[str] = []
+
+    def complete(batch) -> list[str]:
+        ids = [encode_prompt(tokenizer, p, max_length, truncation) for p in batch["prompt"]]
+        query_ids, query_mask = pad(ids, tokenizer.pad_token_id, side)
+        with torch.no_grad():
+            response_ids, _ = generate(lm, query_ids.to(device), query_mask.to(device), kwargs, tokenizer.pad_token_id)
+        return tokenizer.batch_decode(response_ids, skip_special_tokens=True)
+
+    return complete
+
+
+def generate_completions(lm, tokenizer, prompts: list, settings: dict[str, Any], batch_size: int) -> list[str]:
+    """Completions of ``prompts`` with the evaluation generation settings (``hfrl chat``)."""
+    complete = completer(lm, tokenizer, settings)
     was_training = lm.training
     lm.eval()
-    with torch.no_grad():
-        for start in range(0, len(ids), batch_size):
-            query_ids, query_mask = pad(ids[start : start + batch_size], tokenizer.pad_token_id, side)
-            response_ids, _ = generate(lm, query_ids.to(device), query_mask.to(device), kwargs, tokenizer.pad_token_id)
-            completions += tokenizer.batch_decode(response_ids, skip_special_tokens=True)
-    lm.train(was_training)
-    return completions
+    try:
+        return [
+            c for i in range(0, len(prompts), batch_size) for c in complete({"prompt": prompts[i : i + batch_size]})
+        ]
+    finally:
+        lm.train(was_training)
 
 
 def evaluate_model(
@@ -66,20 +78,21 @@ def evaluate_model(
 ) -> tuple[dict[str, float], list[dict[str, Any]]]:
     """``(metrics, records)`` of ``lm`` on ``dataset`` (a split with a ``prompt`` column); metric
     names without a prefix (``reward``, ``rewards/<name>``, the task's metrics)."""
-    from hfrl.trainers.evaluation import NOT_REWARD_COLUMNS, score_completions
+    from hfrl.trainers.evaluation import generate_and_score
 
-    if "prompt" not in dataset.column_names:
-        raise ValueError(f"the evaluation split needs a 'prompt' column; it has: {', '.join(dataset.column_names)}")
-    batch_size = batch_size or settings.get("per_device_eval_batch_size") or 8
-    prompts = list(dataset["prompt"])
-    completions = generate_completions(lm, tokenizer, prompts, settings, batch_size)
-    rows = [{k: v for k, v in ex.items() if k not in NOT_REWARD_COLUMNS} for ex in dataset]
     weights = settings.get("reward_weights") or [1.0] * len(reward_funcs)
     if len(weights) != len(reward_funcs):
         raise ValueError(f"reward_weights has {len(weights)} entries for {len(reward_funcs)} reward functions")
-    scores, records = score_completions(
-        prompts, completions, rows, reward_funcs, weights, metrics, "eval", policy=lm, policy_tokenizer=tokenizer
-    )
+    batch_size = batch_size or settings.get("per_device_eval_batch_size") or 8
+    was_training = lm.training
+    lm.eval()
+    try:
+        scores, records = generate_and_score(
+            dataset, completer(lm, tokenizer, settings), batch_size=batch_size, reward_funcs=reward_funcs,
+            reward_weights=weights, metrics=metrics, policy=lm, tokenizer=tokenizer,
+        )  # fmt: skip
+    finally:
+        lm.train(was_training)
     return {k.removeprefix("eval_"): v for k, v in scores.items()}, records
 
 

@@ -1,12 +1,16 @@
-"""Evaluation pieces shared by the trainers and ``hfrl eval``: prompt encoding, and scoring a set of
-generated completions with reward functions and metrics.
+"""The one evaluation path of the trainers and ``hfrl eval``: a split's prompts completed in batches
+with the evaluation settings (each caller says how it generates), the completions scored with the
+reward functions and metrics (:func:`generate_and_score`), and the trainers' ``evaluate`` that writes
+the predictions beside the run (:class:`EvaluationMixin`).
 
-    from hfrl.trainers.evaluation import encode_prompt, score_completions
+    from hfrl.trainers.evaluation import encode_prompt, generate_and_score, score_completions
 """
 
 from __future__ import annotations
 
 import dataclasses
+import json
+import os
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -116,3 +120,81 @@ def score_completions(
         if per_sample:
             record["scores"] = {k: v[i] for k, v in per_sample.items()}
     return out, records
+
+
+def generate_and_score(
+    dataset: Any,
+    complete: Callable[[Any], list[str]],
+    *,
+    batch_size: int,
+    reward_funcs: Sequence[Callable],
+    reward_weights: Sequence[float],
+    metrics: dict[str, Callable],
+    prefix: str = "eval",
+    policy: Any = None,
+    tokenizer: Any = None,
+    accelerator: Any = None,
+    internal_columns: Sequence[str] = NOT_REWARD_COLUMNS,
+) -> tuple[dict[str, float], list[dict[str, Any]]]:
+    """``(metrics, records)`` of a split (a ``datasets.Dataset`` with a ``prompt`` column):
+    ``complete(batch)`` gives the completions of each batch of ``batch_size`` rows; under
+    ``accelerator`` each process completes its contiguous shard and the results are gathered; then
+    :func:`score_completions` (``internal_columns`` do not reach rewards and metrics)."""
+    if "prompt" not in dataset.column_names:
+        raise ValueError(f"the evaluation split needs a 'prompt' column; it has: {', '.join(dataset.column_names)}")
+    if accelerator is not None:
+        dataset = dataset.shard(accelerator.num_processes, accelerator.process_index, contiguous=True)
+    prompts: list = []
+    completions: list[str] = []
+    rows: list[dict[str, Any]] = []
+    for start in range(0, len(dataset), batch_size):
+        batch = dataset.select(range(start, min(start + batch_size, len(dataset))))
+        completions += complete(batch)
+        prompts += batch["prompt"]
+        rows += [{k: v for k, v in ex.items() if k not in internal_columns} for ex in batch]
+    if accelerator is not None:
+        from accelerate.utils import gather_object
+
+        prompts, completions, rows = gather_object(prompts), gather_object(completions), gather_object(rows)
+    return score_completions(
+        prompts,
+        completions,
+        rows,
+        reward_funcs,
+        reward_weights,
+        metrics,
+        prefix,
+        policy=policy,
+        policy_tokenizer=tokenizer,
+    )
+
+
+class EvaluationMixin:
+    """A Trainer's ``evaluate``: :meth:`generate_and_score` (each trainer's own generation through
+    :func:`generate_and_score`) on the eval split, or on each split of a dict of them; metrics
+    logged and passed to the callbacks; the records saved as
+    ``predictions/{prefix}-step{N}.jsonl`` beside the run."""
+
+    def generate_and_score(self, dataset: Any, prefix: str = "eval") -> tuple[dict[str, float], list[dict]]:
+        raise NotImplementedError
+
+    def evaluate(self, eval_dataset=None, ignore_keys=None, metric_key_prefix: str = "eval") -> dict[str, float]:
+        trainer: Any = self
+        dataset = eval_dataset if eval_dataset is not None else trainer.eval_dataset
+        if dataset is None:
+            raise ValueError("evaluation needs an eval_dataset with a 'prompt' column")
+        if isinstance(dataset, dict):
+            out: dict[str, float] = {}
+            for name, split in dataset.items():
+                out.update(self.evaluate(split, ignore_keys, f"{metric_key_prefix}_{name}"))
+            return out
+        metrics, records = self.generate_and_score(dataset, metric_key_prefix)
+        if trainer.args.should_save:
+            folder = os.path.join(trainer.args.output_dir, "predictions")
+            os.makedirs(folder, exist_ok=True)
+            path = os.path.join(folder, f"{metric_key_prefix}-step{trainer.state.global_step}.jsonl")
+            with open(path, "w") as fh:
+                fh.writelines(json.dumps(r, default=str) + "\n" for r in records)
+        trainer.log(metrics)
+        trainer.control = trainer.callback_handler.on_evaluate(trainer.args, trainer.state, trainer.control, metrics)
+        return metrics

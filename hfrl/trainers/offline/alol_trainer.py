@@ -32,7 +32,7 @@ from hfrl.core.policies import completion_forward, disable_dropout, is_peft_mode
 from hfrl.core.rollout import generate, pad
 from hfrl.rewards import reward_list
 from hfrl.trainers.crash_safe import CrashSafeMixin
-from hfrl.trainers.evaluation import encode_prompt, score_completions
+from hfrl.trainers.evaluation import EvaluationMixin, encode_prompt, generate_and_score
 from hfrl.trainers.hub_mixin import HubMixin
 from hfrl.trainers.iteration_log import SaveStateAtEnd
 from hfrl.trainers.offline.alol_config import DISPLAY_NAMES, ALoLConfig
@@ -118,7 +118,7 @@ def check_qlora(model: Any, peft_config: Any) -> None:
         )
 
 
-class ALoLTrainer(CrashSafeMixin, HubMixin, Trainer):
+class ALoLTrainer(CrashSafeMixin, EvaluationMixin, HubMixin, Trainer):
     """Offline RL on (prompt, completion, reward) data: A-LoL and its family, by ``args.algorithm``.
 
     Example:
@@ -380,52 +380,24 @@ class ALoLTrainer(CrashSafeMixin, HubMixin, Trainer):
             self._stats.clear()
         super().log(logs, start_time)
 
-    # ---- evaluation -------------------------------------------------------------------------
-    def evaluate(self, eval_dataset=None, ignore_keys=None, metric_key_prefix: str = "eval") -> dict[str, float]:
-        """Generate on the eval prompts with the eval settings; mean reward and task metrics;
-        predictions saved as jsonl beside the run."""
-        dataset = eval_dataset if eval_dataset is not None else self.eval_dataset
-        if dataset is None:
-            raise ValueError("evaluation needs an eval_dataset with a 'prompt' column")
-        if isinstance(dataset, dict):
-            out: dict[str, float] = {}
-            for name, split in dataset.items():
-                out.update(self.evaluate(split, ignore_keys, f"{metric_key_prefix}_{name}"))
-            return out
-        metrics, records = self.generate_and_score(dataset, metric_key_prefix)
-        if self.args.should_save:
-            folder = os.path.join(self.args.output_dir, "predictions")
-            os.makedirs(folder, exist_ok=True)
-            path = os.path.join(folder, f"{metric_key_prefix}-step{self.state.global_step}.jsonl")
-            with open(path, "w") as fh:
-                fh.writelines(json.dumps(r, default=str) + "\n" for r in records)
-        self.log(metrics)
-        self.control = self.callback_handler.on_evaluate(self.args, self.state, self.control, metrics)
-        return metrics
-
+    # ---- evaluation (EvaluationMixin.evaluate) ---------------------------------------------
     def generate_and_score(self, dataset: Dataset, prefix: str = "eval") -> tuple[dict[str, float], list[dict]]:
-        """Completions of the dataset's prompts (sharded over processes) scored by the reward
-        functions and metrics (:func:`hfrl.trainers.evaluation.score_completions`)."""
-        from accelerate.utils import gather_object
+        """The eval prompts completed by the policy with the eval settings, scored
+        (:func:`hfrl.trainers.evaluation.generate_and_score`)."""
         from trl.models.utils import unwrap_model_for_generation
 
-        if "prompt" not in dataset.column_names:
-            raise ValueError(f"the eval dataset needs a 'prompt' column; it has: {', '.join(dataset.column_names)}")
-        args = self.args
-        shard = dataset.shard(self.accelerator.num_processes, self.accelerator.process_index, contiguous=True)
+        args, device = self.args, self.accelerator.device
         side = "right" if self.is_encoder_decoder else "left"
-        prompts, completions, rows = [], [], []
         with unwrap_model_for_generation(self.model_wrapped, self.accelerator) as unwrapped:
             was_training = unwrapped.training
             unwrapped.eval()
-            for start in range(0, len(shard), args.per_device_eval_batch_size):
-                batch = shard.select(range(start, min(start + args.per_device_eval_batch_size, len(shard))))
+
+            def complete(batch: Dataset) -> list[str]:
                 ids = [
                     encode_prompt(self.tokenizer, p, args.max_prompt_length, args.truncation_side)
                     for p in batch["prompt"]
                 ]
                 query_ids, query_mask = pad(ids, self.tokenizer.pad_token_id, side)
-                device = self.accelerator.device
                 response_ids, _ = generate(
                     unwrapped,
                     query_ids.to(device),
@@ -433,15 +405,16 @@ class ALoLTrainer(CrashSafeMixin, HubMixin, Trainer):
                     args.eval_kwargs,
                     self.tokenizer.pad_token_id,
                 )
-                completions += self.tokenizer.batch_decode(response_ids, skip_special_tokens=True)
-                prompts += batch["prompt"]
-                rows += [{k: v for k, v in ex.items() if k not in INTERNAL_COLUMNS} for ex in batch]
-            unwrapped.train(was_training)
-        prompts, completions, rows = gather_object(prompts), gather_object(completions), gather_object(rows)
-        return score_completions(
-            prompts, completions, rows, self.reward_funcs, self.reward_weights, self.metrics, prefix,
-            policy=self.policy, policy_tokenizer=self.tokenizer,
-        )  # fmt: skip
+                return self.tokenizer.batch_decode(response_ids, skip_special_tokens=True)
+
+            try:
+                return generate_and_score(
+                    dataset, complete, batch_size=args.per_device_eval_batch_size, reward_funcs=self.reward_funcs,
+                    reward_weights=self.reward_weights, metrics=self.metrics, prefix=prefix, policy=self.policy,
+                    tokenizer=self.tokenizer, accelerator=self.accelerator, internal_columns=INTERNAL_COLUMNS,
+                )  # fmt: skip
+            finally:
+                unwrapped.train(was_training)
 
     # ---- model card -------------------------------------------------------------------------
     def _card_kwargs(self) -> dict[str, Any]:

@@ -50,7 +50,13 @@ from hfrl.core.rollout import (
 from hfrl.rewards import reward_list
 from hfrl.rewards.combine import compute_rewards
 from hfrl.trainers.crash_safe import CrashSafeMixin
-from hfrl.trainers.evaluation import NOT_REWARD_COLUMNS, PROMPT_IDS, encode_prompt, score_completions
+from hfrl.trainers.evaluation import (
+    NOT_REWARD_COLUMNS,
+    PROMPT_IDS,
+    EvaluationMixin,
+    encode_prompt,
+    generate_and_score,
+)
 from hfrl.trainers.hub_mixin import HubMixin
 from hfrl.trainers.iteration_log import SaveStateAtEnd
 from hfrl.trainers.online.iteration_sampler import IterationSampler, PromptBatch, PromptRows
@@ -89,7 +95,7 @@ class _IterationProgress(TrainerCallback):
             self.bar = None
 
 
-class OnlineTrainer(CrashSafeMixin, HubMixin, Trainer):
+class OnlineTrainer(CrashSafeMixin, EvaluationMixin, HubMixin, Trainer):
     """Base of PPO / NLPO / A2C / TRPO. Subclasses set ``config_class`` and write ``compute_loss``."""
 
     config_class: type[OnlineConfig] = OnlineConfig
@@ -469,50 +475,23 @@ class OnlineTrainer(CrashSafeMixin, HubMixin, Trainer):
         self._update_stats.clear()
         return metrics
 
-    # ---- evaluation -------------------------------------------------------------------------
-    def evaluate(self, eval_dataset=None, ignore_keys=None, metric_key_prefix: str = "eval") -> dict[str, float]:
-        """Generate on the eval prompts with the eval settings; mean reward and task metrics;
-        predictions saved as jsonl beside the run."""
-        dataset = eval_dataset if eval_dataset is not None else self.eval_dataset
-        if dataset is None:
-            raise ValueError("evaluation needs an eval_dataset")
-        if isinstance(dataset, dict):
-            out: dict[str, float] = {}
-            for name, split in dataset.items():
-                out.update(self.evaluate(split, ignore_keys, f"{metric_key_prefix}_{name}"))
-            return out
-        if PROMPT_IDS not in dataset.column_names:
-            dataset = self._tokenize(dataset)
-        metrics, records = self.generate_and_score(dataset, metric_key_prefix)
-        if self.args.should_save:
-            folder = os.path.join(self.args.output_dir, "predictions")
-            os.makedirs(folder, exist_ok=True)
-            path = os.path.join(folder, f"{metric_key_prefix}-step{self.state.global_step}.jsonl")
-            with open(path, "w") as fh:
-                fh.writelines(json.dumps(r, default=str) + "\n" for r in records)
-        self.log(metrics)
-        self.control = self.callback_handler.on_evaluate(self.args, self.state, self.control, metrics)
-        return metrics
-
+    # ---- evaluation (EvaluationMixin.evaluate) ---------------------------------------------
     def generate_and_score(self, dataset: Dataset, prefix: str = "eval") -> tuple[dict[str, float], list[dict]]:
+        """The eval prompts completed by the policy with the eval settings (the action space's
+        processors included), scored (:func:`hfrl.trainers.evaluation.generate_and_score`)."""
         kwargs = {"max_new_tokens": self.args.eval_max_new_tokens or self.args.max_new_tokens}
         kwargs.update(self.args.eval_generation_kwargs)
-        shard = dataset.shard(self.accelerator.num_processes, self.accelerator.process_index, contiguous=True)
-        size = self.args.per_device_eval_batch_size
-        prompts, completions, rows = [], [], []
-        for start in range(0, len(shard), size):
-            batch = shard.select(range(start, min(start + size, len(shard))))
-            query_ids, query_mask = self._queries(list(batch))
-            completions += self._decode(self._generate(query_ids, query_mask, kwargs).response_ids)
-            prompts += batch["prompt"]
-            rows += [{k: v for k, v in ex.items() if k not in NOT_REWARD_COLUMNS} for ex in batch]
-        from accelerate.utils import gather_object
+        if PROMPT_IDS not in dataset.column_names:
+            dataset = self._tokenize(dataset)
 
-        prompts, completions, rows = gather_object(prompts), gather_object(completions), gather_object(rows)
-        policy = self.accelerator.unwrap_model(self.model).policy
-        return score_completions(
-            prompts, completions, rows, self.reward_funcs, self.reward_weights, self.metrics, prefix,
-            policy=policy, policy_tokenizer=self.tokenizer,
+        def complete(batch: Dataset) -> list[str]:
+            return self._decode(self._generate(*self._queries(list(batch)), kwargs).response_ids)
+
+        return generate_and_score(
+            dataset, complete, batch_size=self.args.per_device_eval_batch_size, reward_funcs=self.reward_funcs,
+            reward_weights=self.reward_weights, metrics=self.metrics, prefix=prefix,
+            policy=self.accelerator.unwrap_model(self.model).policy, tokenizer=self.tokenizer,
+            accelerator=self.accelerator,
         )  # fmt: skip
 
     # ---- saving and resuming ----------------------------------------------------------------
