@@ -299,8 +299,8 @@ def parse_overrides(items: list[str], parser: argparse.ArgumentParser) -> dict[s
 
 
 #: the figures the issue asks for, copied to the top of the JSON from the default variant: hfrl's
-#: layout in 3 epochs (60 optimizer steps) at learning rate 1.5e-3, which gains more reward per
-#: sample than 5 epochs (100 steps, RL4LMs' count) at 1e-3 in 60% of the update time (RESULTS.md)
+#: layout in 3 epochs (60 optimizer steps) at learning rate 1.5e-3, which gains as much reward per
+#: sample as 5 epochs (100 steps, RL4LMs' count) at 1e-3 in 60% of the update time (RESULTS.md)
 HEADLINE = ("ppo_reward_at_10", "ppo_reward_at_20", "nlpo_reward_at_30", "ppo_seconds_per_iteration")
 DEFAULT_VARIANT = "hfrl-60-steps"
 

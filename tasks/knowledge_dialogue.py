@@ -160,8 +160,10 @@ def build_task(
     ``data_dir``: the Wizard of Wikipedia folder (for ``faithdial``: the FaithDial mirror)."""
     from datasets import DatasetDict, concatenate_datasets
 
-    models = {"faithfulness_model": faithfulness_model, "fluency_model": fluency_model}
-    spec = task_spec(module_file, engagement_model=engagement_model, **models)
+    spec = task_spec(
+        module_file, faithfulness_model=faithfulness_model, fluency_model=fluency_model,
+        engagement_model=engagement_model,
+    )  # fmt: skip
     name = spec["name"]
     if training == "faithdial":
         faithdial_dir = faithdial_dir if faithdial_dir is not None else data_dir

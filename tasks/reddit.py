@@ -133,8 +133,10 @@ def build_task(
     """The ``reddit_pos`` (``side="pos"``) or ``reddit_neg`` task; see the module docstring."""
     from datasets import DatasetDict, concatenate_datasets
 
-    models = {"fluency_model": fluency_model, "engagement_model": engagement_model, "upvote_model": upvote_model}
-    spec = task_spec(module_file, safety_model=safety_model, replaced="rewards" in overrides, **models)
+    spec = task_spec(
+        module_file, safety_model=safety_model, replaced="rewards" in overrides, fluency_model=fluency_model,
+        engagement_model=engagement_model, upvote_model=upvote_model,
+    )  # fmt: skip
     sides = load_comments(spec["name"], data_dir, sample_size, max_words, seed)
     for name, data in sides.items():
         if len(data) <= test_size + validation_size:

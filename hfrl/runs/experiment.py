@@ -138,11 +138,12 @@ def _number_list(key: str, value: Any, cast: type) -> list:
     if not isinstance(items, list):
         items = [items]
     try:
-        if any(isinstance(item, (bool, list, dict)) or item is None for item in items):
-            raise ValueError
-        return [cast(float(item)) if cast is int else float(item) for item in items]
-    except (TypeError, ValueError):
-        raise ValueError(f"--{key} takes a list of numbers such as [1.0, 0.5], got {value!r}") from None
+        numbers = [float(item) for item in items if not isinstance(item, bool)]
+    except (TypeError, ValueError):  # None, a list, a mapping, a word
+        numbers = []
+    if len(numbers) != len(items) or (cast is int and not all(n.is_integer() for n in numbers)):
+        raise ValueError(f"--{key} takes a list of numbers such as [1.0, 0.5], got {value!r}")
+    return [cast(n) for n in numbers]
 
 
 def config_fields(config_class: type) -> set[str]:

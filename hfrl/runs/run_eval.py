@@ -24,47 +24,30 @@ from transformers import TrainerCallback
 
 from hfrl.runs.run_config import BASE_SUFFIX, EVAL_DIR, PREDICTIONS_DIR, task_kwargs
 from hfrl.runs.run_dir import Run, open_run
-from hfrl.trainers.evaluation import EVAL_FIELDS, eval_settings, generation_kwargs
+from hfrl.trainers.evaluation import EVAL_FIELDS, completer, eval_mode, eval_settings, generation_kwargs
 
 if TYPE_CHECKING:
     from hfrl.tasks import Task
 
 
-# Config fields that decide how evaluation generates and scores (defaults: OnlineConfig's).
-def completer(lm, tokenizer, settings: dict[str, Any]):
-    """``complete(batch)``: the completions of a batch of rows' prompts with the evaluation
-    generation settings (greedy by default), for :func:`hfrl.trainers.evaluation.generate_and_score`."""
-    import torch
-
-    from hfrl.core.rollout import generate, pad
-    from hfrl.trainers.evaluation import encode_prompt
-
-    side = "right" if getattr(lm.config, "is_encoder_decoder", False) else "left"
-    max_length, truncation = settings.get("max_prompt_length"), settings.get("truncation_side", "left")
-    device = next(lm.parameters()).device
-    kwargs = generation_kwargs(settings)
-
-    def complete(batch) -> list[str]:
-        ids = [encode_prompt(tokenizer, p, max_length, truncation) for p in batch["prompt"]]
-        query_ids, query_mask = pad(ids, tokenizer.pad_token_id, side)
-        with torch.no_grad():
-            response_ids, _ = generate(lm, query_ids.to(device), query_mask.to(device), kwargs, tokenizer.pad_token_id)
-        return tokenizer.batch_decode(response_ids, skip_special_tokens=True)
-
-    return complete
+def _completer(lm, tokenizer, settings: dict[str, Any]):
+    """:func:`hfrl.trainers.evaluation.completer` with the evaluation settings (greedy by default)."""
+    return completer(
+        lm,
+        tokenizer,
+        generation_kwargs(settings),
+        settings.get("max_prompt_length"),
+        settings.get("truncation_side", "left"),
+    )
 
 
 def generate_completions(lm, tokenizer, prompts: list, settings: dict[str, Any], batch_size: int) -> list[str]:
     """Completions of ``prompts`` with the evaluation generation settings (``hfrl chat``)."""
-    complete = completer(lm, tokenizer, settings)
-    was_training = lm.training
-    lm.eval()
-    try:
+    complete = _completer(lm, tokenizer, settings)
+    with eval_mode(lm):
         return [
             c for i in range(0, len(prompts), batch_size) for c in complete({"prompt": prompts[i : i + batch_size]})
         ]
-    finally:
-        lm.train(was_training)
 
 
 def evaluate_model(
@@ -84,15 +67,11 @@ def evaluate_model(
     if len(weights) != len(reward_funcs):
         raise ValueError(f"reward_weights has {len(weights)} entries for {len(reward_funcs)} reward functions")
     batch_size = batch_size or settings.get("per_device_eval_batch_size") or 8
-    was_training = lm.training
-    lm.eval()
-    try:
+    with eval_mode(lm):
         scores, records = generate_and_score(
-            dataset, completer(lm, tokenizer, settings), batch_size=batch_size, reward_funcs=reward_funcs,
+            dataset, _completer(lm, tokenizer, settings), batch_size=batch_size, reward_funcs=reward_funcs,
             reward_weights=weights, metrics=metrics, policy=lm, tokenizer=tokenizer,
         )  # fmt: skip
-    finally:
-        lm.train(was_training)
     return {k.removeprefix("eval_"): v for k, v in scores.items()}, records
 
 

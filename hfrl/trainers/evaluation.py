@@ -8,10 +8,11 @@ the predictions beside the run (:class:`EvaluationMixin`).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import torch
@@ -120,6 +121,36 @@ def score_completions(
         if per_sample:
             record["scores"] = {k: v[i] for k, v in per_sample.items()}
     return out, records
+
+
+@contextlib.contextmanager
+def eval_mode(model: Any) -> Iterator[Any]:
+    """``model`` in eval mode (dropout off) for the block, then back in the mode it was in."""
+    was_training = model.training
+    model.eval()
+    try:
+        yield model
+    finally:
+        model.train(was_training)
+
+
+def completer(
+    lm: Any, tokenizer: Any, kwargs: dict[str, Any], max_prompt_length: int | None = None, truncation_side: str = "left"
+) -> Callable[[Any], list[str]]:
+    """``complete(batch)`` for :func:`generate_and_score`: ``lm``'s completions of a batch's prompts
+    (encoded by :func:`encode_prompt`) with the generation keyword arguments ``kwargs``."""
+    from hfrl.core.rollout import generate, pad
+
+    side = "right" if getattr(lm.config, "is_encoder_decoder", False) else "left"
+    device = next(lm.parameters()).device
+
+    def complete(batch: Any) -> list[str]:
+        ids = [encode_prompt(tokenizer, p, max_prompt_length, truncation_side) for p in batch["prompt"]]
+        query_ids, query_mask = pad(ids, tokenizer.pad_token_id, side)
+        response_ids, _ = generate(lm, query_ids.to(device), query_mask.to(device), kwargs, tokenizer.pad_token_id)
+        return tokenizer.batch_decode(response_ids, skip_special_tokens=True)
+
+    return complete
 
 
 def generate_and_score(

@@ -29,10 +29,10 @@ from transformers import PreTrainedModel, PreTrainedTokenizerBase, Trainer, Trai
 from hfrl.core.losses import ADVANTAGE_WEIGHTED, NEEDS_REFERENCE, alol_loss
 from hfrl.core.models import BUILTIN_MODELS, fix_tokenizer, is_gguf, load_model, load_tokenizer
 from hfrl.core.policies import completion_forward, disable_dropout, is_peft_model
-from hfrl.core.rollout import generate, pad
+from hfrl.core.rollout import pad
 from hfrl.rewards import reward_list
 from hfrl.trainers.crash_safe import CrashSafeMixin
-from hfrl.trainers.evaluation import EvaluationMixin, encode_prompt, generate_and_score
+from hfrl.trainers.evaluation import EvaluationMixin, completer, eval_mode, generate_and_score
 from hfrl.trainers.hub_mixin import HubMixin
 from hfrl.trainers.iteration_log import SaveStateAtEnd
 from hfrl.trainers.offline.alol_config import DISPLAY_NAMES, ALoLConfig
@@ -386,35 +386,16 @@ class ALoLTrainer(CrashSafeMixin, EvaluationMixin, HubMixin, Trainer):
         (:func:`hfrl.trainers.evaluation.generate_and_score`)."""
         from trl.models.utils import unwrap_model_for_generation
 
-        args, device = self.args, self.accelerator.device
-        side = "right" if self.is_encoder_decoder else "left"
-        with unwrap_model_for_generation(self.model_wrapped, self.accelerator) as unwrapped:
-            was_training = unwrapped.training
-            unwrapped.eval()
-
-            def complete(batch: Dataset) -> list[str]:
-                ids = [
-                    encode_prompt(self.tokenizer, p, args.max_prompt_length, args.truncation_side)
-                    for p in batch["prompt"]
-                ]
-                query_ids, query_mask = pad(ids, self.tokenizer.pad_token_id, side)
-                response_ids, _ = generate(
-                    unwrapped,
-                    query_ids.to(device),
-                    query_mask.to(device),
-                    args.eval_kwargs,
-                    self.tokenizer.pad_token_id,
-                )
-                return self.tokenizer.batch_decode(response_ids, skip_special_tokens=True)
-
-            try:
-                return generate_and_score(
-                    dataset, complete, batch_size=args.per_device_eval_batch_size, reward_funcs=self.reward_funcs,
-                    reward_weights=self.reward_weights, metrics=self.metrics, prefix=prefix, policy=self.policy,
-                    tokenizer=self.tokenizer, accelerator=self.accelerator, internal_columns=INTERNAL_COLUMNS,
-                )  # fmt: skip
-            finally:
-                unwrapped.train(was_training)
+        args = self.args
+        with unwrap_model_for_generation(self.model_wrapped, self.accelerator) as unwrapped, eval_mode(unwrapped):
+            complete = completer(
+                unwrapped, self.tokenizer, args.eval_kwargs, args.max_prompt_length, args.truncation_side
+            )
+            return generate_and_score(
+                dataset, complete, batch_size=args.per_device_eval_batch_size, reward_funcs=self.reward_funcs,
+                reward_weights=self.reward_weights, metrics=self.metrics, prefix=prefix, policy=self.policy,
+                tokenizer=self.tokenizer, accelerator=self.accelerator, internal_columns=INTERNAL_COLUMNS,
+            )  # fmt: skip
 
     # ---- model card -------------------------------------------------------------------------
     def _card_kwargs(self) -> dict[str, Any]:

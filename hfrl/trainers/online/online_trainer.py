@@ -477,8 +477,9 @@ class OnlineTrainer(CrashSafeMixin, EvaluationMixin, HubMixin, Trainer):
 
     # ---- evaluation (EvaluationMixin.evaluate) ---------------------------------------------
     def generate_and_score(self, dataset: Dataset, prefix: str = "eval") -> tuple[dict[str, float], list[dict]]:
-        """The eval prompts completed by the policy with the eval settings (the action space's
-        processors included), scored (:func:`hfrl.trainers.evaluation.generate_and_score`)."""
+        """The eval prompts completed by the policy with the eval settings (the whole vocabulary, as
+        :meth:`_generate` samples outside a rollout), scored
+        (:func:`hfrl.trainers.evaluation.generate_and_score`)."""
         kwargs = {"max_new_tokens": self.args.eval_max_new_tokens or self.args.max_new_tokens}
         kwargs.update(self.args.eval_generation_kwargs)
         if PROMPT_IDS not in dataset.column_names:

@@ -134,10 +134,10 @@ class TRPOTrainer(OnlineTrainer):
         """The full step ``sqrt(2 delta / s^T F s) * s`` with ``s`` solving ``F s = g`` by conjugate
         gradient; ``g`` and the step's length ``s^T F s`` over ``chunks``, conjugate gradient's ``F``
         over ``fisher`` (chunks and weights: the same ones, or every ``fisher_subsample``-th
-        completion's). One Fisher chunk keeps its double-backward graph
-        through conjugate gradient (the gradient's own graph when it is the same single chunk);
-        several recompute each chunk's forward per Fisher-vector product, so memory is bounded by one
-        chunk's graph. ``KL(pi_old || pi)`` is 0 at the current parameters; its Hessian is ``F``."""
+        completion's). One Fisher chunk keeps its double-backward graph through conjugate gradient
+        (the gradient's own graph when it is the same single chunk); several recompute each chunk's
+        forward per Fisher-vector product, so memory is bounded by one chunk's graph.
+        ``KL(pi_old || pi)`` is 0 at the current parameters; its Hessian is ``F``."""
         from torch.nn.attention import SDPBackend, sdpa_kernel
 
         args = self.args
