@@ -43,7 +43,7 @@ def task_info(run: Run) -> dict[str, Any]:
 
     spec: dict[str, Any] = {}
     if run.task in TASKS:
-        spec = task_spec(TASKS[run.task].partition(":")[0], run.config.get("task_args") or {})
+        spec = task_spec(run.task, run.config.get("task_args") or {})
     dataset = spec.get("dataset")
     if isinstance(dataset, dict):
         dataset = dataset.get("path") or dataset.get("id") or dataset.get("name")
@@ -56,20 +56,18 @@ def task_info(run: Run) -> dict[str, Any]:
     return info
 
 
-def task_spec(module_name: str, task_args: dict[str, Any]) -> dict[str, Any]:
-    """A registered task's YAML as the run's task arguments shaped it: the module's ``task_spec``
-    when it has one (imdb: data=openings, reward=vader), and a ``reward_config``; the plain YAML when
-    the arguments do not apply."""
-    from hfrl.tasks.base import apply_reward_config, read_task_yaml
+def task_spec(task: str, task_args: dict[str, Any]) -> dict[str, Any]:
+    """A registered task's YAML as the run's task arguments shaped it (:func:`hfrl.tasks.describe_task`);
+    the plain YAML when the arguments do not apply."""
+    from hfrl.tasks import TASKS, describe_task
+    from hfrl.tasks.base import read_task_yaml
     from hfrl.utils.registry import import_path
 
-    module = import_path(module_name)
     try:
-        shaped = getattr(module, "task_spec", None)
-        spec = shaped(**task_args) if shaped is not None else read_task_yaml(module.__file__)
-        return apply_reward_config(spec, task_args.get("reward_config"))
-    except (TypeError, ValueError):
-        return read_task_yaml(module.__file__)
+        spec = describe_task(task, **task_args)
+    except (TypeError, ValueError):  # e.g. a classifier the task needs and the run did not name
+        return read_task_yaml(import_path(TASKS[task].partition(":")[0]).__file__)
+    return spec.declared if spec is not None else {}
 
 
 def _reward_text(spec: Any) -> str:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import inspect
 from typing import Any
 
-from hfrl.tasks.base import TASK_OVERRIDES, Task
+from hfrl.tasks.base import TASK_OVERRIDES, Task, TaskSpec
 from hfrl.utils.registry import import_path, unknown
 
 TASKS: dict[str, str] = {
@@ -89,8 +89,8 @@ def check_arguments(builder: Any, name: str, kwargs: dict[str, Any]) -> None:
             raise unknown(f"argument of task {name!r}", key, known)
 
 
-def load_task(name: str, **kwargs: Any) -> Task:
-    """The task ``name`` built with ``kwargs`` (see the module docstring for what ``name`` can be)."""
+def _checked_builder(name: str, kwargs: dict[str, Any]) -> Any:
+    """The builder of ``name`` (a function, or a ready :class:`Task`) once ``kwargs`` fit it."""
     builder = task_builder(name)
     if isinstance(builder, Task):
         if kwargs:
@@ -99,10 +99,46 @@ def load_task(name: str, **kwargs: Any) -> Task:
     if not callable(builder):
         raise ValueError(f"task {name!r} is neither a Task nor a function returning one ({type(builder).__name__})")
     check_arguments(builder, name, kwargs)
+    return builder
+
+
+def describe_task(name: str, /, **kwargs: Any) -> TaskSpec | None:
+    """What task ``name`` built with ``kwargs`` declares (name, default model, per-algorithm configs),
+    read without building its dataset, rewards or metrics, and with ``kwargs`` checked as
+    :func:`load_task` checks them. A registered task: its YAML as its module's ``task_spec(**kwargs)``
+    shapes it (the plain YAML for a module without one), then ``reward_config`` and the name, model,
+    description and configs arguments. Your data: ``own_data.yaml`` named after the data. A ready
+    :class:`Task`: its own fields. None for a builder function of your own: only building it tells.
+
+    >>> spec = describe_task("imdb", reward="vader", data="openings")
+    >>> spec.name, spec.default_model, spec.configs["ppo"]["learning_rate"]
+    ('imdb', 'lvwerra/gpt2-imdb', 4e-05)
+    """
+    from hfrl.tasks import own_data
+    from hfrl.tasks.base import read_task_yaml
+
+    builder = _checked_builder(name, kwargs)
+    if isinstance(builder, Task):
+        return TaskSpec.of(builder)
+    if name in TASKS:
+        module = import_path(TASKS[name].partition(":")[0])
+        shaped = getattr(module, "task_spec", None)
+        spec = shaped(**kwargs) if shaped is not None else read_task_yaml(module.__file__)
+        return TaskSpec.from_yaml(spec, kwargs)
+    if own_data.is_own_data(name):
+        return TaskSpec.from_yaml(own_data.task_spec(name), kwargs)
+    return None
+
+
+def load_task(name: str, /, **kwargs: Any) -> Task:
+    """The task ``name`` built with ``kwargs`` (see the module docstring for what ``name`` can be)."""
+    builder = _checked_builder(name, kwargs)
+    if isinstance(builder, Task):
+        return builder
     task = builder(**kwargs)
     if not isinstance(task, Task):
         raise ValueError(f"task builder {name!r} returned {type(task).__name__}, not an hfrl.tasks.Task")
     return task
 
 
-__all__ = ["TASKS", "Task", "load_task"]
+__all__ = ["TASKS", "Task", "TaskSpec", "describe_task", "load_task"]

@@ -43,6 +43,37 @@ class Task:
         return {**self.configs.get("defaults", {}), **self.configs.get(alg, {})}
 
 
+@dataclass(frozen=True)
+class TaskSpec:
+    """What a task declares, read without building its dataset, rewards or metrics
+    (:func:`hfrl.tasks.task_spec`): what resolving a run needs, and ``declared``, the whole YAML spec
+    as the task arguments shaped it (dataset, rewards, license: the model card's)."""
+
+    name: str
+    default_model: str = "tiny"
+    configs: dict[str, dict[str, Any]] = field(default_factory=dict)
+    description: str = ""
+    declared: dict[str, Any] = field(default_factory=dict, repr=False)
+
+    @classmethod
+    def of(cls, task: Task) -> TaskSpec:
+        """The spec of a built task."""
+        return cls(task.name, task.default_model, task.configs, task.description)
+
+    @classmethod
+    def from_yaml(cls, spec: dict[str, Any], overrides: dict[str, Any]) -> TaskSpec:
+        """A YAML spec with ``reward_config`` and the name, model, description and configs that the
+        task arguments (``overrides``) set: what :func:`task_from_yaml` builds its :class:`Task` with."""
+        spec = apply_reward_config(spec, overrides.get("reward_config"))
+        return cls(
+            name=overrides.get("name", spec.get("name", "")),
+            default_model=overrides.get("default_model", spec.get("default_model", "tiny")),
+            configs=_merge_configs(spec.get("configs") or {}, overrides.get("configs") or {}),
+            description=overrides.get("description", spec.get("description", "")),
+            declared=spec,
+        )
+
+
 def read_task_yaml(module_file: str) -> dict[str, Any]:
     """The YAML file beside a task module (``tasks/numbers.py`` -> ``tasks/numbers.yaml``).
 
@@ -160,16 +191,19 @@ def task_from_yaml(
     from hfrl.metrics import load_metric
     from hfrl.rewards import load_reward
 
-    spec = apply_reward_config(spec if spec is not None else read_task_yaml(module_file), reward_config)
-    rewards = overrides.pop("rewards", None) or spec.get("rewards", [])
-    metric_fns = {spec_id(m): load_metric(m) for m in metric_specs(spec, metrics)}
+    declared = TaskSpec.from_yaml(spec if spec is not None else read_task_yaml(module_file), {
+        **{k: overrides.pop(k) for k in ("name", "default_model", "description", "configs") if k in overrides},
+        "reward_config": reward_config,
+    })  # fmt: skip
+    rewards = overrides.pop("rewards", None) or declared.declared.get("rewards", [])
+    if overrides:
+        raise TypeError(f"task_from_yaml() got unexpected keyword arguments {sorted(overrides)}")
     return Task(
-        name=spec["name"],
+        name=declared.name,
         dataset=dataset,
         reward_funcs=[load_reward(r) for r in rewards],
-        metrics=metric_fns,
-        default_model=spec.get("default_model", "tiny"),
-        configs=spec.get("configs", {}),
-        description=spec.get("description", ""),
-        **overrides,
+        metrics={spec_id(m): load_metric(m) for m in metric_specs(declared.declared, metrics)},
+        default_model=declared.default_model,
+        configs=declared.configs,
+        description=declared.description,
     )

@@ -167,7 +167,10 @@ def build(
         if max_samples is not None:
             dataset = dataset.select(range(min(max_samples, len(dataset))))
         out[split] = dataset
-    spec = read_task_yaml(__file__)
+    return task_from_yaml(__file__, DatasetDict(out), spec=task_spec(source), rewards=rewards, metrics=metrics)
+
+
+def task_spec(source: str, **_: Any) -> dict[str, Any]:
+    """own_data.yaml named after the data at ``source``."""
     name = Path(source.rstrip("/")).stem or source
-    spec = {**spec, "name": name, "description": f"Your data: {source}."}
-    return task_from_yaml(__file__, DatasetDict(out), spec=spec, rewards=rewards, metrics=metrics)
+    return {**read_task_yaml(__file__), "name": name, "description": f"Your data: {source}."}

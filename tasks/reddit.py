@@ -134,7 +134,7 @@ def build_task(
     from datasets import DatasetDict, concatenate_datasets
 
     spec = task_spec(
-        module_file, safety_model=safety_model, replaced="rewards" in overrides, fluency_model=fluency_model,
+        module_file, safety_model=safety_model, rewards=overrides.get("rewards"), fluency_model=fluency_model,
         engagement_model=engagement_model, upvote_model=upvote_model,
     )  # fmt: skip
     sides = load_comments(spec["name"], data_dir, sample_size, max_words, seed)
@@ -158,11 +158,11 @@ def build_task(
     return task
 
 
-def task_spec(module_file: str, safety_model: str | None = None, replaced: bool = False, **task_args: Any) -> dict:
+def task_spec(module_file: str, safety_model: str | None = None, rewards: Any = None, **task_args: Any) -> dict:
     """The task's YAML with the classifiers the task arguments name (:func:`with_classifiers`) and the
-    safety classifier (``replaced``: the user replaced the rewards)."""
+    safety classifier (not needed when ``rewards`` replace the task's)."""
     spec = with_classifiers(module_file, CLASSIFIERS, task_args)
-    spec["rewards"] = with_safety(spec["rewards"], safety_model, spec["name"], replaced)
+    spec["rewards"] = with_safety(spec["rewards"], safety_model, spec["name"], rewards is not None)
     return spec
 
 

@@ -15,6 +15,7 @@ from typing import Any
 
 from hfrl.core.model_args import MODEL_KEYS
 from hfrl.runs.run_config import CONFIG_NAME, STATE_NAME, config_text, load_yaml, read_config_file, task_kwargs
+from hfrl.tasks.base import Task, TaskSpec
 from hfrl.trainers import algorithm_trainer
 from hfrl.utils.registry import UnknownNameError, unknown
 
@@ -150,7 +151,7 @@ def config_fields(config_class: type) -> set[str]:
     return {f.name for f in dataclasses.fields(config_class) if f.init}
 
 
-def task_config(task_obj: Any, alg: str, trainer_class: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+def task_config(task_obj: Task | TaskSpec, alg: str, trainer_class: Any) -> tuple[dict[str, Any], dict[str, Any]]:
     """(run-level keys, config fields) that the task declares for ``alg``.
 
     The task's ``defaults`` section is shared by algorithms whose configs differ: only the fields the
@@ -171,6 +172,16 @@ def task_config(task_obj: Any, alg: str, trainer_class: Any) -> tuple[dict[str, 
     return {k: merged.pop(k) for k in RUN_KEYS if k in merged}, merged
 
 
+class ResolvedRun(dict):
+    """A resolved run: the flat configuration (a dict, what ``config.yaml`` holds), and ``task``, the
+    task when resolving had to build it (a builder function of your own: only building it tells its
+    defaults), with the arguments it was built with (``task_kwargs``): :func:`build_trainer` reuses
+    it rather than build it again."""
+
+    task: Task | None = None
+    task_kwargs: dict[str, Any] | None = None
+
+
 def resolve_run(
     task: str | None = None,
     alg: str | None = None,
@@ -184,9 +195,10 @@ def resolve_run(
     """Merge task defaults, the config file and overrides into one flat run configuration.
 
     ``task_args`` (the builder's keyword arguments, e.g. ``prompt_column``) are merged over the
-    config file's ``task_args``.
+    config file's ``task_args``. The task's defaults are read from its spec, without building it
+    (:func:`hfrl.tasks.describe_task`): :func:`build_trainer` builds it, once.
     """
-    from hfrl.tasks import load_task
+    from hfrl.tasks import describe_task, load_task
 
     file_cfg = read_config_file(config_file) if config_file else {}
     overrides = dict(overrides or {})
@@ -208,8 +220,12 @@ def resolve_run(
     if run["alg"] not in ALGORITHMS and ":" not in str(run["alg"]):
         raise unknown("algorithm", str(run["alg"]), ALGORITHMS, hint=", or a 'module:attr' path to your own algorithm")
     trainer_class = algorithm_trainer(run["alg"])
-    task_obj = load_task(run["task"], **task_kwargs(run))
-    run.setdefault("model", task_obj.default_model)
+    built, built_with = None, task_kwargs(run)
+    spec = describe_task(run["task"], **built_with)
+    if spec is None:  # your own builder function: its defaults are known once it is built
+        built = load_task(run["task"], **built_with)
+        spec = TaskSpec.of(built)
+    run.setdefault("model", spec.default_model)
 
     fields = config_fields(trainer_class.config_class)
     for source, cfg in ((f"config file {config_file}", file_cfg), ("command line", overrides)):
@@ -217,7 +233,7 @@ def resolve_run(
             if key not in fields and key not in MODEL_KEYS:
                 hint = f"; the fields are those of {trainer_class.config_class.__name__} and trl.ModelConfig's (LoRA)"
                 raise unknown(f"config key (from the {source})", key, fields | set(MODEL_KEYS), hint=hint)
-    task_run, task_fields = task_config(task_obj, run["alg"], trainer_class)
+    task_run, task_fields = task_config(spec, run["alg"], trainer_class)
     for key, value in task_run.items():  # e.g. a task's own rewards for one algorithm: lowest precedence
         if key == "task_args" and isinstance(value, dict):  # merged under the user's task arguments
             run[key] = {**value, **(run.get("task_args") or {})}
@@ -230,7 +246,9 @@ def resolve_run(
         merged["seed"] = seed
     if "algorithm" in fields:  # one trainer, several algorithms (the A-LoL family): the name picks it
         merged.setdefault("algorithm", run["alg"])
-    return {**run, **merged}
+    resolved = ResolvedRun({**run, **merged})
+    resolved.task, resolved.task_kwargs = built, built_with
+    return resolved
 
 
 def default_output_dir(task: str, alg: str) -> str:
@@ -331,7 +349,10 @@ def build_trainer(run: dict[str, Any], **trainer_kwargs: Any):
 
     run_keys, fields = split_run(run)
     trainer_class = algorithm_trainer(run_keys["alg"])
-    task = load_task(run_keys["task"], **task_kwargs(run_keys))
+    kwargs = task_kwargs(run_keys)
+    task = getattr(run, "task", None)  # built while resolving (your own builder), when its arguments still hold
+    if task is None or getattr(run, "task_kwargs", None) != kwargs:
+        task = load_task(run_keys["task"], **kwargs)
     peft_config, init_kwargs = model_loading(
         run_keys["model"], split_model_fields(fields, config_fields(trainer_class.config_class))
     )
@@ -387,6 +408,7 @@ def last_checkpoint(output_dir: str) -> str:
 
 
 __all__ = [
+    "ResolvedRun",
     "UnknownNameError",
     "build_trainer",
     "last_checkpoint",

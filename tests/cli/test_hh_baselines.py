@@ -10,7 +10,7 @@ import math
 import pytest
 import yaml
 
-from hfrl.tasks import hh, load_task
+from hfrl.tasks import describe_task, hh, load_task
 from hfrl.testing import run_cli
 
 FIXTURES = str(hh.FIXTURE_DIR.parent)
@@ -38,6 +38,9 @@ def test_pairs_layout(fixtures, reward_model):
     assert list(pairs["train"]["chosen"]) == list(rows["train"]["completion"])[::2]
     assert list(pairs["train"]["rejected"]) == list(rows["train"]["completion"])[1::2]
     assert list(pairs["test"]["references"]) == list(rows["test"]["references"])
+    built = load_task("hh", classifier=reward_model, pairs=True)
+    spec = describe_task("hh", classifier=reward_model, pairs=True)  # what resolving a run reads
+    assert (spec.name, spec.default_model, spec.configs) == (built.name, built.default_model, built.configs)
 
 
 def test_hh_configs_name_the_baselines():

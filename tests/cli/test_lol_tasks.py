@@ -151,11 +151,14 @@ def test_list_tasks_shows_data_and_rewards(capsys):
 def test_every_offline_algorithm_has_a_config(fixtures, classifiers):
     from hfrl.core.losses import ALOL_ALGORITHMS
     from hfrl.runs.experiment import resolve_run
+    from hfrl.tasks import describe_task
 
     max_values = {"reddit_pos": 5.0, "reddit_neg": 5.0, "wow": 4.0, "faithdial": 4.0, "faithdial_wow": 4.0, "comet": 1}
     for task in LOL_TASKS:
-        spec = load_task(task, **task_args(task, classifiers)).configs
-        assert set(ALOL_ALGORITHMS) <= set(spec), task
+        built = load_task(task, **task_args(task, classifiers))
+        spec = describe_task(task, **task_args(task, classifiers))  # what resolving a run reads
+        assert (spec.name, spec.default_model, spec.configs) == (built.name, built.default_model, built.configs)
+        assert set(ALOL_ALGORITHMS) <= set(built.configs), task
         for alg in ("nll", "a_lol"):
             run = resolve_run(task, alg, "tiny", task_args=task_args(task, classifiers))
             assert run["algorithm"] == alg and run["max_value"] == max_values[task] and run["learning_rate"] == 2e-5

@@ -167,3 +167,37 @@ def test_hub_dataset_id_offline_is_one_clear_line(tmp_path, capsys, monkeypatch)
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     code, _, err = run_cli(["train", "--task", "someone/their-data", "--output-dir", str(tmp_path)], capsys)
     assert code == 1 and error_line(err).startswith("error: cannot load Hub dataset 'someone/their-data': ")
+
+
+def test_a_task_is_built_once_per_train_command(tmp_path, monkeypatch, capsys):
+    """hfrl train reads the task's spec to resolve the run, then builds it once (registered tasks); a
+    builder function of your own is built while resolving and that task is the one trained on."""
+    import hfrl.tasks.numbers as numbers
+
+    calls = []
+
+    def counted(**kwargs):
+        calls.append(kwargs)
+        return build(**kwargs)
+
+    build = numbers.build
+    monkeypatch.setattr(numbers, "build", counted)
+    args = ["train", "--task", "numbers", "--model", "tiny", "--task-arg", "train_size=8", "--eval-test"]
+    code, _, err = run_cli([*args, "--output-dir", str(tmp_path / "a"), *FAST], capsys)
+    assert code == 0, err
+    assert calls == [{"train_size": 8}]
+
+    (tmp_path / "counted_tasks.py").write_text(
+        "import hfrl.tasks.numbers as numbers\n"
+        "CALLS = []\n"
+        "def build(**kwargs):\n"
+        "    CALLS.append(kwargs)\n"
+        "    return numbers.build(**kwargs)\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    args = ["train", "--task", "counted_tasks:build", "--model", "tiny", "--output-dir", str(tmp_path / "b")]
+    code, _, err = run_cli([*args, *FAST], capsys)
+    assert code == 0, err
+    import counted_tasks
+
+    assert counted_tasks.CALLS == [{}]

@@ -176,6 +176,15 @@ def test_schema_and_preprocessed_example(tasks, name):
     assert len(task.dataset["train"]) >= 4  # one rollout of the PPO test
 
 
+def test_each_spec_declares_what_its_task_has(tasks, classifiers):
+    """What resolving a run reads (hfrl.tasks.describe_task) is what the built task holds."""
+    from hfrl.tasks import describe_task
+
+    for name, task in tasks.items():
+        spec = describe_task(name, **task_args(name, classifiers))
+        assert (spec.name, spec.default_model, spec.configs) == (task.name, task.default_model, task.configs), name
+
+
 def test_hidden_test_references_and_dialogue_counts(tasks):
     # CommonGen's hidden test targets become RL4LMs' placeholder; ToTTo's hidden test has none
     assert tasks["common_gen"].dataset["test"]["references"] == [["empty reference"]] * 3

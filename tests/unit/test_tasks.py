@@ -81,3 +81,37 @@ def test_config_values_keep_strategy_strings():
     assert parsed == {"save_strategy": "no", "bf16": False, "disable_tqdm": "yes", "top": {"top_k": 20}}
     coerced = coerce_numbers({**parsed, "learning_rate": "5e-4"}, PPOConfig)
     assert coerced["save_strategy"] == "no" and coerced["disable_tqdm"] is True and coerced["learning_rate"] == 5e-4
+
+
+def _declared(task):
+    return task.name, task.default_model, task.configs, task.description
+
+
+@pytest.mark.parametrize(
+    "name, kwargs",
+    [
+        ("numbers", {}),
+        ("dates", {"train_size": 4}),
+        ("numbers", {"default_model": "gpt2", "name": "mine", "configs": {"ppo": {"seed": 3}}}),
+        ("imdb", {"data": "openings", "reward": "vader"}),
+    ],
+)
+def test_the_spec_declares_what_the_built_task_has(name, kwargs):
+    from hfrl.tasks import describe_task
+
+    assert _declared(describe_task(name, **kwargs)) == _declared(load_task(name, **kwargs))
+
+
+def test_task_arguments_name_the_model_and_merge_configs():
+    task = load_task("numbers", default_model="gpt2", configs={"ppo": {"seed": 3}})
+    assert task.default_model == "gpt2"
+    assert task.configs["ppo"]["seed"] == 3 and task.configs["ppo"]["learning_rate"] == 2e-3  # merged, not replaced
+
+
+def test_the_spec_checks_arguments_as_the_builder_does():
+    from hfrl.tasks import describe_task
+
+    with pytest.raises(UnknownNameError, match="unknown argument of task 'numbers' 'train_sz'"):
+        describe_task("numbers", train_sz=3)
+    with pytest.raises(ValueError, match="imdb: data must be one of hub, openings, got 'nowhere'"):
+        describe_task("imdb", data="nowhere")
