@@ -179,7 +179,7 @@ def evaluate(lm: Any, reference: Any, tokenizer: Any, prompts: list[str], settin
     reference, the reference's perplexity of the completions, distinct-2, length (tokens)."""
     import torch
 
-    from hfrl.core.rollout import generate, pad
+    from hfrl.core.rollout import generate_completions, pad
     from hfrl.trainers.evaluation import encode_prompt
 
     lm.eval()
@@ -188,7 +188,8 @@ def evaluate(lm: Any, reference: Any, tokenizer: Any, prompts: list[str], settin
     kwargs = {"max_new_tokens": settings["max_new_tokens"], **settings["eval_generation_kwargs"]}
     torch.manual_seed(seed)
     start = time.perf_counter()
-    response_ids, response_mask = generate(lm, query_ids, query_mask, kwargs, tokenizer.pad_token_id, batch_size=16)
+    sampled = generate_completions(lm, query_ids, query_mask, kwargs, tokenizer.pad_token_id, batch_size=16)
+    response_ids, response_mask = sampled.response_ids, sampled.response_mask
     seconds = time.perf_counter() - start
     completions = tokenizer.batch_decode(response_ids, skip_special_tokens=True)
     rewards = [float(r) for r in reward(prompts=prompts, completions=completions)]
@@ -338,7 +339,7 @@ def run_alol(mode: str, ctx: dict, out: str) -> tuple[Any, list[dict], dict]:
     from datasets import Dataset
 
     from hfrl import ALoLConfig, ALoLTrainer
-    from hfrl.core.rollout import generate, pad
+    from hfrl.core.rollout import generate_completions, pad
     from hfrl.trainers.evaluation import encode_prompt
 
     budget, task, tokenizer = ctx["budget"], ctx["task"], ctx["tokenizer"]
@@ -354,7 +355,7 @@ def run_alol(mode: str, ctx: dict, out: str) -> tuple[Any, list[dict], dict]:
     completions = []
     for i in range(0, total, budget.prompts):
         query_ids, query_mask = pad(ids[i : i + budget.prompts], tokenizer.pad_token_id, "left")
-        response_ids, _ = generate(base, query_ids, query_mask, kwargs, tokenizer.pad_token_id)
+        response_ids = generate_completions(base, query_ids, query_mask, kwargs, tokenizer.pad_token_id).response_ids
         completions += tokenizer.batch_decode(response_ids, skip_special_tokens=True)
     sampling = time.perf_counter() - start
     data = Dataset.from_dict({"prompt": prompts, "completion": completions})

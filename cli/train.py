@@ -118,7 +118,8 @@ def train(
     with trusted_code(trust_code):  # names are resolved (code imported) up to here, never later
         if resume:
             out = output_dir or _run_dir(task, alg, config)
-            run = experiment.resolve_resume(out, task, alg, model, config, overrides, seed, task_args)
+            asked = {"task": task, "alg": alg, "model": model, "seed": seed, "task_args": task_args}
+            run = experiment.resolve_resume(out, config_file=config, overrides=overrides, **asked)
             checkpoint = experiment.last_checkpoint(out)
         else:
             run = experiment.resolve_run(task, alg, model, config, overrides, output_dir, seed, task_args=task_args)

@@ -12,8 +12,7 @@ Reward: METEOR + the CommonGen repeat penalty.
 
 from __future__ import annotations
 
-from hfrl.tasks.base import Task
-from hfrl.tasks.data import build_parquet_task
+from hfrl.tasks.data import parquet_builder
 
 PREFIX = "generate a sentence with: "
 
@@ -32,10 +31,4 @@ def preprocess(batch: dict[str, list]) -> dict[str, list]:
     }
 
 
-def build(
-    data_dir: str | None = None, revision: str | None = None, max_samples: int | None = None, **overrides
-) -> Task:
-    """The CommonGen task."""
-    return build_parquet_task(
-        __file__, preprocess, data_dir=data_dir, revision=revision, max_samples=max_samples, **overrides
-    )
+build = parquet_builder(__file__, preprocess, "CommonGen")

@@ -127,6 +127,18 @@ def build_parquet_task(
     return task_from_yaml(module_file, preprocess_splits(raw, preprocess, max_samples), spec=spec, **overrides)
 
 
+def parquet_builder(module_file: str, preprocess: Callable[[dict[str, list]], dict[str, list]], what: str):
+    """A GRUE task module's ``build``: :func:`build_parquet_task` of ``module_file`` with ``preprocess``."""
+
+    def build(data_dir: str | None = None, revision: str | None = None, max_samples: int | None = None, **overrides):
+        return build_parquet_task(
+            module_file, preprocess, data_dir=data_dir, revision=revision, max_samples=max_samples, **overrides
+        )
+
+    build.__doc__ = f"The {what} task."
+    return build
+
+
 __all__ = [
     "DATA_DIR_ENV",
     "FIXTURES",
@@ -134,5 +146,6 @@ __all__ = [
     "data_files",
     "load_parquet_splits",
     "local_data_dir",
+    "parquet_builder",
     "preprocess_splits",
 ]

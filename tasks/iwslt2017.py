@@ -9,15 +9,7 @@ to German: " + en``; ``references = [de]``. Reward: 1 - TER.
 
 from __future__ import annotations
 
-from hfrl.tasks.base import Task
-from hfrl.tasks.data import build_parquet_task
+from hfrl.tasks.data import parquet_builder
 from hfrl.tasks.translation import en_de
 
-
-def build(
-    data_dir: str | None = None, revision: str | None = None, max_samples: int | None = None, **overrides
-) -> Task:
-    """The iwslt2017 task."""
-    return build_parquet_task(
-        __file__, en_de, data_dir=data_dir, revision=revision, max_samples=max_samples, **overrides
-    )
+build = parquet_builder(__file__, en_de, "iwslt2017")

@@ -11,8 +11,7 @@ in those rows are not used.
 
 from __future__ import annotations
 
-from hfrl.tasks.base import Task
-from hfrl.tasks.data import build_parquet_task
+from hfrl.tasks.data import parquet_builder
 
 SEPARATOR = " \\n "  # UnifiedQA joins question and context with a literal backslash-n
 
@@ -32,10 +31,4 @@ def preprocess(batch: dict[str, list]) -> dict[str, list]:
     return {"prompt": prompts, "references": references}
 
 
-def build(
-    data_dir: str | None = None, revision: str | None = None, max_samples: int | None = None, **overrides
-) -> Task:
-    """The NarrativeQA task."""
-    return build_parquet_task(
-        __file__, preprocess, data_dir=data_dir, revision=revision, max_samples=max_samples, **overrides
-    )
+build = parquet_builder(__file__, preprocess, "NarrativeQA")

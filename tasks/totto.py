@@ -16,8 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from hfrl.tasks.base import Task
-from hfrl.tasks.data import build_parquet_task
+from hfrl.tasks.data import parquet_builder
 
 
 def _with_offsets(table: list[list[dict]]) -> list[list[dict]]:
@@ -100,10 +99,4 @@ def preprocess(batch: dict[str, list]) -> dict[str, list]:
     return {"prompt": prompts, "references": references, "table": tables}
 
 
-def build(
-    data_dir: str | None = None, revision: str | None = None, max_samples: int | None = None, **overrides
-) -> Task:
-    """The ToTTo task."""
-    return build_parquet_task(
-        __file__, preprocess, data_dir=data_dir, revision=revision, max_samples=max_samples, **overrides
-    )
+build = parquet_builder(__file__, preprocess, "ToTTo")

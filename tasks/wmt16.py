@@ -8,15 +8,7 @@ Data: ``wmt/wmt16`` Parquet files ``de-en/{split}-*.parquet``. Prompt: ``"transl
 
 from __future__ import annotations
 
-from hfrl.tasks.base import Task
-from hfrl.tasks.data import build_parquet_task
+from hfrl.tasks.data import parquet_builder
 from hfrl.tasks.translation import en_de
 
-
-def build(
-    data_dir: str | None = None, revision: str | None = None, max_samples: int | None = None, **overrides
-) -> Task:
-    """The wmt16 task."""
-    return build_parquet_task(
-        __file__, en_de, data_dir=data_dir, revision=revision, max_samples=max_samples, **overrides
-    )
+build = parquet_builder(__file__, en_de, "wmt16")

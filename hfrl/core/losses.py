@@ -8,18 +8,17 @@ token is one transition, so losses are means over the masked tokens (as in RL4LM
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
+from torch import Tensor
 
 from hfrl.core.advantages import masked_mean
 
 
 def ppo_policy_loss(
-    logprobs: torch.Tensor,
-    old_logprobs: torch.Tensor,
-    advantages: torch.Tensor,
-    mask: torch.Tensor,
-    cliprange: float = 0.2,
-) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+    logprobs: Tensor, old_logprobs: Tensor, advantages: Tensor, mask: Tensor, cliprange: float = 0.2
+) -> tuple[Tensor, dict[str, Tensor]]:
     """Clipped surrogate: ``-mean(min(rho*A, clip(rho, 1-eps, 1+eps)*A))``, ``rho = exp(logp - logp_old)``."""
     log_ratio = logprobs - old_logprobs
     ratio = torch.exp(log_ratio)
@@ -35,12 +34,8 @@ def ppo_policy_loss(
 
 
 def value_loss(
-    values: torch.Tensor,
-    old_values: torch.Tensor,
-    returns: torch.Tensor,
-    mask: torch.Tensor,
-    cliprange_value: float | None = None,
-) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+    values: Tensor, old_values: Tensor, returns: Tensor, mask: Tensor, cliprange_value: float | None = None
+) -> tuple[Tensor, dict[str, Tensor]]:
     """MSE to the returns (SB3); with ``cliprange_value`` the max of the plain and the clipped error,
     the prediction clipped to ``old_values +- cliprange_value``."""
     error = (values - returns) ** 2
@@ -55,19 +50,19 @@ def value_loss(
 
 
 def ppo_loss(
-    logprobs: torch.Tensor,
-    old_logprobs: torch.Tensor,
-    advantages: torch.Tensor,
-    values: torch.Tensor,
-    old_values: torch.Tensor,
-    returns: torch.Tensor,
-    entropy: torch.Tensor | None,
-    mask: torch.Tensor,
+    logprobs: Tensor,
+    old_logprobs: Tensor,
+    advantages: Tensor,
+    values: Tensor,
+    old_values: Tensor,
+    returns: Tensor,
+    entropy: Tensor | None,
+    mask: Tensor,
     cliprange: float = 0.2,
     cliprange_value: float | None = None,
     vf_coef: float = 0.5,
     ent_coef: float = 0.0,
-) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+) -> tuple[Tensor, dict[str, Tensor]]:
     """PPO: ``policy_loss + vf_coef * value_loss - ent_coef * entropy`` (SB3's composition)."""
     pg_loss, pg_stats = ppo_policy_loss(logprobs, old_logprobs, advantages, mask, cliprange)
     vf_loss, vf_stats = value_loss(values, old_values, returns, mask, cliprange_value)
@@ -76,13 +71,8 @@ def ppo_loss(
 
 
 def _actor_critic_total(
-    pg_loss: torch.Tensor,
-    vf_loss: torch.Tensor,
-    entropy: torch.Tensor | None,
-    mask: torch.Tensor,
-    vf_coef: float,
-    ent_coef: float,
-) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+    pg_loss: Tensor, vf_loss: Tensor, entropy: Tensor | None, mask: Tensor, vf_coef: float, ent_coef: float
+) -> tuple[Tensor, dict[str, Tensor]]:
     """``pg_loss + vf_coef * vf_loss - ent_coef * mean(H)`` (SB3's composition) and its statistics.
     ``entropy=None``: no entropy term (the trainers skip computing it when ``ent_coef`` is 0)."""
     loss = pg_loss + vf_coef * vf_loss
@@ -96,31 +86,29 @@ def _actor_critic_total(
 
 
 def a2c_loss(
-    logprobs: torch.Tensor,
-    advantages: torch.Tensor,
-    values: torch.Tensor,
-    returns: torch.Tensor,
-    entropy: torch.Tensor | None,
-    mask: torch.Tensor,
+    logprobs: Tensor,
+    advantages: Tensor,
+    values: Tensor,
+    returns: Tensor,
+    entropy: Tensor | None,
+    mask: Tensor,
     vf_coef: float = 0.5,
     ent_coef: float = 0.0,
-) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+) -> tuple[Tensor, dict[str, Tensor]]:
     """A2C (SB3): ``-mean(A * logp) + vf_coef * mean((V - R)^2) - ent_coef * mean(H)``; no ratio, no clipping."""
     pg_loss = -masked_mean(advantages * logprobs, mask)
     vf_loss, _ = value_loss(values, values, returns, mask)  # no clipping: plain MSE
     return _actor_critic_total(pg_loss, vf_loss, entropy, mask, vf_coef, ent_coef)
 
 
-def categorical_kl(old_logits: torch.Tensor, new_logits: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+def categorical_kl(old_logits: Tensor, new_logits: Tensor, mask: Tensor) -> Tensor:
     """Mean over masked positions of ``KL(softmax(old) || softmax(new))`` over the last dim."""
     old_logp = torch.log_softmax(old_logits, -1)
     kl = (old_logp.exp() * (old_logp - torch.log_softmax(new_logits, -1))).sum(-1)
     return masked_mean(kl, mask)
 
 
-def trpo_surrogate(
-    logprobs: torch.Tensor, old_logprobs: torch.Tensor, advantages: torch.Tensor, mask: torch.Tensor
-) -> torch.Tensor:
+def trpo_surrogate(logprobs: Tensor, old_logprobs: Tensor, advantages: Tensor, mask: Tensor) -> Tensor:
     """TRPO's surrogate objective (to maximise): ``mean(rho * A)``, ``rho = exp(logp - logp_old)``."""
     return masked_mean(torch.exp(logprobs - old_logprobs) * advantages, mask)
 
@@ -137,15 +125,15 @@ NEEDS_REFERENCE = ("r_lol", "a_lol", "a_lol_seq", "a_lol_kl")  # need log pi_ref
 
 def alol_example_losses(
     algorithm: str,
-    logprobs: torch.Tensor,
-    mask: torch.Tensor,
-    rewards: torch.Tensor | None = None,
-    advantages: torch.Tensor | None = None,
-    ref_logprobs: torch.Tensor | None = None,
+    logprobs: Tensor,
+    mask: Tensor,
+    rewards: Tensor | None = None,
+    advantages: Tensor | None = None,
+    ref_logprobs: Tensor | None = None,
     ppo_clip: float = 0.9,
     kl_beta: float = 0.0,
     gold_floor: float = 0.1,
-) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+) -> tuple[Tensor, dict[str, Tensor]]:
     """Per-example losses ``(B,)`` of ``algorithm`` and their detached parts.
 
     ``logprobs``/``ref_logprobs``/``mask`` are ``(B, T)`` over completion tokens; ``rewards`` and
@@ -160,7 +148,7 @@ def alol_example_losses(
     mask = mask.to(logprobs.dtype)
     token_nll = -logprobs * mask  # -log pi(y_t), 0 on padding
     nll = token_nll.sum(1)  # L
-    parts: dict[str, torch.Tensor] = {"nll": nll.detach()}
+    parts: dict[str, Tensor] = {"nll": nll.detach()}
     if algorithm in REWARD_WEIGHTED:
         if rewards is None:
             raise ValueError(f"{algorithm} needs the rewards of the examples")
@@ -211,21 +199,11 @@ def alol_example_losses(
     return losses, parts
 
 
-def alol_loss(
-    algorithm: str,
-    logprobs: torch.Tensor,
-    mask: torch.Tensor,
-    rewards: torch.Tensor | None = None,
-    advantages: torch.Tensor | None = None,
-    ref_logprobs: torch.Tensor | None = None,
-    ppo_clip: float = 0.9,
-    kl_beta: float = 0.0,
-) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
-    """The A-LoL family's batch loss: the mean of :func:`alol_example_losses`, with detached means
-    of its parts (``nll``, ``weight``, ``rho``, ``rho_clipfrac``, ``kl``) for logging."""
-    losses, parts = alol_example_losses(
-        algorithm, logprobs, mask, rewards, advantages, ref_logprobs, ppo_clip=ppo_clip, kl_beta=kl_beta
-    )
+def alol_loss(algorithm: str, logprobs: Tensor, mask: Tensor, **inputs: Any) -> tuple[Tensor, dict[str, Tensor]]:
+    """The A-LoL family's batch loss: the mean of :func:`alol_example_losses` (``inputs``: its
+    keyword arguments, ``rewards``, ``advantages``, ``ref_logprobs``, ``ppo_clip``...), with
+    detached means of its parts (``nll``, ``weight``, ``rho``, ``rho_clipfrac``, ``kl``) for logging."""
+    losses, parts = alol_example_losses(algorithm, logprobs, mask, **inputs)
     loss = losses.mean()
     stats = {"loss/total": loss.detach()}
     for name, value in parts.items():
@@ -235,12 +213,8 @@ def alol_loss(
 
 # ---- Offline: PRO, preference ranking optimisation (Song et al. 2023, arXiv 2306.17492) ----------------
 def pro_loss(
-    logprob_sums: torch.Tensor,
-    lengths: torch.Tensor,
-    rewards: torch.Tensor,
-    mask: torch.Tensor,
-    sft_weight: float = 0.05,
-) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+    logprob_sums: Tensor, lengths: Tensor, rewards: Tensor, mask: Tensor, sft_weight: float = 0.05
+) -> tuple[Tensor, dict[str, Tensor]]:
     """PRO's loss over ``B`` prompts with up to ``N`` scored responses each, ranked by reward.
 
     Inputs are ``(B, N)``: ``logprob_sums`` ``S = sum_t log pi(y_t | x, y_<t)`` (with gradients),

@@ -82,35 +82,27 @@ def completion_forward(
     query_ids, query_mask = trim_padding(query_ids, query_mask)
     if getattr(config, "is_encoder_decoder", False):
         start = config.decoder_start_token_id
-        decoder_ids = torch.cat([torch.full_like(response_ids[:, :1], start), response_ids[:, :-1]], dim=1)
-        decoder_mask = torch.cat([torch.ones_like(response_mask[:, :1]), response_mask[:, :-1]], dim=1)
-        out = lm(
-            input_ids=query_ids,
-            attention_mask=query_mask,
-            decoder_input_ids=decoder_ids,
-            decoder_attention_mask=decoder_mask,
-            output_hidden_states=output_hidden_states,
-            use_cache=False,
-        )
-        hidden = out.decoder_hidden_states[-1] if output_hidden_states else None
-        return out.logits, hidden
-    input_ids = torch.cat([query_ids, response_ids], dim=1)
-    attention_mask = torch.cat([query_mask, response_mask], dim=1)
-    position_ids = (attention_mask.cumsum(1) - 1).clamp(min=0)
-    width = response_ids.shape[1]
-    # Only the completion positions need logits: the LM head and its softmax skip the prompt.
-    keep = {"logits_to_keep": width + 1} if _accepts_logits_to_keep(base_lm(lm).__class__) else {}
-    out = lm(
-        input_ids=input_ids,
-        attention_mask=attention_mask,
-        position_ids=position_ids,
-        output_hidden_states=output_hidden_states,
-        use_cache=False,
-        **keep,
-    )
-    start, stop = query_ids.shape[1] - 1, input_ids.shape[1] - 1  # logits at t predict token t+1
+        inputs = {
+            "input_ids": query_ids,
+            "attention_mask": query_mask,
+            "decoder_input_ids": torch.cat([torch.full_like(response_ids[:, :1], start), response_ids[:, :-1]], 1),
+            "decoder_attention_mask": torch.cat([torch.ones_like(response_mask[:, :1]), response_mask[:, :-1]], 1),
+        }
+    else:
+        attention_mask = torch.cat([query_mask, response_mask], dim=1)
+        inputs = {
+            "input_ids": torch.cat([query_ids, response_ids], dim=1),
+            "attention_mask": attention_mask,
+            "position_ids": (attention_mask.cumsum(1) - 1).clamp(min=0),
+        }
+        if _accepts_logits_to_keep(base_lm(lm).__class__):  # only the completion positions need logits
+            inputs["logits_to_keep"] = response_ids.shape[1] + 1
+    out = lm(**inputs, output_hidden_states=output_hidden_states, use_cache=False)
+    if getattr(config, "is_encoder_decoder", False):
+        return out.logits, out.decoder_hidden_states[-1] if output_hidden_states else None
+    start, stop = query_ids.shape[1] - 1, inputs["input_ids"].shape[1] - 1  # logits at t predict token t+1
     hidden = out.hidden_states[-1][:, start:stop] if output_hidden_states else None
-    return out.logits[:, -(width + 1) : -1], hidden
+    return out.logits[:, -(response_ids.shape[1] + 1) : -1], hidden
 
 
 def tempered(logits: torch.Tensor, temperature: float) -> torch.Tensor:

@@ -135,24 +135,6 @@ def completion_mask(response_ids: torch.Tensor, eos_token_id: int | Sequence[int
 
 
 @torch.no_grad()
-def generate(
-    lm: PreTrainedModel,
-    query_ids: torch.Tensor,
-    query_mask: torch.Tensor,
-    generation_kwargs: dict,
-    pad_token_id: int,
-    *,
-    batch_size: int | None = None,
-    action_space: ActionSpace = FULL_VOCABULARY,
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """:func:`generate_completions`' ``(response_ids, response_mask)``, nothing captured."""
-    completions = generate_completions(
-        lm, query_ids, query_mask, generation_kwargs, pad_token_id, batch_size=batch_size, action_space=action_space
-    )
-    return completions.response_ids, completions.response_mask
-
-
-@torch.no_grad()
 def generate_completions(
     lm: PreTrainedModel,
     query_ids: torch.Tensor,

@@ -145,16 +145,8 @@ def _random_model(kind: str, tokenizer):
         model = GPT2LMHeadModel(config)
     else:
         tokenizer.padding_side = "right"
-        config = T5Config(
-            d_model=64,
-            d_ff=128,
-            d_kv=16,
-            num_heads=4,
-            num_layers=2,
-            num_decoder_layers=2,
-            decoder_start_token_id=tokenizer.pad_token_id,
-            **common,
-        )
+        sizes = dict(d_model=64, d_ff=128, d_kv=16, num_heads=4, num_layers=2, num_decoder_layers=2)
+        config = T5Config(decoder_start_token_id=tokenizer.pad_token_id, **sizes, **common)
         model = T5ForConditionalGeneration(config)
     return model
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from hfrl.utils.registry import resolve
+from hfrl.utils.registry import built, resolve, spec_parts
 
 METRICS: dict[str, str] = {
     # diversity and length (diversity.py)
@@ -58,21 +58,12 @@ def load_metric(spec: str | dict[str, Any] | Callable) -> Callable:
     """
     if callable(spec):
         return spec
-    if isinstance(spec, str):
-        spec = {"id": spec}
-    if not isinstance(spec, dict) or "id" not in spec:
-        raise ValueError(f"a metric is an id or a mapping with 'id' (and optional 'args'), got {spec!r}")
-    args = spec.get("args") or {}
-    if spec["id"] not in METRICS:
+    name, args = spec_parts(spec, "metric")
+    if name not in METRICS:
         from hfrl.rewards import REWARDS
 
-        if spec["id"] in REWARDS:
+        if name in REWARDS:
             from hfrl.metrics.from_reward import RewardMetric
 
-            return RewardMetric(reward={"id": spec["id"], "args": args})
-    obj = resolve(spec["id"], METRICS, "metric")
-    if isinstance(obj, type):
-        return obj(**args)
-    if args:
-        raise ValueError(f"metric {spec['id']!r} is a function and takes no args; got {sorted(args)}")
-    return obj
+            return RewardMetric(reward={"id": name, "args": args})
+    return built(resolve(name, METRICS, "metric"), args, "metric", name)

@@ -108,6 +108,13 @@ def cached(key: Any, build: Callable[[], Any]) -> Any:
         return _CACHE[key]
 
 
+def encoded(tokenizer: Any, texts: list[str], pairs: list[str] | None, max_length: int, device: Any, **kwargs: Any):
+    """One padded batch of ``texts`` (with their second segments ``pairs``), each cut to
+    ``max_length`` tokens, as tensors on ``device`` (``kwargs`` go to the tokenizer)."""
+    batch = tokenizer(texts, pairs, padding=True, truncation=True, max_length=max_length, return_tensors="pt", **kwargs)
+    return batch.to(device)
+
+
 def default_device() -> str:
     """The device of this process: the one Accelerate assigned (so rewards run beside the trainer),
     else ``cuda`` when available, else ``cpu``."""

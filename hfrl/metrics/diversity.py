@@ -37,15 +37,19 @@ class MeanLength:
         return MetricResult({"mean_length": sum(lengths) / max(len(lengths), 1)}, {"mean_length": lengths})
 
 
-class DistinctN:
+class _NgramOrders:
+    """A metric over n-grams of the orders ``n`` (one order or several)."""
+
+    def __init__(self, n: tuple[int, ...] | list[int] | int = (1, 2)) -> None:
+        self.n = (n,) if isinstance(n, int) else tuple(n)
+
+
+class DistinctN(_NgramOrders):
     """Distinct-n: unique n-grams over all n-grams of the completions (per sample: within one completion).
 
     >>> DistinctN(n=(1, 2))(prompts=["", ""], completions=["a b a", "a b"])
     {'distinct_1': 0.4, 'distinct_2': 0.6666666666666666}
     """
-
-    def __init__(self, n: tuple[int, ...] | list[int] | int = (1, 2)) -> None:
-        self.n = (n,) if isinstance(n, int) else tuple(n)
 
     def __call__(self, prompts: list, completions: list[str], **columns) -> MetricResult:
         corpus, per_sample = {}, {}
@@ -58,15 +62,12 @@ class DistinctN:
         return MetricResult(corpus, per_sample)
 
 
-class UniqueNgrams:
+class UniqueNgrams(_NgramOrders):
     """Unique-n: how many n-grams occur exactly once over all completions (GEM-metrics' ``unique-n``).
 
     >>> UniqueNgrams(n=(1, 2))(prompts=["", ""], completions=["a b a", "a c"])
     {'unique_1': 2, 'unique_2': 3}
     """
-
-    def __init__(self, n: tuple[int, ...] | list[int] | int = (1, 2)) -> None:
-        self.n = (n,) if isinstance(n, int) else tuple(n)
 
     def __call__(self, prompts: list, completions: list[str], **columns) -> MetricResult:
         return MetricResult({f"unique_{n}": sum(1 for c in _pooled(completions, n).values() if c == 1) for n in self.n})
@@ -83,15 +84,12 @@ class VocabSize:
         return MetricResult({"vocab_size": len(_pooled(completions, 1))})
 
 
-class NgramEntropy:
+class NgramEntropy(_NgramOrders):
     """Entropy-n: Shannon entropy (bits) of the n-gram frequencies over all completions.
 
     >>> NgramEntropy(n=1)(prompts=["", ""], completions=["a b", "a c"])  # p = 1/2, 1/4, 1/4
     {'entropy_1': 1.5}
     """
-
-    def __init__(self, n: tuple[int, ...] | list[int] | int = (1, 2)) -> None:
-        self.n = (n,) if isinstance(n, int) else tuple(n)
 
     def __call__(self, prompts: list, completions: list[str], **columns) -> MetricResult:
         out = {}

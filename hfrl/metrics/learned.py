@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from hfrl.metrics.base import SampleMetric, cached, default_device, last_turn, text_of
+from hfrl.metrics.base import SampleMetric, cached, default_device, encoded, last_turn, text_of
 
 INPUTS = ("completion", "prompt+completion", "last_turn+completion", "pair")
 
@@ -74,14 +74,8 @@ def classifier_logits(name: str, texts: list[str], pairs: list[str] | None, batc
     tokenizer, model = load_classifier(name, device)
     chunks = []
     for start in range(0, len(texts), batch_size):
-        batch = tokenizer(
-            texts[start : start + batch_size],
-            pairs[start : start + batch_size] if pairs is not None else None,
-            padding=True,
-            truncation=True,
-            max_length=max_length,
-            return_tensors="pt",
-        ).to(device)
+        second = pairs[start : start + batch_size] if pairs is not None else None
+        batch = encoded(tokenizer, texts[start : start + batch_size], second, max_length, device)
         with torch.no_grad():
             chunks.append(model(**batch).logits.float().cpu())
     logits = torch.cat(chunks) if chunks else torch.zeros(0, model.config.num_labels)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import os
 
-from hfrl.metrics.base import NAN, SampleMetric, cached, default_device, reference_lists, require
+from hfrl.metrics.base import NAN, SampleMetric, cached, default_device, encoded, reference_lists, require
 
 
 def _num_layers(model_type: str, num_layers: int | None) -> int | None:
@@ -223,14 +223,7 @@ class Bleurt(SampleMetric):
         best = [NAN] * len(completions)
         for start in range(0, len(pairs), self.batch_size):
             chunk = pairs[start : start + self.batch_size]
-            batch = tokenizer(
-                [r for _, r, _ in chunk],
-                [c for _, _, c in chunk],
-                padding=True,
-                truncation=True,
-                max_length=self.max_length,
-                return_tensors="pt",
-            ).to(device)
+            batch = encoded(tokenizer, [r for _, r, _ in chunk], [c for _, _, c in chunk], self.max_length, device)
             with torch.no_grad():
                 values = model(**batch).logits[:, 0].float().tolist()
             for (i, _, _), v in zip(chunk, values, strict=True):

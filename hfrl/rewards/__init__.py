@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from hfrl.utils.registry import resolve
+from hfrl.utils.registry import built, resolve, spec_parts
 
 _M = "hfrl.rewards.from_metrics"
 REWARDS: dict[str, str] = {
@@ -58,17 +58,8 @@ def load_reward(spec: str | dict[str, Any] | Callable) -> Callable:
     """A reward from a registry id, a ``module:attr`` path, ``{id, args}`` or a callable."""
     if callable(spec):
         return spec
-    if isinstance(spec, str):
-        spec = {"id": spec}
-    if not isinstance(spec, dict) or "id" not in spec:
-        raise ValueError(f"a reward is an id or a mapping with 'id' (and optional 'args'), got {spec!r}")
-    obj = spec["id"] if callable(spec["id"]) else resolve(spec["id"], REWARDS, "reward")
-    args = spec.get("args") or {}
-    if isinstance(obj, type):
-        return obj(**args)
-    if args:
-        raise ValueError(f"reward {spec['id']!r} is a function and takes no args; got {sorted(args)}")
-    return obj
+    name, args = spec_parts(spec, "reward")
+    return built(name if callable(name) else resolve(name, REWARDS, "reward"), args, "reward", name)
 
 
 def reward_list(reward_funcs: Any, weights: Any = None) -> tuple[list[Callable], list[float]]:

@@ -23,7 +23,7 @@ from __future__ import annotations
 import os
 import re
 
-from hfrl.metrics.base import cached, default_device, text_of
+from hfrl.metrics.base import cached, default_device, encoded, text_of
 
 HEAD_FILE = "custom_roberta_classification_head.pt"
 # SKD's verbalisation of ATOMIC-10x's seven relations (comet_utils._RELATIONS)
@@ -150,14 +150,7 @@ class CometCritic:
         for start in range(0, len(todo), self.batch_size):
             rows = todo[start : start + self.batch_size]
             texts = [critic_texts(*pairs[i], completions[i], self.names) for i in rows]
-            batch = tokenizer(
-                [a for a, _ in texts],
-                [b for _, b in texts],
-                padding=True,
-                truncation=True,
-                max_length=self.max_length,
-                return_tensors="pt",
-            ).to(device)
+            batch = encoded(tokenizer, [a for a, _ in texts], [b for _, b in texts], self.max_length, device)
             with torch.no_grad():
                 pooled = body(**batch).pooler_output  # tanh(dense(h_<s>))
                 scores = torch.sigmoid(head["out_proj"](torch.nn.functional.gelu(head["dense"](pooled))))[:, 0]

@@ -138,12 +138,21 @@ class DialogRPT(_Classifier):
 
     __name__ = "dialogrpt"
     truncation_side = "left"
+    default_model: str | None = None  # each ranker's own (engagement: DialogRPT-depth, upvote: -updown)
 
     def __init__(
-        self, model: str, context: str = "prompt", separator: str = EOS, max_length: int = 1024, **args: Any
+        self,
+        model: str | None = None,
+        context: str = "prompt",
+        separator: str = EOS,
+        max_length: int = 1024,
+        **args: Any,
     ) -> None:
         if context not in ("prompt", "history"):
             raise ValueError(f"{self.__name__}: context must be 'prompt' or 'history', got {context!r}")
+        model = model or self.default_model
+        if model is None:
+            raise ValueError(f"{self.__name__}: pass model=, a DialogRPT ranker (a Hub id or a local folder)")
         super().__init__(model, 0, max_length=max_length, **args)
         self.context, self.separator = context, separator
 
@@ -160,9 +169,7 @@ class DialogRPTDepth(DialogRPT):
     """
 
     __name__ = "engagement"
-
-    def __init__(self, model: str = "microsoft/DialogRPT-depth", **args: Any) -> None:
-        super().__init__(model, **args)
+    default_model = "microsoft/DialogRPT-depth"
 
 
 class DialogRPTUpdown(DialogRPT):
@@ -173,9 +180,7 @@ class DialogRPTUpdown(DialogRPT):
     """
 
     __name__ = "upvote"
-
-    def __init__(self, model: str = "microsoft/DialogRPT-updown", **args: Any) -> None:
-        super().__init__(model, **args)
+    default_model = "microsoft/DialogRPT-updown"
 
 
 class FaithCritic(_Classifier):

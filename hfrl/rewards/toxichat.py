@@ -81,17 +81,14 @@ def toxichat_logits(folder: str, texts: list[str], batch_size: int, max_length: 
     import torch
     from transformers import PretrainedConfig
 
+    from hfrl.metrics.base import encoded
+
     tokenizer, body, head = load_toxichat(folder, device)
     chunks = []
     for start in range(0, len(texts), batch_size):
-        batch = tokenizer(
-            texts[start : start + batch_size],
-            padding=True,
-            truncation=True,
-            max_length=max_length,
-            add_special_tokens=False,
-            return_tensors="pt",
-        ).to(device)
+        batch = encoded(
+            tokenizer, texts[start : start + batch_size], None, max_length, device, add_special_tokens=False
+        )
         with torch.no_grad():
             hidden = body(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).last_hidden_state
             last = batch["attention_mask"].sum(1) - 1  # right padding: each thread's closing EOS

@@ -274,27 +274,25 @@ RESUMABLE = frozenset(
 )  # fmt: skip
 
 
-def resolve_resume(
-    output_dir: str | os.PathLike,
-    task: str | None = None,
-    alg: str | None = None,
-    model: str | None = None,
-    config_file: str | os.PathLike | None = None,
-    overrides: dict[str, Any] | None = None,
-    seed: int | None = None,
-    task_args: dict[str, Any] | None = None,
-) -> dict[str, Any]:
+def resolve_resume(output_dir: str | os.PathLike, **asked: Any) -> dict[str, Any]:
     """The run in ``output_dir`` as its own ``config.yaml`` resolved it, with what the command asks
-    that may change on resume (:data:`RESUMABLE`: more iterations, other checkpoints or logging). A
-    command that would change anything else (the algorithm, task, model, rollout size, learning
-    rate...) stops with the differences: resuming it would mean another run."""
+    (``asked``: :func:`resolve_run`'s keyword arguments, ``task``, ``alg``, ``model``, ``config_file``,
+    ``overrides``, ``seed``, ``task_args``) that may change on resume (:data:`RESUMABLE`: more
+    iterations, other checkpoints or logging). A command that would change anything else (the
+    algorithm, task, model, rollout size, learning rate...) stops with the differences: resuming it
+    would mean another run."""
+    config_file, overrides, task_args = (asked.pop(k, None) for k in ("config_file", "overrides", "task_args"))
+    extra = set(asked) - {"task", "alg", "model", "seed"}
+    if extra:
+        raise TypeError(f"resolve_resume() got unexpected keyword arguments {sorted(extra)}")
+    named = {k: v for k, v in asked.items() if v is not None}
     path = Path(output_dir) / CONFIG_NAME
     if not path.is_file():
         raise ValueError(f"--resume: {output_dir} holds no run to resume (no {CONFIG_NAME}); train without --resume")
     saved = read_config_file(path)
-    asked: dict[str, Any] = dict(read_config_file(config_file)) if config_file else {}
+    asked = dict(read_config_file(config_file)) if config_file else {}
     asked.update(overrides or {})
-    asked.update({k: v for k, v in (("task", task), ("alg", alg), ("model", model), ("seed", seed)) if v is not None})
+    asked.update(named)
     if task_args:
         asked["task_args"] = {**(saved.get("task_args") or {}), **task_args}
     asked.pop("output_dir", None)  # the run's own folder: --output-dir or the config's names it

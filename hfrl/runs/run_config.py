@@ -15,6 +15,8 @@ from typing import Any
 
 import yaml
 
+from hfrl.utils.trust import is_secret
+
 CONFIG_NAME = "config.yaml"  # written by hfrl.runs.experiment.save_run_config
 STATE_NAME = "trainer_state.json"
 EVAL_DIR = "eval"
@@ -70,11 +72,6 @@ def read_config_file(path: str | os.PathLike) -> dict[str, Any]:
     from hfrl.utils.trust import check_file
 
     return check_file(data, f"config file {path}")
-
-
-def is_secret(name: str) -> bool:
-    """A field that holds a secret (``hub_token``, any ``*_token``): it never reaches a file."""
-    return name == "token" or name.endswith("_token")
 
 
 def sanitize_config(config: dict[str, Any]) -> dict[str, Any]:

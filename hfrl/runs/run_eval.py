@@ -61,17 +61,17 @@ def evaluate_model(
 ) -> tuple[dict[str, float], list[dict[str, Any]]]:
     """``(metrics, records)`` of ``lm`` on ``dataset`` (a split with a ``prompt`` column); metric
     names without a prefix (``reward``, ``rewards/<name>``, the task's metrics)."""
-    from hfrl.trainers.evaluation import generate_and_score
+    from hfrl.trainers.evaluation import Scoring, generate_and_score
 
     weights = settings.get("reward_weights") or [1.0] * len(reward_funcs)
     if len(weights) != len(reward_funcs):
         raise ValueError(f"reward_weights has {len(weights)} entries for {len(reward_funcs)} reward functions")
     batch_size = batch_size or settings.get("per_device_eval_batch_size") or 8
     with eval_mode(lm):
+        scoring = Scoring(reward_funcs, weights, metrics, policy=lm, tokenizer=tokenizer)
         scores, records = generate_and_score(
-            dataset, _completer(lm, tokenizer, settings), batch_size=batch_size, reward_funcs=reward_funcs,
-            reward_weights=weights, metrics=metrics, policy=lm, tokenizer=tokenizer,
-        )  # fmt: skip
+            dataset, _completer(lm, tokenizer, settings), scoring, batch_size=batch_size
+        )
     return {k.removeprefix("eval_"): v for k, v in scores.items()}, records
 
 

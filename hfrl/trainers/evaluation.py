@@ -3,7 +3,7 @@ with the evaluation settings (each caller says how it generates), the completion
 reward functions and metrics (:func:`generate_and_score`), and the trainers' ``evaluate`` that writes
 the predictions beside the run (:class:`EvaluationMixin`).
 
-    from hfrl.trainers.evaluation import encode_prompt, generate_and_score, score_completions
+    from hfrl.trainers.evaluation import Scoring, encode_prompt, generate_and_score, score_completions
 """
 
 from __future__ import annotations
@@ -72,16 +72,22 @@ def encode_prompt(tokenizer, prompt: Any, max_length: int | None = None, truncat
     return ids
 
 
+@dataclasses.dataclass(frozen=True)
+class Scoring:
+    """What scores a split's completions: the reward functions and their weights (the logged reward
+    is their weighted sum), the metrics, the prefix of the logged names, and the policy with its
+    tokenizer for the metrics that read it (``needs_policy``: ``causal_perplexity``, drift)."""
+
+    reward_funcs: Sequence[Callable]
+    reward_weights: Sequence[float]
+    metrics: dict[str, Callable] = dataclasses.field(default_factory=dict)
+    prefix: str = "eval"
+    policy: Any = None
+    tokenizer: Any = None
+
+
 def score_completions(
-    prompts: list,
-    completions: list[str],
-    rows: list[dict[str, Any]],
-    reward_funcs: Sequence[Callable],
-    reward_weights: Sequence[float],
-    metrics: dict[str, Callable],
-    prefix: str = "eval",
-    policy: Any = None,
-    policy_tokenizer: Any = None,
+    prompts: list, completions: list[str], rows: list[dict[str, Any]], scoring: Scoring
 ) -> tuple[dict[str, float], list[dict[str, Any]]]:
     """Mean reward (and each reward's mean) and every metric over the completions, with one record
     per sample (prompt, completion, reward, extra columns) for a predictions file.
@@ -89,20 +95,21 @@ def score_completions(
     ``rows`` holds each sample's extra columns; they reach rewards and metrics as keyword arguments.
     A metric returns a float or a dict of floats (an ``hfrl.metrics`` ``MetricResult``, whose
     per-sample scores go into each record under ``scores``); keys are prefixed with ``{prefix}_``.
-    Metrics that declare ``needs_policy`` (``causal_perplexity``) also get ``policy`` and ``policy_tokenizer``.
+    Metrics that declare ``needs_policy`` (``causal_perplexity``) also get ``policy`` and ``policy_tokenizer``
+    (the scoring's ``policy`` and ``tokenizer``).
     A metric that fails (a model it cannot load offline) is reported as a warning and left out.
     """
     columns = {k: [r[k] for r in rows] for k in (rows[0] if rows else {})}
     mask = torch.ones(len(completions), 1)
-    scores, token_rewards, means = compute_rewards(reward_funcs, reward_weights, prompts, completions, mask, columns)
+    prefix, funcs, weights = scoring.prefix, scoring.reward_funcs, scoring.reward_weights
+    scores, token_rewards, means = compute_rewards(funcs, weights, prompts, completions, mask, columns)
     totals = scores + token_rewards.sum(1)
     out = {f"{prefix}_reward": float(totals.mean()) if len(totals) else 0.0}
     out.update({f"{prefix}_rewards/{k}": v for k, v in means.items()})
     per_sample: dict[str, list[float]] = {}
-    for name, metric in metrics.items():
-        extra = (
-            {"policy": policy, "policy_tokenizer": policy_tokenizer} if getattr(metric, "needs_policy", False) else {}
-        )
+    for name, metric in scoring.metrics.items():
+        reads_policy = getattr(metric, "needs_policy", False)
+        extra = {"policy": scoring.policy, "policy_tokenizer": scoring.tokenizer} if reads_policy else {}
         try:
             value = metric(prompts=prompts, completions=completions, **columns, **extra)
         except Exception as err:  # noqa: BLE001 - one metric that cannot load or run: reported, skipped
@@ -139,7 +146,7 @@ def completer(
 ) -> Callable[[Any], list[str]]:
     """``complete(batch)`` for :func:`generate_and_score`: ``lm``'s completions of a batch's prompts
     (encoded by :func:`encode_prompt`) with the generation keyword arguments ``kwargs``."""
-    from hfrl.core.rollout import generate, pad
+    from hfrl.core.rollout import generate_completions, pad
 
     side = "right" if getattr(lm.config, "is_encoder_decoder", False) else "left"
     device = next(lm.parameters()).device
@@ -147,8 +154,8 @@ def completer(
     def complete(batch: Any) -> list[str]:
         ids = [encode_prompt(tokenizer, p, max_prompt_length, truncation_side) for p in batch["prompt"]]
         query_ids, query_mask = pad(ids, tokenizer.pad_token_id, side)
-        response_ids, _ = generate(lm, query_ids.to(device), query_mask.to(device), kwargs, tokenizer.pad_token_id)
-        return tokenizer.batch_decode(response_ids, skip_special_tokens=True)
+        sampled = generate_completions(lm, query_ids.to(device), query_mask.to(device), kwargs, tokenizer.pad_token_id)
+        return tokenizer.batch_decode(sampled.response_ids, skip_special_tokens=True)
 
     return complete
 
@@ -156,14 +163,9 @@ def completer(
 def generate_and_score(
     dataset: Any,
     complete: Callable[[Any], list[str]],
+    scoring: Scoring,
     *,
     batch_size: int,
-    reward_funcs: Sequence[Callable],
-    reward_weights: Sequence[float],
-    metrics: dict[str, Callable],
-    prefix: str = "eval",
-    policy: Any = None,
-    tokenizer: Any = None,
     accelerator: Any = None,
     internal_columns: Sequence[str] = NOT_REWARD_COLUMNS,
 ) -> tuple[dict[str, float], list[dict[str, Any]]]:
@@ -187,17 +189,7 @@ def generate_and_score(
         from accelerate.utils import gather_object
 
         prompts, completions, rows = gather_object(prompts), gather_object(completions), gather_object(rows)
-    return score_completions(
-        prompts,
-        completions,
-        rows,
-        reward_funcs,
-        reward_weights,
-        metrics,
-        prefix,
-        policy=policy,
-        policy_tokenizer=tokenizer,
-    )
+    return score_completions(prompts, completions, rows, scoring)
 
 
 class EvaluationMixin:
@@ -208,6 +200,11 @@ class EvaluationMixin:
 
     def generate_and_score(self, dataset: Any, prefix: str = "eval") -> tuple[dict[str, float], list[dict]]:
         raise NotImplementedError
+
+    def scoring(self, prefix: str, policy: Any) -> Scoring:
+        """The trainer's rewards, metrics and tokenizer, with ``policy`` for the metrics that read it."""
+        trainer: Any = self
+        return Scoring(trainer.reward_funcs, trainer.reward_weights, trainer.metrics, prefix, policy, trainer.tokenizer)
 
     def evaluate(self, eval_dataset=None, ignore_keys=None, metric_key_prefix: str = "eval") -> dict[str, float]:
         trainer: Any = self

@@ -23,7 +23,7 @@ logger = logging.get_logger(__name__)
 def secrets_removed(args: Any) -> Iterator[Any]:
     """``args`` with every string field named ``*_token`` (``hub_token``) set to None inside: what
     ``training_args.bin`` pickles never holds a secret. The values come back on exit."""
-    from hfrl.runs.run_config import is_secret
+    from hfrl.utils.trust import is_secret
 
     names = [f.name for f in dataclasses.fields(args) if is_secret(f.name)]
     saved = {name: getattr(args, name) for name in names if isinstance(getattr(args, name, None), str)}
@@ -42,6 +42,13 @@ class NonFiniteError(FloatingPointError):
 
 class HubMixin:
     """Mixed into a ``transformers.Trainer`` subclass (before ``Trainer`` in the bases)."""
+
+    @classmethod
+    def default_config(cls, model: Any) -> Any:
+        """The config a trainer given none trains with (as TRL's trainers): ``config_class``'s defaults,
+        saving to ``<model name>-<algorithm>`` (``gpt2-ppo``)."""
+        name = model if isinstance(model, str) else model.config._name_or_path
+        return cls.config_class(output_dir=f"{os.path.basename(str(name).rstrip('/'))}-{cls._name.lower()}")  # type: ignore[attr-defined]
 
     _checkpointing = False  # inside _save_checkpoint: the run directory holds no final model yet
 

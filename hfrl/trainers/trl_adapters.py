@@ -220,9 +220,13 @@ def sft_pairs(dataset):
 
 
 # ---- trainers ------------------------------------------------------------------------------------
-class _OnlineAdapter:
-    """hfrl's constructor for TRL's online trainers (mixed in before the TRL class): the task's
-    reward functions, its prompts (empty ones -> BOS, long ones cut), a causal model."""
+class _TRLAdapter:
+    """hfrl's constructor for TRL's trainers (mixed in before the TRL class): hfrl's model names
+    resolved to a causal model, the task's data as the trainer takes it (:meth:`_task_inputs`), the
+    task's metrics kept, the save-state callback added."""
+
+    translate_task_defaults = staticmethod(lambda defaults: defaults)  # the task's config keys in TRL's names
+    tokenizer_kwargs: dict[str, Any] = {}  # for the tokenizer hfrl loads when none is given
 
     def __init__(
         self,
@@ -235,29 +239,40 @@ class _OnlineAdapter:
         processing_class: Any = None,
         peft_config: Any = None,
         callbacks: list | None = None,
-        **kwargs: Any,
+        **kwargs: Any,  # DPO: ref_model
     ) -> None:
-        if reward_funcs is None:
-            raise ValueError("reward_funcs is required: pass a reward function or a list of them")
         model = causal_model_path(model, f"{self._name}Trainer")  # type: ignore[attr-defined]
-        tokenizer = processing_class or load_tokenizer(model)
-        limit, side = getattr(args, "max_prompt_length", None), getattr(args, "truncation_side", "left")
+        tokenizer = processing_class or load_tokenizer(model, **self.tokenizer_kwargs)
         self.metrics = dict(metrics or {})
         super().__init__(  # type: ignore[call-arg]
             model=model,
-            reward_funcs=reward_funcs,
             args=args,
-            train_dataset=prepare_prompts(train_dataset, tokenizer, limit, side),
-            eval_dataset=prepare_prompts(eval_dataset, tokenizer, limit, side),
             processing_class=tokenizer,
             peft_config=peft_config,
             callbacks=[*(callbacks or []), SaveStateAtEnd()],
+            **self._task_inputs(args, reward_funcs, train_dataset, eval_dataset, tokenizer),
             **kwargs,
         )
 
-    @staticmethod
-    def translate_task_defaults(defaults: dict[str, Any]) -> dict[str, Any]:
-        return online_defaults_to_trl(defaults)
+    def _task_inputs(self, args: Any, reward_funcs: Any, train: Any, evaluation: Any, tokenizer: Any) -> dict:
+        raise NotImplementedError
+
+
+class _OnlineAdapter(_TRLAdapter):
+    """For TRL's online trainers: the task's reward functions and its prompts (empty ones -> BOS,
+    long ones cut)."""
+
+    translate_task_defaults = staticmethod(online_defaults_to_trl)
+
+    def _task_inputs(self, args: Any, reward_funcs: Any, train: Any, evaluation: Any, tokenizer: Any) -> dict:
+        if reward_funcs is None:
+            raise ValueError("reward_funcs is required: pass a reward function or a list of them")
+        limit, side = getattr(args, "max_prompt_length", None), getattr(args, "truncation_side", "left")
+        return {
+            "reward_funcs": reward_funcs,
+            "train_dataset": prepare_prompts(train, tokenizer, limit, side),
+            "eval_dataset": prepare_prompts(evaluation, tokenizer, limit, side),
+        }
 
 
 class GRPOTrainer(CrashSafeMixin, HubMixin, _OnlineAdapter, trl.GRPOTrainer):
@@ -274,45 +289,21 @@ class RLOOTrainer(CrashSafeMixin, HubMixin, _OnlineAdapter, trl.RLOOTrainer):
     _tag_names = ["hfrl", "trl", "rloo"]
 
 
-class _PairsAdapter:
-    """hfrl's constructor for TRL's SFT and DPO trainers (mixed in before the TRL class): the task's
-    data as the trainer's pairs (``_pairs``), a causal model, a right-padding tokenizer."""
+class _PairsAdapter(_TRLAdapter):
+    """For TRL's SFT and DPO trainers: the task's data as the trainer's pairs (``_pairs``), a
+    right-padding tokenizer; the task's rewards are kept for evaluation and cards."""
 
     _pairs: Any  # sft_pairs or preference_pairs (a staticmethod)
+    translate_task_defaults = staticmethod(lengths_to_max_length)
+    tokenizer_kwargs = {"padding_side": "right"}
 
-    def __init__(
-        self,
-        model: Any,
-        args: Any = None,
-        reward_funcs: Any = None,
-        train_dataset: Any = None,
-        eval_dataset: Any = None,
-        metrics: dict | None = None,
-        processing_class: Any = None,
-        peft_config: Any = None,
-        callbacks: list | None = None,
-        **kwargs: Any,  # DPO: ref_model
-    ) -> None:
-        model = causal_model_path(model, f"{self._name}Trainer")  # type: ignore[attr-defined]
-        self.reward_funcs, self.metrics = list(reward_funcs or []), dict(metrics or {})
+    def _task_inputs(self, args: Any, reward_funcs: Any, train: Any, evaluation: Any, tokenizer: Any) -> dict:
+        self.reward_funcs = list(reward_funcs or [])
         try:
-            evaluation = self._pairs(eval_dataset)
+            evaluation = self._pairs(evaluation)
         except ValueError:  # a validation split without targets (a hidden test set): no eval loss
             evaluation = None
-        super().__init__(  # type: ignore[call-arg]
-            model=model,
-            args=args,
-            train_dataset=self._pairs(train_dataset),
-            eval_dataset=evaluation,
-            processing_class=processing_class or load_tokenizer(model, padding_side="right"),
-            peft_config=peft_config,
-            callbacks=[*(callbacks or []), SaveStateAtEnd()],
-            **kwargs,
-        )
-
-    @staticmethod
-    def translate_task_defaults(defaults: dict[str, Any]) -> dict[str, Any]:
-        return lengths_to_max_length(defaults)
+        return {"train_dataset": self._pairs(train), "eval_dataset": evaluation}
 
 
 class SFTTrainer(CrashSafeMixin, HubMixin, _PairsAdapter, trl.SFTTrainer):

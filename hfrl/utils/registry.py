@@ -52,6 +52,37 @@ def resolve(name: str, registry: dict[str, str], kind: str) -> Any:
     raise unknown(kind, name, registry, hint=f", or a 'module:attr' path to your own {kind}")
 
 
+def spec_parts(spec: Any, kind: str) -> tuple[Any, dict[str, Any]]:
+    """``(id, args)`` of a ``kind``'s spec: an id (or ``module:attr`` path) or a mapping ``{id, args}``.
+
+    >>> spec_parts({"id": "rouge", "args": {"rouge_type": "rougeL"}}, "reward")
+    ('rouge', {'rouge_type': 'rougeL'})
+    """
+    if isinstance(spec, str):
+        spec = {"id": spec}
+    if not isinstance(spec, dict) or "id" not in spec:
+        raise ValueError(f"a {kind} is an id or a mapping with 'id' (and optional 'args'), got {spec!r}")
+    return spec["id"], dict(spec.get("args") or {})
+
+
+def built(obj: Any, args: dict[str, Any], kind: str, name: Any) -> Any:
+    """A registered class built with ``args`` (an argument it does not take is an unknown name); a
+    registered function as it is (it takes no args)."""
+    if isinstance(obj, type):
+        import inspect
+
+        params = inspect.signature(obj).parameters.values()
+        if not any(p.kind is p.VAR_KEYWORD for p in params):
+            known = [p.name for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+            for key in args:
+                if key not in known:
+                    raise unknown(f"argument of {kind} {name!r}", key, known)
+        return obj(**args)
+    if args:
+        raise ValueError(f"{kind} {name!r} is a function and takes no args; got {sorted(args)}")
+    return obj
+
+
 def describe(obj: Any) -> str:
     r"""The first paragraph of an object's docstring on one line, as plain text (RST's double
     backticks become quotes).

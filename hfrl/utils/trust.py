@@ -91,4 +91,9 @@ def check_file(data: Any, source: str) -> Any:
     return data
 
 
-__all__ = ["UntrustedCodeError", "check_file", "code_trusted", "names_code", "trusted_code"]
+def is_secret(name: str) -> bool:
+    """A field that holds a secret (``hub_token``, any ``*_token``): it never reaches a file."""
+    return name == "token" or name.endswith("_token")
+
+
+__all__ = ["UntrustedCodeError", "check_file", "code_trusted", "is_secret", "names_code", "trusted_code"]

@@ -217,7 +217,7 @@ def test_hub_files_are_pinned_parquet_and_fixtures_mirror_them():
 def test_reward_and_metrics_on_completions(tasks, name, tiny_causal_dir):
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from hfrl.trainers.evaluation import NOT_REWARD_COLUMNS, score_completions
+    from hfrl.trainers.evaluation import NOT_REWARD_COLUMNS, Scoring, score_completions
 
     task = tasks[name]
     rows = [dict(r) for r in task.dataset["validation"].select(range(2))]
@@ -226,10 +226,9 @@ def test_reward_and_metrics_on_completions(tasks, name, tiny_causal_dir):
     policy = AutoModelForCausalLM.from_pretrained(tiny_causal_dir) if name not in SEQ2SEQ else None
     tokenizer = AutoTokenizer.from_pretrained(tiny_causal_dir) if policy is not None else None
     extra = [{k: v for k, v in r.items() if k not in NOT_REWARD_COLUMNS} for r in rows]
-    scores, records = score_completions(
-        prompts, completions, extra, task.reward_funcs, [1.0] * len(task.reward_funcs), task.metrics,
-        policy=policy, policy_tokenizer=tokenizer,
-    )  # fmt: skip
+    weights = [1.0] * len(task.reward_funcs)
+    scoring = Scoring(task.reward_funcs, weights, task.metrics, policy=policy, tokenizer=tokenizer)
+    scores, records = score_completions(prompts, completions, extra, scoring)
     assert len(records) == 2 and all(math.isfinite(r["reward"]) for r in records)
     assert all(math.isfinite(v) for v in scores.values()), scores
     assert records[0]["reward"] > records[1]["reward"], (name, records)  # the reference beats "a b c"

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from datasets import Dataset
 
-from hfrl.trainers.evaluation import generate_and_score
+from hfrl.trainers.evaluation import Scoring, generate_and_score
 
 
 def test_batches_rows_and_rewards():
@@ -23,9 +23,7 @@ def test_batches_rows_and_rewards():
         assert "prompt_ids" not in kwargs
         return [float(len(c) == t) for c, t in zip(completions, target, strict=True)]
 
-    metrics, records = generate_and_score(
-        data, complete, batch_size=2, reward_funcs=[match], reward_weights=[2.0], metrics={}, prefix="eval"
-    )
+    metrics, records = generate_and_score(data, complete, Scoring([match], [2.0], {}, prefix="eval"), batch_size=2)
     assert batches == [["a", "bb"], ["ccc", "dddd"], ["e"]]
     assert [r["completion"] for r in records] == ["A", "BB", "CCC", "DDDD", "E"]
     assert [r["reward"] for r in records] == [2.0, 2.0, 2.0, 2.0, 0.0]  # weight 2; "E" has length 1, target 5
@@ -35,6 +33,4 @@ def test_batches_rows_and_rewards():
 
 def test_a_split_without_prompts_is_one_line():
     with pytest.raises(ValueError, match=r"^the evaluation split needs a 'prompt' column; it has: text$"):
-        generate_and_score(
-            Dataset.from_dict({"text": ["x"]}), list, batch_size=1, reward_funcs=[], reward_weights=[], metrics={}
-        )
+        generate_and_score(Dataset.from_dict({"text": ["x"]}), list, Scoring([], []), batch_size=1)

@@ -42,11 +42,10 @@ LAYERS = [  # bottom to top: a module may import its own layer and the layers be
 ]
 # Upward arrows that are allowed, each for a reason. A trainer writes its model card on save_model
 # and pushes its run on push_to_hub (transformers' Trainer contract): HubMixin calls the run layer
-# lazily, at save / push time, and strips secrets from the args as the run layer defines them.
+# lazily, at save / push time.
 ALLOWED_UPWARD = {
     ("hfrl.trainers.hub_mixin", "hfrl.cards"),
     ("hfrl.trainers.hub_mixin", "hfrl.runs.hub"),
-    ("hfrl.trainers.hub_mixin", "hfrl.runs.run_config"),
 }
 
 

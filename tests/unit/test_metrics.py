@@ -283,11 +283,10 @@ def test_metric_result_pickles_with_per_sample():
 
 def test_score_completions_records_per_sample_scores():
     from hfrl.rewards.synthetic import contains_date
-    from hfrl.trainers.evaluation import score_completions
+    from hfrl.trainers.evaluation import Scoring, score_completions
 
     rows = [{"references": ["the cat"]}, {"references": ["a dog"]}]
-    out, records = score_completions(
-        ["", ""], ["the cat", "2020-01-01"], rows, [contains_date], [1.0], {"rouge": load_metric("rouge")}
-    )
+    scoring = Scoring([contains_date], [1.0], {"rouge": load_metric("rouge")})
+    out, records = score_completions(["", ""], ["the cat", "2020-01-01"], rows, scoring)
     assert out["eval_reward"] == 0.5 and out["eval_rouge1"] == pytest.approx(0.5)
     assert records[0]["scores"]["rouge1"] == pytest.approx(1.0) and records[1]["scores"]["rouge1"] == 0.0

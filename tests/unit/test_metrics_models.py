@@ -297,20 +297,14 @@ def test_score_completions_passes_the_policy(tiny_causal_dir):
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from hfrl.rewards.synthetic import contains_date
-    from hfrl.trainers.evaluation import score_completions
+    from hfrl.trainers.evaluation import Scoring, score_completions
 
     model = AutoModelForCausalLM.from_pretrained(tiny_causal_dir)
     tokenizer = AutoTokenizer.from_pretrained(tiny_causal_dir)
-    out, records = score_completions(
-        [""],
-        ["x"],
-        [{"references": ["1 2 3"]}],
-        [contains_date],
-        [1.0],
-        {"ppl": load_metric("causal_perplexity")},
-        policy=model,
-        policy_tokenizer=tokenizer,
+    scoring = Scoring(
+        [contains_date], [1.0], {"ppl": load_metric("causal_perplexity")}, policy=model, tokenizer=tokenizer
     )
+    out, records = score_completions([""], ["x"], [{"references": ["1 2 3"]}], scoring)
     assert (
         out["eval_causal_perplexity"] > 1.0
         and records[0]["scores"]["causal_perplexity"] == out["eval_causal_perplexity"]

@@ -10,7 +10,7 @@ from transformers import AutoModelForCausalLM
 from hfrl.core.models import load_pretrained_weights
 
 
-@pytest.mark.parametrize("shard", [None, "20KB"])
+@pytest.mark.parametrize("shard", [None, "200KB"])
 def test_saved_weights_load_back_in_place(shard, tiny_causal_dir, tmp_path):
     trained = AutoModelForCausalLM.from_pretrained(tiny_causal_dir)
     with torch.no_grad():

@@ -80,6 +80,20 @@ def test_unknown_reward_names_closest():
         load_reward("contains_dat")
 
 
+def test_a_reward_or_metric_argument_it_does_not_take_is_named():
+    from hfrl.metrics import load_metric
+
+    message = r"unknown argument of reward 'increasing_numbers' 'min_tokns'; did you mean 'min_tokens'\?"
+    with pytest.raises(UnknownNameError, match=message):
+        load_reward({"id": "increasing_numbers", "args": {"min_tokns": 2}})
+    with pytest.raises(UnknownNameError, match=r"unknown argument of metric 'distinct_n' 'm'"):
+        load_metric({"id": "distinct_n", "args": {"m": 2}})
+    with pytest.raises(ValueError, match=r"reward 'contains_date' is a function and takes no args; got \['x'\]"):
+        load_reward({"id": "contains_date", "args": {"x": 1}})
+    with pytest.raises(ValueError, match="a metric is an id or a mapping with 'id'"):
+        load_metric({"args": {}})
+
+
 # --- every registered reward on one batch: lengths, empty completions, missing references ----------------
 
 FIXTURES = os.path.join(os.path.dirname(os.path.dirname(__file__)), "fixtures", "metrics")

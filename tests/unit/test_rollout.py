@@ -128,7 +128,7 @@ def test_sampling_the_pad_token_raises_no_attention_mask_warning(tiny_causal_dir
     from transformers import AutoModelForCausalLM, LogitsProcessor
 
     from hfrl.core.action_space import ActionSpace
-    from hfrl.core.rollout import generate
+    from hfrl.core.rollout import generate_completions
 
     lm = AutoModelForCausalLM.from_pretrained(tiny_causal_dir)
     pad_id = lm.config.pad_token_id
@@ -156,5 +156,7 @@ def test_sampling_the_pad_token_raises_no_attention_mask_warning(tiny_causal_dir
         def processors(self, query_ids, query_mask):
             return [PadFirst()]
 
-    response, _ = generate(lm, ids, mask, kwargs, pad_token_id=pad_id, action_space=PadFirstSpace())
+    response = generate_completions(
+        lm, ids, mask, kwargs, pad_token_id=pad_id, action_space=PadFirstSpace()
+    ).response_ids
     assert response[0, 0] == pad_id and "attention_mask" not in caplog.text

@@ -44,6 +44,7 @@ from hfrl.trainers.offline.preparation import (
     prepare_dataset,
 )
 from hfrl.trainers.offline.priority_sampler import PrioritySampler
+from hfrl.trainers.papers import paper
 
 RewardFunc = Callable[..., Sequence[Any]]
 
@@ -145,17 +146,7 @@ class ALoLTrainer(CrashSafeMixin, EvaluationMixin, HubMixin, Trainer):
     config_class = ALoLConfig
     _name = "A-LoL"
     _tag_names = ["hfrl", "a-lol", "offline-rl"]
-    _paper = {
-        "title": "Leftover Lunch: Advantage-based Offline Reinforcement Learning for Language Models",
-        "id": "2305.14718",
-        "citation": """@inproceedings{baheti2024improving,
-    title     = {{Leftover-Lunch: Advantage-based Offline Reinforcement Learning for Language Models}},
-    author    = {Ashutosh Baheti and Ximing Lu and Faeze Brahman and Ronan Le Bras and Maarten Sap and Mark Riedl},
-    booktitle = {The Twelfth International Conference on Learning Representations},
-    year      = 2024,
-    url       = {https://openreview.net/forum?id=ZDGKPbF0VQ}
-}""",
-    }
+    _paper = paper("baheti2024improving")
 
     def __init__(
         self,
@@ -171,9 +162,7 @@ class ALoLTrainer(CrashSafeMixin, EvaluationMixin, HubMixin, Trainer):
         callbacks: list[TrainerCallback] | None = None,
         optimizers: tuple = (None, None),
     ) -> None:
-        if args is None:
-            name = model if isinstance(model, str) else model.config._name_or_path
-            args = ALoLConfig(output_dir=f"{str(name).rstrip('/').split('/')[-1]}-a_lol")
+        args = args if args is not None else self.default_config(model)
         if not isinstance(args, ALoLConfig):
             raise ValueError(f"args must be an ALoLConfig, got {type(args).__name__}")
         if train_dataset is None:
@@ -392,9 +381,8 @@ class ALoLTrainer(CrashSafeMixin, EvaluationMixin, HubMixin, Trainer):
                 unwrapped, self.tokenizer, args.eval_kwargs, args.max_prompt_length, args.truncation_side
             )
             return generate_and_score(
-                dataset, complete, batch_size=args.per_device_eval_batch_size, reward_funcs=self.reward_funcs,
-                reward_weights=self.reward_weights, metrics=self.metrics, prefix=prefix, policy=self.policy,
-                tokenizer=self.tokenizer, accelerator=self.accelerator, internal_columns=INTERNAL_COLUMNS,
+                dataset, complete, self.scoring(prefix, self.policy), batch_size=args.per_device_eval_batch_size,
+                accelerator=self.accelerator, internal_columns=INTERNAL_COLUMNS,
             )  # fmt: skip
 
     # ---- model card -------------------------------------------------------------------------

@@ -30,7 +30,7 @@ from torch import nn
 
 from hfrl.core.losses import ADVANTAGE_WEIGHTED, NEEDS_REFERENCE, REWARD_WEIGHTED
 from hfrl.core.policies import completion_forward
-from hfrl.core.rollout import generate, pad
+from hfrl.core.rollout import generate_completions, pad
 from hfrl.rewards.combine import compute_rewards
 from hfrl.trainers.evaluation import NOT_REWARD_COLUMNS, encode_prompt
 from hfrl.trainers.offline.value_head import PromptValueHead
@@ -245,15 +245,9 @@ def validation_targets(ctx: PrepareContext, validation: Dataset) -> tuple[list[l
     for start in range(0, len(prompt_ids), ctx.batch_size):
         ids, mask = _queries(ctx, prompt_ids[start : start + ctx.batch_size])
         with ctx.reference() as ref:
-            response_ids, response_mask = generate(
-                ref,  # type: ignore[arg-type]
-                ids,
-                mask,
-                args.value_generation_kwargs,
-                ctx.tokenizer.pad_token_id,
-            )
-        completions += ctx.tokenizer.batch_decode(response_ids, skip_special_tokens=True)
-        lengths += response_mask.sum(1).tolist()
+            sampled = generate_completions(ref, ids, mask, args.value_generation_kwargs, ctx.tokenizer.pad_token_id)  # type: ignore[arg-type]
+        completions += ctx.tokenizer.batch_decode(sampled.response_ids, skip_special_tokens=True)
+        lengths += sampled.response_mask.sum(1).tolist()
     columns = reward_columns(validation.to_dict())
     return prompt_ids, score(ctx, prompts, completions, lengths, columns), completions
 

@@ -23,6 +23,7 @@ from hfrl.core.rollout import pad
 from hfrl.trainers.offline.alol_config import ALoLConfig
 from hfrl.trainers.offline.alol_trainer import ALoLTrainer
 from hfrl.trainers.offline.preparation import Preparation
+from hfrl.trainers.papers import paper
 
 
 @dataclass
@@ -124,17 +125,7 @@ class PROTrainer(ALoLTrainer):
     config_class = PROConfig
     _name = "PRO"
     _tag_names = ["hfrl", "pro", "offline-rl", "preference-ranking"]
-    _paper = {
-        "title": "Preference Ranking Optimization for Human Alignment",
-        "id": "2306.17492",
-        "citation": """@inproceedings{song2024preference,
-    title     = {{Preference Ranking Optimization for Human Alignment}},
-    author    = {Feifan Song and Bowen Yu and Minghao Li and Haiyang Yu and Fei Huang and Yongbin Li and Houfeng Wang},
-    booktitle = {Proceedings of the AAAI Conference on Artificial Intelligence},
-    year      = 2024,
-    url       = {https://arxiv.org/abs/2306.17492}
-}""",
-    }
+    _paper = paper("song2024preference")
 
     def prepare(self, train_dataset: Dataset, validation: Dataset | None) -> Preparation:
         """The A-LoL preparation (tokens and rewards, cached), then the rows grouped into rankings."""

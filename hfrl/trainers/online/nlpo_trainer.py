@@ -21,6 +21,7 @@ from hfrl.core.capture import set_sizes, unpack_sets
 from hfrl.core.masking import MaskPolicy, TopPMaskProcessor
 from hfrl.trainers.online.nlpo_config import NLPOConfig
 from hfrl.trainers.online.ppo_trainer import PPOTrainer
+from hfrl.trainers.papers import paper
 
 MASK_POLICY_NAME = "mask_policy.safetensors"
 
@@ -94,19 +95,7 @@ class NLPOTrainer(PPOTrainer):
     config_class = NLPOConfig
     _name = "NLPO"
     _tag_names = ["hfrl", "nlpo"]
-    _paper = {
-        "title": "Is Reinforcement Learning (Not) for Natural Language Processing: Benchmarks, Baselines, "
-        "and Building Blocks for Natural Language Policy Optimization",
-        "id": "2210.01241",
-        "citation": """@inproceedings{ramamurthy2023is,
-    title     = {{Is Reinforcement Learning (Not) for Natural Language Processing: Benchmarks, Baselines, and
-                 Building Blocks for Natural Language Policy Optimization}},
-    author    = {Rajkumar Ramamurthy and Prithviraj Ammanabrolu and Kiant{\\'e} Brantley and Jack Hessel and
-                 Rafet Sifa and Christian Bauckhage and Hannaneh Hajishirzi and Yejin Choi},
-    booktitle = {The Eleventh International Conference on Learning Representations},
-    year      = 2023
-}""",
-    }
+    _paper = paper("ramamurthy2023is")
 
     def _build_action_space(self) -> NLPOActionSpace:
         self._require_unsharded_policy("copies the policy's weights into its mask policy")

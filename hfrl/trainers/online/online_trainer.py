@@ -5,7 +5,7 @@ The training loop is the Trainer's own. The sampler hands the first micro-step o
 ``_prepare_inputs`` collects a rollout when its buffer is empty (generate -> reward -> score -> KL
 penalty + GAE -> KL controller step, each phase one call on typed data: :mod:`hfrl.core.rollout`) and
 then hands out one minibatch per micro-step over ``num_ppo_epochs`` shuffled passes. Subclasses write
-their ``compute_loss``; one that restricts the actions (NLPO) builds its own action space
+their ``loss``; one that restricts the actions (NLPO) builds its own action space
 (:meth:`OnlineTrainer._build_action_space`, :mod:`hfrl.core.action_space`), which the core calls at
 generation, scoring, in the loss, for logging and in checkpoints. State that is not a model tensor
 (KL coefficient, iteration, the action space's) travels in ``online_state.json`` inside each
@@ -96,7 +96,7 @@ class _IterationProgress(TrainerCallback):
 
 
 class OnlineTrainer(CrashSafeMixin, EvaluationMixin, HubMixin, Trainer):
-    """Base of PPO / NLPO / A2C / TRPO. Subclasses set ``config_class`` and write ``compute_loss``."""
+    """Base of PPO / NLPO / A2C / TRPO. Subclasses set ``config_class`` and write :meth:`loss`."""
 
     config_class: type[OnlineConfig] = OnlineConfig
     # Model-card metadata, read by hfrl.cards.
@@ -118,9 +118,7 @@ class OnlineTrainer(CrashSafeMixin, EvaluationMixin, HubMixin, Trainer):
         callbacks: list[TrainerCallback] | None = None,
         optimizers: tuple = (None, None),
     ) -> None:
-        if args is None:
-            name = model if isinstance(model, str) else model.config._name_or_path
-            args = self.config_class(output_dir=f"{str(name).split('/')[-1]}-{self._name.lower()}")
+        args = args if args is not None else self.default_config(model)
         if reward_funcs is None:
             raise ValueError("reward_funcs is required: pass a reward function or a list of them")
         self.reward_funcs, self.reward_weights = reward_list(reward_funcs, args.reward_weights)
@@ -321,6 +319,20 @@ class OnlineTrainer(CrashSafeMixin, EvaluationMixin, HubMixin, Trainer):
         logprobs, entropy = self.action_logprobs(tempered(logits, self.temperature), inputs)
         return logprobs, entropy, values
 
+    def compute_loss(self, model, inputs: Rollout, return_outputs: bool = False, num_items_in_batch=None):
+        """The algorithm's :meth:`loss` on one forward over a minibatch, its statistics recorded."""
+        logprobs, entropy, values = self.policy_outputs(model, inputs)
+        loss, stats = self.loss(inputs, logprobs, entropy, values)
+        self.record(stats)
+        return (loss, {"values": values}) if return_outputs else loss
+
+    def loss(
+        self, inputs: Rollout, logprobs: torch.Tensor, entropy: torch.Tensor | None, values: torch.Tensor
+    ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        """The algorithm's loss of a minibatch (``inputs``) from the policy's ``logprobs``, ``entropy``
+        (None unless ``ent_coef``) and ``values`` on it, with its statistics (``hfrl.core.losses``)."""
+        raise NotImplementedError(f"{type(self).__name__} defines no loss")
+
     @property
     def temperature(self) -> float:
         return float(self.args.generation_kwargs.get("temperature") or 1.0)
@@ -488,12 +500,9 @@ class OnlineTrainer(CrashSafeMixin, EvaluationMixin, HubMixin, Trainer):
         def complete(batch: Dataset) -> list[str]:
             return self._decode(self._generate(*self._queries(list(batch)), kwargs).response_ids)
 
-        return generate_and_score(
-            dataset, complete, batch_size=self.args.per_device_eval_batch_size, reward_funcs=self.reward_funcs,
-            reward_weights=self.reward_weights, metrics=self.metrics, prefix=prefix,
-            policy=self.accelerator.unwrap_model(self.model).policy, tokenizer=self.tokenizer,
-            accelerator=self.accelerator,
-        )  # fmt: skip
+        scoring = self.scoring(prefix, policy=self.accelerator.unwrap_model(self.model).policy)
+        batch_size = self.args.per_device_eval_batch_size
+        return generate_and_score(dataset, complete, scoring, batch_size=batch_size, accelerator=self.accelerator)
 
     # ---- saving and resuming ----------------------------------------------------------------
     def _save(self, output_dir: str | None = None, state_dict=None) -> None:

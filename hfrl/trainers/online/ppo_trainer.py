@@ -9,6 +9,7 @@ from hfrl.core.losses import ppo_loss
 from hfrl.core.rollout import Rollout
 from hfrl.trainers.online.online_trainer import OnlineTrainer
 from hfrl.trainers.online.ppo_config import PPOConfig
+from hfrl.trainers.papers import paper
 
 
 class PPOTrainer(OnlineTrainer):
@@ -36,32 +37,10 @@ class PPOTrainer(OnlineTrainer):
     config_class = PPOConfig
     _name = "PPO"
     _tag_names = ["hfrl", "ppo"]
-    _paper = {
-        "title": "Proximal Policy Optimization Algorithms",
-        "id": "1707.06347",
-        "citation": """@article{schulman2017proximal,
-    title   = {{Proximal Policy Optimization Algorithms}},
-    author  = {John Schulman and Filip Wolski and Prafulla Dhariwal and Alec Radford and Oleg Klimov},
-    year    = 2017,
-    journal = {arXiv preprint arXiv:1707.06347}
-}""",
-    }
+    _paper = paper("schulman2017proximal")
 
-    def compute_loss(self, model, inputs: Rollout, return_outputs: bool = False, num_items_in_batch=None):
-        logprobs, entropy, values = self.policy_outputs(model, inputs)
-        loss, stats = ppo_loss(
-            logprobs,
-            inputs.logprobs,
-            inputs.advantages,
-            values,
-            inputs.values,
-            inputs.returns,
-            entropy,
-            inputs.train_mask,
-            self.args.cliprange,
-            self.args.cliprange_value,
-            self.args.vf_coef,
-            self.args.ent_coef,
-        )
-        self.record(stats)
-        return (loss, {"values": values}) if return_outputs else loss
+    def loss(self, inputs: Rollout, logprobs, entropy, values):
+        """PPO's clipped surrogate, clipped value loss and entropy bonus (:func:`ppo_loss`)."""
+        a = self.args
+        return ppo_loss(logprobs, inputs.logprobs, inputs.advantages, values, inputs.values, inputs.returns, entropy,
+                        inputs.train_mask, a.cliprange, a.cliprange_value, a.vf_coef, a.ent_coef)  # fmt: skip

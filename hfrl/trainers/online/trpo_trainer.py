@@ -16,6 +16,7 @@ from hfrl.core.policies import completion_forward, tempered
 from hfrl.core.rollout import Rollout, action_logprobs
 from hfrl.trainers.online.online_trainer import OnlineTrainer
 from hfrl.trainers.online.trpo_config import TRPOConfig
+from hfrl.trainers.papers import paper
 
 
 class TRPOTrainer(OnlineTrainer):
@@ -28,16 +29,7 @@ class TRPOTrainer(OnlineTrainer):
     config_class = TRPOConfig
     _name = "TRPO"
     _tag_names = ["hfrl", "trpo"]
-    _paper = {
-        "title": "Trust Region Policy Optimization",
-        "id": "1502.05477",
-        "citation": """@inproceedings{schulman2015trust,
-    title     = {{Trust Region Policy Optimization}},
-    author    = {John Schulman and Sergey Levine and Philipp Moritz and Michael Jordan and Pieter Abbeel},
-    booktitle = {Proceedings of the 32nd International Conference on Machine Learning},
-    year      = 2015
-}""",
-    }
+    _paper = paper("schulman2015trust")
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
