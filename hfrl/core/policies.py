@@ -80,6 +80,7 @@ def completion_forward(
     """
     config = lm.config
     query_ids, query_mask = trim_padding(query_ids, query_mask)
+    inputs: dict[str, Any]
     if getattr(config, "is_encoder_decoder", False):
         start = config.decoder_start_token_id
         inputs = {
