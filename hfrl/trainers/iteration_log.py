@@ -5,6 +5,9 @@ curve since its last checkpoint. This file gets each entry of the Trainer's ``lo
 same dict, ``step`` included) appended and flushed the moment it is logged: for the online trainers
 one line per iteration (with its ``iteration``), for the offline and TRL trainers one line per
 logging step, and evaluations and the final summary as lines of their own. RL4LMs kept such logs.
+
+Beside it, the other callbacks that report a run as it goes: ``SaveStateAtEnd`` (``trainer_state.json``
+at the end of training) and the online trainers' progress bar over iterations (``IterationProgress``).
 """
 
 from __future__ import annotations
@@ -64,3 +67,30 @@ class SaveStateAtEnd(TrainerCallback):
         if state.is_world_process_zero:
             os.makedirs(args.output_dir, exist_ok=True)
             state.save_to_json(os.path.join(args.output_dir, "trainer_state.json"))
+
+
+class IterationProgress(TrainerCallback):
+    """The online trainers' progress bar: one step per iteration, showing the latest reward and KL."""
+
+    def __init__(self) -> None:
+        self.bar = None
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        if state.is_world_process_zero:
+            from tqdm.auto import tqdm
+
+            done = state.global_step // args.steps_per_iteration
+            self.bar = tqdm(total=args.num_iterations, initial=done, desc="iterations", dynamic_ncols=True)
+
+    def on_log(self, args, state, control, logs=None, **kwargs):
+        if self.bar is not None and logs and "reward" in logs:
+            postfix = {"reward": f"{logs['reward']:.3f}"}
+            if logs.get("beta"):  # the KL is measured only when there is a reference model
+                postfix["kl"] = f"{round(logs['kl'], 3) + 0.0:.3f}"  # + 0.0: no "-0.000"
+            self.bar.set_postfix(postfix, refresh=False)
+            self.bar.update(1)
+
+    def on_train_end(self, args, state, control, **kwargs):
+        if self.bar is not None:
+            self.bar.close()
+            self.bar = None

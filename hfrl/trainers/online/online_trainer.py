@@ -58,7 +58,7 @@ from hfrl.trainers.evaluation import (
     generate_and_score,
 )
 from hfrl.trainers.hub_mixin import HubMixin
-from hfrl.trainers.iteration_log import SaveStateAtEnd
+from hfrl.trainers.iteration_log import IterationProgress, SaveStateAtEnd
 from hfrl.trainers.online.iteration_sampler import IterationSampler, PromptBatch, PromptRows
 from hfrl.trainers.online.online_config import OnlineConfig
 
@@ -66,33 +66,6 @@ ONLINE_STATE_NAME = "online_state.json"
 VALUE_HEAD_NAME = "value_head.safetensors"
 
 RewardFunc = Callable[..., Sequence[Any]]
-
-
-class _IterationProgress(TrainerCallback):
-    """A progress bar over iterations showing the latest reward and KL."""
-
-    def __init__(self) -> None:
-        self.bar = None
-
-    def on_train_begin(self, args, state, control, **kwargs):
-        if state.is_world_process_zero:
-            from tqdm.auto import tqdm
-
-            done = state.global_step // args.steps_per_iteration
-            self.bar = tqdm(total=args.num_iterations, initial=done, desc="iterations", dynamic_ncols=True)
-
-    def on_log(self, args, state, control, logs=None, **kwargs):
-        if self.bar is not None and logs and "reward" in logs:
-            postfix = {"reward": f"{logs['reward']:.3f}"}
-            if logs.get("beta"):  # the KL is measured only when there is a reference model
-                postfix["kl"] = f"{round(logs['kl'], 3) + 0.0:.3f}"  # + 0.0: no "-0.000"
-            self.bar.set_postfix(postfix, refresh=False)
-            self.bar.update(1)
-
-    def on_train_end(self, args, state, control, **kwargs):
-        if self.bar is not None:
-            self.bar.close()
-            self.bar = None
 
 
 class OnlineTrainer(CrashSafeMixin, EvaluationMixin, HubMixin, Trainer):
@@ -153,7 +126,7 @@ class OnlineTrainer(CrashSafeMixin, EvaluationMixin, HubMixin, Trainer):
         self._mean_completion_length: float | None = None  # of the last rollout: sizes rollout_tokens' first round
         if not args.disable_tqdm:
             self.remove_callback(ProgressCallback)
-            self.add_callback(_IterationProgress())
+            self.add_callback(IterationProgress())
         self.add_callback(SaveStateAtEnd())
         self.action_space = self._build_action_space()
         self._own_checkpoint_files = (*self._own_checkpoint_files, *self.action_space.checkpoint_files)
