@@ -5,6 +5,7 @@ hfrl train --task numbers --alg trpo --model tiny
 
 from __future__ import annotations
 
+import functools
 from typing import cast
 
 import torch
@@ -17,6 +18,20 @@ from hfrl.core.rollout import Rollout, action_logprobs
 from hfrl.trainers.online.online_trainer import OnlineTrainer
 from hfrl.trainers.online.trpo_config import TRPOConfig
 from hfrl.trainers.papers import paper
+
+
+def _math_attention():
+    """PyTorch's plain attention for the block: the fused CPU / flash kernels have no double backward."""
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    return sdpa_kernel([SDPBackend.MATH])
+
+
+def _kl_gradient(logits: torch.Tensor, chunk: Rollout, params: list[torch.Tensor]) -> torch.Tensor:
+    """The flat gradient of ``KL(pi_old || pi)`` (0 here) over ``params``, with its graph: ``F v`` is
+    its gradient's product with ``v``."""
+    kl = categorical_kl(logits.detach(), logits, chunk.response_mask)
+    return flat(torch.autograd.grad(kl, params, create_graph=True))
 
 
 class TRPOTrainer(OnlineTrainer):
@@ -130,17 +145,8 @@ class TRPOTrainer(OnlineTrainer):
         (the gradient's own graph when it is the same single chunk); several recompute each chunk's
         forward per Fisher-vector product, so memory is bounded by one chunk's graph.
         ``KL(pi_old || pi)`` is 0 at the current parameters; its Hessian is ``F``."""
-        from torch.nn.attention import SDPBackend, sdpa_kernel
-
         args = self.args
-
-        def math_kernel():  # the fused CPU/flash attention kernels have no double backward
-            return sdpa_kernel([SDPBackend.MATH])
-
-        def kl_gradient(logits: torch.Tensor, chunk: Rollout) -> torch.Tensor:
-            kl = categorical_kl(logits.detach(), logits, chunk.response_mask)
-            return flat(torch.autograd.grad(kl, params, create_graph=True))
-
+        kl_gradient = functools.partial(_kl_gradient, params=params)
         fisher_chunks, fisher_weights = fisher
         shared = fisher_chunks is chunks and len(chunks) == 1
         grad = torch.zeros(sum(p.numel() for p in params), device=weights[0].device)
@@ -148,7 +154,7 @@ class TRPOTrainer(OnlineTrainer):
         old_logits: list[torch.Tensor] = []
         retained = None  # (flat grad of the KL, with its graph): one Fisher chunk only
         for chunk, weight in zip(chunks, weights, strict=True):
-            with math_kernel():
+            with _math_attention():
                 logits, logprobs, entropy = forward(chunk, with_entropy=True)
             mask = chunk.response_mask
             objective = trpo_surrogate(logprobs, chunk.logprobs, chunk.advantages, mask)
@@ -158,7 +164,7 @@ class TRPOTrainer(OnlineTrainer):
             if shared:
                 retained = kl_gradient(logits, chunk)
         if retained is None and len(fisher_chunks) == 1:
-            with math_kernel():
+            with _math_attention():
                 retained = kl_gradient(forward(fisher_chunks[0])[0], fisher_chunks[0])
         grad = self._global(grad)
         old_objective, entropy = self._global(sums).tolist()
@@ -170,7 +176,7 @@ class TRPOTrainer(OnlineTrainer):
                 else:
                     hvp = torch.zeros_like(vector)
                     for chunk, weight in zip(on, shares, strict=True):
-                        with math_kernel():
+                        with _math_attention():
                             grad_kl = kl_gradient(forward(chunk)[0], chunk)
                         hvp += weight * flat(torch.autograd.grad(grad_kl @ vector, params))
                 return self._global(hvp) + args.cg_damping * vector
