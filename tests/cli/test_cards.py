@@ -10,66 +10,11 @@ import torch
 from datasets import Dataset
 from huggingface_hub import ModelCard
 
-from hfrl.cli.app import main
-
-FAST = ["--rollout_batch_size", "8", "--mini_batch_size", "4", "--num_ppo_epochs", "1", "--disable_tqdm", "true"]
-SECRET = "hf_cardTestSecretToken0123456789"
-
-
-def digit_reward(prompts, completions, **kwargs):
-    return [sum(ch.isdigit() for ch in c) / max(len(c), 1) for c in completions]
+from hfrl.testing import digit_reward
 
 
 def usage_code(card_text: str) -> str:
     return re.search(r"## Usage\n\n```python\n(.*?)\n```", card_text, re.S).group(1)
-
-
-@pytest.fixture(scope="module")
-def full_run(tmp_path_factory):
-    """`hfrl train` on numbers with the tiny model (2 iterations), then `hfrl eval` before and after."""
-    from hfrl.runs.run_eval import evaluate
-
-    out = tmp_path_factory.mktemp("cards") / "numbers-ppo"
-    with pytest.raises(SystemExit) as exc:
-        main(
-            ["train", "--task", "numbers", "--model", "tiny", "--output-dir", str(out), "--num_iterations", "2", *FAST]
-        )
-    assert exc.value.code in (0, None)
-    evaluate(out, split="test", max_samples=4)
-    evaluate(out, split="test", base=True, max_samples=4)
-    return out
-
-
-@pytest.fixture(scope="module")
-def adapter_run(tmp_path_factory, tiny_causal_dir):
-    """A LoRA adapter trained from Python (no config.yaml), with a Hub token in its args."""
-    from peft import LoraConfig
-
-    from hfrl import PPOConfig, PPOTrainer
-
-    out = tmp_path_factory.mktemp("cards") / "lora-ppo"
-    args = PPOConfig(
-        output_dir=str(out),
-        num_iterations=2,
-        rollout_batch_size=8,
-        mini_batch_size=4,
-        num_ppo_epochs=1,
-        max_new_tokens=6,
-        learning_rate=5e-2,
-        report_to="none",
-        disable_tqdm=True,
-        hub_token=SECRET,
-    )
-    trainer = PPOTrainer(
-        model=tiny_causal_dir,
-        args=args,
-        reward_funcs=digit_reward,
-        train_dataset=Dataset.from_dict({"prompt": ["1 2 3", "the year"] * 8}),
-        peft_config=LoraConfig(r=4, target_modules=["c_attn"], fan_in_fan_out=True),
-    )
-    trainer.train()
-    trainer.save_model()
-    return out
 
 
 def test_training_writes_a_valid_card_and_curve(full_run):
@@ -136,9 +81,9 @@ def test_full_model_usage_snippet_runs(full_run, capsys, monkeypatch):
     assert printed.endswith(continuation.strip())
 
 
-def test_adapter_card_metadata_and_no_secret(adapter_run):
+def test_adapter_card_metadata_and_no_secret(adapter_run, run_secret):
     text = (adapter_run / "README.md").read_text()
-    assert SECRET not in text  # hub_token is never rendered
+    assert run_secret not in text  # hub_token is never rendered
     card = ModelCard(text)
     assert card.data.library_name == "peft"
     assert {"hfrl", "ppo", "lora"} <= set(card.data.tags)

@@ -13,20 +13,15 @@ from datasets import Dataset
 from huggingface_hub import ModelCard, constants
 from huggingface_hub.utils import _http
 
-from hfrl.cli.app import main
-from hfrl.testing import run_cli
+from hfrl.testing import digit_reward, run_cli
 
 httpx = getattr(_http, "httpx2", None) or _http.httpx  # huggingface_hub 2.x uses httpx2, 1.x httpx
 TOKEN = "hf_pushTestToken0123456789abcdefXYZ"
-FAST = ["--rollout_batch_size", "8", "--mini_batch_size", "4", "--num_ppo_epochs", "1", "--disable_tqdm", "true"]
 MODEL = {"config.json", "generation_config.json", "model.safetensors"}
 ADAPTER = {"adapter_config.json", "adapter_model.safetensors"}
 TOKENIZER = {"tokenizer.json", "tokenizer_config.json"}
 CARD = {"README.md", "reward_curve.png", "config.yaml"}
-
-
-def digit_reward(prompts, completions, **kwargs):
-    return [sum(ch.isdigit() for ch in c) / max(len(c), 1) for c in completions]
+EVALS = {"eval/test.json", "eval/test-base.json"}  # the shared full run is evaluated after and before
 
 
 class FakeHub:
@@ -92,50 +87,6 @@ def hub(monkeypatch):
     _http.set_client_factory(_http.default_client_factory)
 
 
-@pytest.fixture(scope="module")
-def full_run(tmp_path_factory):
-    out = tmp_path_factory.mktemp("hub") / "numbers-ppo"
-    with pytest.raises(SystemExit) as exc:
-        main(
-            ["train", "--task", "numbers", "--model", "tiny", "--output-dir", str(out), "--num_iterations", "2", *FAST]
-        )
-    assert exc.value.code in (0, None)
-    from hfrl.runs.run_eval import evaluate
-
-    evaluate(out, split="test", max_samples=4)
-    return out
-
-
-@pytest.fixture(scope="module")
-def adapter_run(tmp_path_factory, tiny_causal_dir):
-    from peft import LoraConfig
-
-    from hfrl import PPOConfig, PPOTrainer
-
-    out = tmp_path_factory.mktemp("hub") / "lora-ppo"
-    args = PPOConfig(
-        output_dir=str(out),
-        num_iterations=2,
-        rollout_batch_size=8,
-        mini_batch_size=4,
-        num_ppo_epochs=1,
-        max_new_tokens=6,
-        learning_rate=5e-2,  # large enough that the adapter changes greedy text
-        report_to="none",
-        disable_tqdm=True,
-    )
-    trainer = PPOTrainer(
-        model=tiny_causal_dir,
-        args=args,
-        reward_funcs=digit_reward,
-        train_dataset=Dataset.from_dict({"prompt": ["1 2 3", "the year"] * 8}),
-        peft_config=LoraConfig(r=4, target_modules=["c_attn"], fan_in_fan_out=True),
-    )
-    trainer.train()
-    trainer.save_model()
-    return out
-
-
 def copy_run(run, tmp_path):
     dest = tmp_path / run.name
     shutil.copytree(run, dest)
@@ -164,10 +115,10 @@ def test_push_full_run_sends_exactly_model_card_image_config(full_run, hub, caps
     (created,) = hub.created
     assert (created["organization"], created["name"]) == ("me", "numbers-ppo")
     assert created.get("visibility") == "private" or created.get("private") is True
-    assert set(hub.files) == MODEL | TOKENIZER | CARD | {"eval/test.json"}
+    assert set(hub.files) == MODEL | TOKENIZER | CARD | EVALS
     assert hub.commits[0]["other"] == []  # no LFS pointer, no deletion: every file's bytes are above
     assert hub.validated == 1  # the card passed the (fake) Hub's metadata check
-    for name in MODEL | TOKENIZER | {"eval/test.json"}:
+    for name in MODEL | TOKENIZER | EVALS:
         assert hub.files[name] == (run / name).read_bytes(), name
     assert hub.files["reward_curve.png"].startswith(b"\x89PNG")
     card = ModelCard(hub.files["README.md"].decode())
@@ -297,7 +248,7 @@ def test_export_full_run(full_run, tmp_path, capsys):
     code, stdout, err = run_cli(["export", str(full_run), "--out", str(out)], capsys)
     assert code == 0, err
     names = {p.relative_to(out).as_posix() for p in out.rglob("*") if p.is_file()}
-    assert names == MODEL | TOKENIZER | CARD | {"eval/test.json"}
+    assert names == MODEL | TOKENIZER | CARD | EVALS
     assert (out / "model.safetensors").read_bytes() == (full_run / "model.safetensors").read_bytes()
     assert AutoModelForCausalLM.from_pretrained(out).config.model_type == "gpt2"
     assert f"model={str(out.resolve())!r}" in (out / "README.md").read_text()

@@ -16,6 +16,11 @@ COMMON = ["--model", "tiny", "--max_steps", "2", "--logging_steps", "1", "--repo
 ONLINE = ["--per_device_train_batch_size", "4", "--num_generations", "2", "--max_completion_length", "4"]
 
 
+def train(task, alg, out, capsys, *extra):
+    """``hfrl train --task TASK --alg ALG --output-dir OUT`` with the fast settings, then ``extra``."""
+    return run_cli(["train", "--task", str(task), "--alg", alg, "--output-dir", str(out), *COMMON, *extra], capsys)
+
+
 def logs(out):
     state = json.loads((out / "trainer_state.json").read_text())
     return [h for h in state["log_history"] if "loss" in h]
@@ -38,9 +43,7 @@ def assert_saved(out, alg):
 @pytest.mark.parametrize("alg", ["grpo", "rloo"])
 def test_online_trl_trainer_on_a_task(alg, tmp_path, capsys, recwarn):
     out = tmp_path / alg
-    code, stdout, err = run_cli(
-        ["train", "--task", "numbers", "--alg", alg, "--output-dir", str(out), *COMMON, *ONLINE], capsys
-    )
+    code, stdout, err = train("numbers", alg, out, capsys, *ONLINE)
     assert code == 0, err
     assert "reward: first iteration" in stdout
     # transformers' deprecations of what TRL calls (gradient_checkpointing_*): nothing the user can act on
@@ -59,21 +62,7 @@ def test_online_trl_trainer_on_a_task(alg, tmp_path, capsys, recwarn):
 def test_sft_on_task_references(tmp_path, capsys, monkeypatch):
     monkeypatch.setenv(DATA_DIR_ENV, str(FIXTURES))
     out = tmp_path / "sft"
-    code, stdout, err = run_cli(
-        [
-            "train",
-            "--task",
-            "daily_dialog",
-            "--alg",
-            "sft",
-            "--output-dir",
-            str(out),
-            "--per_device_train_batch_size",
-            "2",
-            *COMMON,
-        ],
-        capsys,
-    )
+    code, stdout, err = train("daily_dialog", "sft", out, capsys, "--per_device_train_batch_size", "2")
     assert code == 0, err
     assert "loss: first" in stdout and len(logs(out)) == 2
     assert_saved(out, "sft")
@@ -106,21 +95,7 @@ def test_dpo_on_preference_pairs(tmp_path, capsys):
     data = tmp_path / "prefs.jsonl"
     data.write_text("".join(json.dumps(r) + "\n" for r in rows))
     out = tmp_path / "dpo"
-    code, stdout, err = run_cli(
-        [
-            "train",
-            "--task",
-            str(data),
-            "--alg",
-            "dpo",
-            "--output-dir",
-            str(out),
-            "--per_device_train_batch_size",
-            "2",
-            *COMMON,
-        ],
-        capsys,
-    )
+    code, stdout, err = train(data, "dpo", out, capsys, "--per_device_train_batch_size", "2")
     assert code == 0, err
     assert "loss: first" in stdout and len(logs(out)) == 2
     assert_saved(out, "dpo")
@@ -128,27 +103,11 @@ def test_dpo_on_preference_pairs(tmp_path, capsys):
 
 def test_clear_errors(tmp_path, capsys, monkeypatch):
     # DPO on a task without preference pairs
-    code, _, err = run_cli(
-        ["train", "--task", "numbers", "--alg", "dpo", "--output-dir", str(tmp_path), *COMMON], capsys
-    )
+    code, _, err = train("numbers", "dpo", tmp_path, capsys)
     assert code == 2 and "error: DPO needs preference pairs: 'prompt', 'chosen' and 'rejected' columns" in err
     # TRL's trainers take causal models
     monkeypatch.setenv(DATA_DIR_ENV, str(FIXTURES))
-    code, _, err = run_cli(
-        [
-            "train",
-            "--task",
-            "iwslt2017",
-            "--alg",
-            "grpo",
-            "--output-dir",
-            str(tmp_path),
-            *COMMON,
-            "--model",
-            "tiny-t5",
-        ],
-        capsys,
-    )
+    code, _, err = train("iwslt2017", "grpo", tmp_path, capsys, "--model", "tiny-t5")
     assert code == 2 and "TRL's GRPOTrainer trains causal language models" in err and "encoder-decoder" in err
     # config keys are TRL's fields
     code, _, err = run_cli(
