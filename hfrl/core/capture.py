@@ -215,8 +215,7 @@ def set_sizes(packed: torch.Tensor) -> torch.Tensor:
     >>> set_sizes(torch.tensor([[5, 1], [255, 0]], dtype=torch.uint8)).tolist()
     [3, 8]
     """
-    bits = _BITS.to(packed.device)
-    return ((packed.unsqueeze(-1) & bits) != 0).sum((-1, -2))
+    return unpack_sets(packed, 8 * packed.shape[-1]).sum(-1)  # padding bits are 0
 
 
 class SampledSetRecorder(LogitsProcessor):
