@@ -13,8 +13,10 @@ os.environ.pop("HFRL_DEBUG", None)
 
 import pytest  # noqa: E402
 import torch  # noqa: E402
+import tqdm  # noqa: E402
 
 torch.set_num_threads(1)
+tqdm.tqdm.monitor_interval = 0  # no monitor thread: it holds tqdm's lock now and then, and tests fork
 
 
 @pytest.fixture(scope="session", autouse=True)

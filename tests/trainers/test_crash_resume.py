@@ -31,12 +31,18 @@ from safetensors.torch import load_file
 def child_main(argv: list[str], stage: str, at: str, stderr_fd: int) -> None:
     """The child: stderr into the pipe, stdout dropped, no pytest logging handlers (warnings reach
     stderr as in a terminal), the patches of ``stage`` at checkpoint ``at``, then ``hfrl train``."""
+    import tqdm.std
     from transformers import Trainer
     from transformers.trainer_callback import TrainerState
 
     from hfrl.cli.app import main
     from hfrl.trainers import crash_safe, iteration_log
 
+    # A forked child inherits tqdm's write lock as some thread of the parent held it at the fork (its
+    # monitor thread, a progress bar): held, it never frees here and the child hangs. A fresh one.
+    tqdm.std.TqdmDefaultWriteLock.th_lock = tqdm.std.TRLock()
+    tqdm.std.TqdmDefaultWriteLock.mp_lock = None  # the parent's multiprocessing lock: not taken in the child
+    tqdm.tqdm.set_lock(tqdm.std.TqdmDefaultWriteLock())
     os.dup2(stderr_fd, 2)
     os.dup2(os.open(os.devnull, os.O_WRONLY), 1)
     sys.stdout = open(1, "w", closefd=False)  # noqa: SIM115 - the child's streams, for its whole life
