@@ -107,33 +107,47 @@ def train(
     trust_code: TrustCodeOpt = False,
     overwrite_output_dir: OverwriteOpt = False,
 ) -> None:
-    from hfrl.runs import experiment
     from hfrl.utils.trust import trusted_code
+
+    with trusted_code(trust_code):  # the whole command: --trust-code is the user's one switch for code
+        _train(ctx, task, alg, model, config, output_dir, seed, resume, eval_test, prompt_column, references_column,
+               task_arg, threads, overwrite_output_dir)  # fmt: skip
+
+
+def _train(ctx, task, alg, model, config, output_dir, seed, resume, eval_test, prompt_column, references_column,
+           task_arg, threads, overwrite_output_dir) -> None:  # fmt: skip
+    from hfrl.runs import experiment
+    from hfrl.runs.run_folder import RunFolder
+    from hfrl.utils.trust import check_command_line
 
     task_args = parse_task_args(task_arg or [])
     task_args.update(
         {k: v for k, v in (("prompt_column", prompt_column), ("references_column", references_column)) if v}
     )
-    overrides = experiment.parse_overrides(list(ctx.args))
-    with trusted_code(trust_code):  # names are resolved (code imported) up to here, never later
-        if resume:
-            out = output_dir or _run_dir(task, alg, config)
-            asked = {"task": task, "alg": alg, "model": model, "seed": seed, "task_args": task_args}
-            run = experiment.resolve_resume(out, config_file=config, overrides=overrides, **asked)
-            checkpoint = experiment.last_checkpoint(out)
-        else:
-            run = experiment.resolve_run(task, alg, model, config, overrides, output_dir, seed, task_args=task_args)
-            experiment.prepare_output_dir(run["output_dir"], overwrite_output_dir)  # never over another run
-            checkpoint = run.pop("resume_from_checkpoint", None)
-        if eval_test:
-            run["eval_test"] = True
+    overrides = check_command_line(experiment.parse_overrides(list(ctx.args)))
+    check_command_line({"task_arg": task_args})
+    if resume:
+        out = output_dir or _run_dir(task, alg)
+        asked = {"task": task, "alg": alg, "model": model, "seed": seed, "task_args": task_args}
+        run = experiment.resolve_resume(out, config_file=config, overrides=overrides, **asked)
+    else:
+        run = experiment.resolve_run(task, alg, model, config, overrides, output_dir, seed, task_args=task_args)
+    if eval_test:
+        run["eval_test"] = True
+    folder = RunFolder(run["output_dir"], overwrite=overwrite_output_dir, resume=resume,
+                       from_file=getattr(run, "output_dir_from", None))  # fmt: skip
+    with folder:  # locked; a start that fails leaves it as it was; one run per folder
+        checkpoint = (
+            experiment.last_checkpoint(run["output_dir"]) if resume else run.pop("resume_from_checkpoint", None)
+        )
         trainer = experiment.build_trainer(run)
-    from hfrl.trainers.devices import set_cpu_threads
+        from hfrl.trainers.devices import set_cpu_threads
 
-    set_cpu_threads(trainer.model, threads, use_cpu=trainer.args.use_cpu or trainer.args.device.type == "cpu")
-    experiment.save_run_config(run, trainer)
-    trainer.train(resume_from_checkpoint=checkpoint)
-    trainer.save_model()
+        set_cpu_threads(trainer.model, threads, use_cpu=trainer.args.use_cpu or trainer.args.device.type == "cpu")
+        experiment.save_run_config(run, trainer)
+        trainer.add_callback(folder.callback)
+        trainer.train(resume_from_checkpoint=checkpoint)
+        trainer.save_model()
     rewards = [h["reward"] for h in trainer.state.log_history if "reward" in h]
     if trainer.is_world_process_zero() and rewards:
         last = rewards[-10:]
@@ -147,18 +161,14 @@ def train(
         typer.echo(f"{loss}saved to {trainer.args.output_dir}")
 
 
-def _run_dir(task: str | None, alg: str | None, config: str | None) -> str:
-    """The folder --resume continues without --output-dir: the --config file's, else runs/TASK-ALG."""
+def _run_dir(task: str | None, alg: str | None) -> str:
+    """The folder --resume continues without --output-dir: runs/TASK-ALG (a path read from a file never
+    chooses the folder a command writes into)."""
     from hfrl.runs.experiment import default_output_dir
-    from hfrl.runs.run_config import read_config_file
 
-    named = read_config_file(config) if config else {}
-    if named.get("output_dir"):
-        return str(named["output_dir"])
-    task = task or named.get("task")
     if not task:
         raise ValueError("--resume: which run? pass --output-dir DIR (or --task, for runs/TASK-ALG)")
-    return default_output_dir(task, alg or named.get("alg") or "ppo")
+    return default_output_dir(task, alg or "ppo")
 
 
 def parse_task_args(items: list[str]) -> dict:

@@ -16,7 +16,7 @@ import inspect
 from typing import Any
 
 from hfrl.tasks.base import TASK_OVERRIDES, Task, TaskSpec
-from hfrl.utils.registry import import_path, unknown
+from hfrl.utils.registry import import_path, is_code_path, unknown
 
 TASKS: dict[str, str] = {
     "numbers": "hfrl.tasks.numbers:build",
@@ -50,7 +50,7 @@ def check_task_name(name: str) -> None:
     """Fail at once (before torch and transformers are imported) for a name that can be no task."""
     from hfrl.tasks import own_data
 
-    if name not in TASKS and not own_data.is_own_data(name) and ":" not in name:
+    if name not in TASKS and not own_data.is_own_data(name) and not is_code_path(name):
         raise unknown("task", name, TASKS, hint=UNKNOWN_HINT)
 
 
@@ -60,15 +60,15 @@ def task_builder(name: str) -> Any:
 
     if name in TASKS:
         return import_path(TASKS[name])
-    if own_data.is_own_data(name):
-        return own_data.builder(name)
-    if ":" in name:
+    if is_code_path(name):  # before own data: a name that reads as module:attr is always code
         try:
             return import_path(name)
         except (ImportError, AttributeError) as err:
             from hfrl.utils.registry import UnknownNameError
 
             raise UnknownNameError(f"cannot import task {name!r}: {err}") from err
+    if own_data.is_own_data(name):
+        return own_data.builder(name)
     raise unknown("task", name, TASKS, hint=UNKNOWN_HINT)
 
 
@@ -125,7 +125,7 @@ def describe_task(name: str, /, **kwargs: Any) -> TaskSpec | None:
         shaped = getattr(module, "task_spec", None)
         spec = shaped(**kwargs) if shaped is not None else read_task_yaml(module.__file__)
         return TaskSpec.from_yaml(spec, kwargs)
-    if own_data.is_own_data(name):
+    if not is_code_path(name) and own_data.is_own_data(name):
         return TaskSpec.from_yaml(own_data.task_spec(name), kwargs)
     return None
 

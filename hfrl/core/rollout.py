@@ -42,6 +42,7 @@ from hfrl.core.action_space import FULL_VOCABULARY, ActionSpace
 from hfrl.core.advantages import Reduce, explained_variance, gae, masked_mean, masked_var, whiten
 from hfrl.core.capture import Captured, CaptureSettings, SampledSetRecorder, StepCapture, processor_last
 from hfrl.core.policies import ActorCritic, ReferencePolicy, completion_forward, tempered, trim_padding
+from hfrl.utils.trust import code_trusted
 
 _Rows = TypeVar("_Rows")
 
@@ -181,6 +182,8 @@ def _generate_batch(
     """One ``generate`` call of :func:`generate_completions`."""
     ids, mask = trim_padding(query_ids, query_mask)
     kwargs = {"use_cache": True, "pad_token_id": pad_token_id, **generation_kwargs}
+    # generate(custom_generate=...) runs a repo's or folder's code only with the user's own opt-in
+    kwargs["trust_remote_code"] = generation_kwargs.get("trust_remote_code", code_trusted())
     recorder = SampledSetRecorder() if action_space.records_sets else None
     step = StepCapture(lm, capture.temperature, capture.hidden, recorder) if capture is not None else None
     processors = action_space.processors(ids, mask)

@@ -57,9 +57,11 @@ class CausalPerplexity:
         def build():
             from transformers import AutoModelForCausalLM, AutoTokenizer
 
-            return AutoModelForCausalLM.from_pretrained(self.model).to(device).eval(), AutoTokenizer.from_pretrained(
-                self.model
-            )
+            from hfrl.utils.trust import remote_code
+
+            trust = remote_code(self.model)
+            model = AutoModelForCausalLM.from_pretrained(self.model, trust_remote_code=trust)
+            return model.to(device).eval(), AutoTokenizer.from_pretrained(self.model, trust_remote_code=trust)
 
         return cached(("causal_lm", self.model, device), build)
 

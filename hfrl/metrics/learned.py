@@ -41,10 +41,14 @@ def load_classifier(name: str, device: str):
         from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
         from hfrl.core.models import fix_tokenizer
+        from hfrl.utils.trust import UntrustedCodeError, remote_code
 
         try:
-            tokenizer = AutoTokenizer.from_pretrained(name)
-            model = AutoModelForSequenceClassification.from_pretrained(name)
+            trust = remote_code(name)
+            tokenizer = AutoTokenizer.from_pretrained(name, trust_remote_code=trust)
+            model = AutoModelForSequenceClassification.from_pretrained(name, trust_remote_code=trust)
+        except UntrustedCodeError:
+            raise
         except Exception as err:  # noqa: BLE001 - offline, a typo, no network: say which model and what to do
             raise ClassifierUnavailableError(name, err) from err
         tokenizer.padding_side = "right"  # absolute-position encoders (BERT, RoBERTa) read left padding as text offset

@@ -30,7 +30,9 @@ def _num_layers(model_type: str, num_layers: int | None) -> int | None:
             return int(json.load(fh)["num_hidden_layers"])
     from transformers import AutoConfig
 
-    return int(AutoConfig.from_pretrained(model_type).num_hidden_layers)
+    from hfrl.utils.trust import remote_code
+
+    return int(AutoConfig.from_pretrained(model_type, trust_remote_code=remote_code(model_type)).num_hidden_layers)
 
 
 class BertScore(SampleMetric):
@@ -84,6 +86,9 @@ class BertScore(SampleMetric):
         def build():
             from bert_score import BERTScorer
 
+            from hfrl.utils.trust import remote_code
+
+            remote_code(model_type)  # bert-score passes no trust_remote_code: a folder naming its own code stops here
             return BERTScorer(
                 model_type=model_type,
                 num_layers=_num_layers(model_type, self.num_layers),
@@ -184,11 +189,13 @@ def load_bleurt(name: str, device: str = "cpu"):
     if _hub_file(name, "vocab.txt") is not None:  # bleurt-{tiny,base,large}: WordPiece, lowercased
         from transformers import BertTokenizer
 
-        tokenizer = BertTokenizer.from_pretrained(name, do_lower_case=raw.get("do_lower_case", True))
+        tokenizer = BertTokenizer.from_pretrained(
+            name, do_lower_case=raw.get("do_lower_case", True), trust_remote_code=False
+        )
     else:  # BLEURT-20: SentencePiece (bleurt-pytorch reads it with DeBERTa-v2's tokenizer)
         from transformers import DebertaV2Tokenizer
 
-        tokenizer = DebertaV2Tokenizer.from_pretrained(name, do_lower_case=False)
+        tokenizer = DebertaV2Tokenizer.from_pretrained(name, do_lower_case=False, trust_remote_code=False)
     return tokenizer, model.to(device).eval()
 
 

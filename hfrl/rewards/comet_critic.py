@@ -93,8 +93,8 @@ def load_critic(folder: str, device: str):
         dense, out_proj = torch.nn.Linear(hidden, middle), torch.nn.Linear(middle, outputs)
         head = torch.nn.ModuleDict({"dense": dense, "out_proj": out_proj})
         head.load_state_dict(state)
-        body = RobertaModel.from_pretrained(folder, add_pooling_layer=True)
-        tokenizer = AutoTokenizer.from_pretrained(folder)
+        body = RobertaModel.from_pretrained(folder, add_pooling_layer=True, trust_remote_code=False)
+        tokenizer = AutoTokenizer.from_pretrained(folder, trust_remote_code=False)
         tokenizer.padding_side = "right"
         return tokenizer, body.to(device).eval(), head.to(device).eval()
 

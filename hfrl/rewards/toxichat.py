@@ -60,14 +60,16 @@ def load_toxichat(folder: str, device: str):
         missing = [k for k in ("off_classifier.weight", "off_classifier.bias") if k not in state]
         if missing:
             raise ValueError(f"safety: the ToxiChat checkpoint in {folder} has no {' or '.join(missing)}")
-        body = GPT2Model(AutoConfig.from_pretrained(folder))  # the LM's body: its `transformer.*` weights
+        body = GPT2Model(
+            AutoConfig.from_pretrained(folder, trust_remote_code=False)
+        )  # the LM's body: its `transformer.*` weights
         weights = {k.removeprefix("transformer."): v for k, v in state.items() if k.startswith("transformer.")}
         loaded = body.load_state_dict(weights, strict=False)  # old checkpoints also hold attention-mask buffers
         if loaded.missing_keys:
             raise ValueError(f"safety: the ToxiChat checkpoint in {folder} lacks {', '.join(loaded.missing_keys[:3])}")
         head = torch.nn.Linear(*reversed(state["off_classifier.weight"].shape))
         head.load_state_dict({"weight": state["off_classifier.weight"], "bias": state["off_classifier.bias"]})
-        tokenizer = AutoTokenizer.from_pretrained(folder)
+        tokenizer = AutoTokenizer.from_pretrained(folder, trust_remote_code=False)
         tokenizer.padding_side, tokenizer.truncation_side = "right", "left"  # keep the end of long threads
         fix_tokenizer(tokenizer)
         return tokenizer, body.to(device).eval(), head.to(device).eval()

@@ -14,10 +14,10 @@ from pathlib import Path
 from typing import Any
 
 from hfrl.core.model_args import MODEL_KEYS
-from hfrl.runs.run_config import CONFIG_NAME, STATE_NAME, config_text, load_yaml, read_config_file, task_kwargs
+from hfrl.runs.run_config import CONFIG_NAME, config_text, load_yaml, read_config_file, task_kwargs
 from hfrl.tasks.base import Task, TaskSpec
 from hfrl.trainers import algorithm_trainer
-from hfrl.utils.registry import UnknownNameError, unknown
+from hfrl.utils.registry import UnknownNameError, is_code_path, unknown
 
 # Run-level keys of a config file; the rest are config fields. `eval_test`: evaluate on the task's
 # test split before and after training (eval/test-base.json, eval/test.json; shown in the card).
@@ -180,6 +180,7 @@ class ResolvedRun(dict):
 
     task: Task | None = None
     task_kwargs: dict[str, Any] | None = None
+    output_dir_from: str | None = None  # the file that named output_dir, when no command-line option did
 
 
 def resolve_run(
@@ -217,7 +218,7 @@ def resolve_run(
     from hfrl.trainers import ALGORITHMS
 
     check_task_name(run["task"])  # names first: an unknown one fails before torch is imported
-    if run["alg"] not in ALGORITHMS and ":" not in str(run["alg"]):
+    if run["alg"] not in ALGORITHMS and not is_code_path(run["alg"]):
         raise unknown("algorithm", str(run["alg"]), ALGORITHMS, hint=", or a 'module:attr' path to your own algorithm")
     trainer_class = algorithm_trainer(run["alg"])
     built, built_with = None, task_kwargs(run)
@@ -239,15 +240,18 @@ def resolve_run(
             run[key] = {**value, **(run.get("task_args") or {})}
         run.setdefault(key, value)
     merged = coerce_numbers({**task_fields, **file_cfg, **overrides}, trainer_class.config_class)
+    from_file = None  # the file whose output_dir chose the folder (RunFolder: a new or empty one only)
     if output_dir is not None:
         merged["output_dir"] = output_dir
+    elif "output_dir" in file_cfg and "output_dir" not in overrides:
+        from_file = f"config file {config_file}"
     merged.setdefault("output_dir", default_output_dir(run["task"], run["alg"]))
     if seed is not None:
         merged["seed"] = seed
     if "algorithm" in fields:  # one trainer, several algorithms (the A-LoL family): the name picks it
         merged.setdefault("algorithm", run["alg"])
     resolved = ResolvedRun({**run, **merged})
-    resolved.task, resolved.task_kwargs = built, built_with
+    resolved.task, resolved.task_kwargs, resolved.output_dir_from = built, built_with, from_file
     return resolved
 
 
@@ -309,30 +313,6 @@ def resolve_resume(output_dir: str | os.PathLike, **asked: Any) -> dict[str, Any
             "or start a new run with another --output-dir"
         )
     return resolve_run(config_file=path, overrides=changed, output_dir=str(output_dir))
-
-
-def prepare_output_dir(output_dir: str | os.PathLike, overwrite: bool = False) -> None:
-    """Where a new run writes: not a file, and not another run's folder (its config.yaml, checkpoints
-    or model) unless ``overwrite``, which clears it (its checkpoints would be resumed otherwise)."""
-    path = Path(output_dir)
-    if path.exists() and not path.is_dir():
-        raise ValueError(f"--output-dir {output_dir} is a file; give a directory")
-    if not path.is_dir():
-        return
-    marks = [p.name for p in sorted(path.iterdir()) if p.name in RUN_FILES or p.name.startswith("checkpoint-")]
-    if not marks:
-        return
-    if not overwrite:
-        raise ValueError(
-            f"{output_dir} holds another run ({', '.join(marks[:4])}{', ...' if len(marks) > 4 else ''}): --resume "
-            "continues it, --overwrite_output_dir replaces it, or give a new --output-dir"
-        )
-    import shutil
-
-    shutil.rmtree(path)
-
-
-RUN_FILES = (CONFIG_NAME, STATE_NAME, "model.safetensors", "adapter_model.safetensors")
 
 
 def split_run(run: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:

@@ -204,6 +204,9 @@ def open_run(name_or_path: str | os.PathLike) -> Run:
         )
     if not path.is_dir():
         raise ValueError(f"{name} is a file; give the run directory that holds it (or a .gguf model file)")
+    from hfrl.utils.trust import remote_code
+
+    remote_code(path)  # a folder naming its own code (auto_map) is refused here, whatever the command does next
     adapter_config = None
     if (path / "adapter_config.json").is_file():
         adapter_config = json.loads((path / "adapter_config.json").read_text())

@@ -242,6 +242,10 @@ class _TRLAdapter:
         **kwargs: Any,  # DPO: ref_model
     ) -> None:
         model = causal_model_path(model, f"{self._name}Trainer")  # type: ignore[attr-defined]
+        if isinstance(model, str) and args is not None:  # TRL loads it: with the user's opt-in for code, never a file's
+            from hfrl.utils.trust import remote_code
+
+            args.model_init_kwargs = {"trust_remote_code": remote_code(model), **(args.model_init_kwargs or {})}
         tokenizer = processing_class or load_tokenizer(model, **self.tokenizer_kwargs)
         self.metrics = dict(metrics or {})
         super().__init__(  # type: ignore[call-arg]

@@ -31,8 +31,26 @@ def unknown(kind: str, name: str, known: Iterable[str], hint: str = "", max_list
     return UnknownNameError(f"unknown {kind} {name!r}{guess} ({listed}){hint}")
 
 
+# What a resolver imports: a name that is not registered and reads as ``package.module:attr`` (the
+# attribute may be empty: ``module:`` imports the module itself). :func:`is_code_path` is the one test
+# that both the resolvers and the trust check of files (:mod:`hfrl.utils.trust`) use, so that a file is
+# refused for exactly the names a resolver would import.
+_CODE_PATH = re.compile(r"[A-Za-z_][\w.]*:[\w.]*")
+
+
+def is_code_path(name: Any) -> bool:
+    """Whether a resolver given ``name`` (unregistered) imports it as ``module:attr``.
+
+    >>> is_code_path("os:system"), is_code_path("evil:"), is_code_path("pkg.mod:Cls.method")
+    (True, True, True)
+    >>> is_code_path("rouge"), is_code_path("http://x"), is_code_path("data/my.jsonl"), is_code_path(":x")
+    (False, False, False, False)
+    """
+    return isinstance(name, str) and _CODE_PATH.fullmatch(name) is not None
+
+
 def import_path(path: str) -> Any:
-    """``"package.module:attr"`` -> the object."""
+    """``"package.module:attr"`` -> the object (``"module:"``: the module)."""
     module, _, attr = path.partition(":")
     obj: Any = importlib.import_module(module)
     for part in attr.split(".") if attr else []:
@@ -44,7 +62,7 @@ def resolve(name: str, registry: dict[str, str], kind: str) -> Any:
     """The object registered as ``name``, or the object at the ``module:attr`` path ``name``."""
     if name in registry:
         return import_path(registry[name])
-    if ":" in name:
+    if is_code_path(name):
         try:
             return import_path(name)
         except (ImportError, AttributeError) as err:

@@ -15,14 +15,32 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
-import re
+import json
+import os
 from collections.abc import Iterator
 from typing import Any
 
-from hfrl.utils.registry import UnknownNameError
+from hfrl.utils.registry import UnknownNameError, is_code_path
 
-CODE_PATH = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$")  # package.module:attr
 RUNS_CODE = ("evaluate",)  # registry ids whose arguments name code to run (an `evaluate` module's script)
+
+
+def _names_hub_kernel(value: Any) -> bool:  # attn_implementation="org/kernel-repo" downloads and runs a kernel
+    return isinstance(value, str) and "/" in value
+
+
+# Keys that make a library load code, wherever they appear in a mapping read from a file (model_init_kwargs,
+# generation_kwargs, eval_generation_kwargs, task_args...): key -> whether this value loads code.
+CODE_KEYS: dict[str, Any] = {
+    "trust_remote_code": bool,  # transformers: a model folder's or repo's own modules (auto_map), custom_generate
+    "custom_generate": lambda value: (
+        value is not None
+    ),  # transformers 5 generate(): a repo's custom_generate/generate.py
+    "auto_map": lambda value: bool(value),  # a config naming its own classes to import
+    "use_kernels": bool,  # transformers: kernels downloaded from the Hub and loaded
+    "attn_implementation": _names_hub_kernel,
+}
+CODE_HINT = "pass --trust-code (trust_code=True in Python) only if you trust it"
 
 _TRUSTED: contextvars.ContextVar[bool] = contextvars.ContextVar("hfrl_trust_code", default=False)
 
@@ -46,20 +64,33 @@ def code_trusted() -> bool:
 
 
 def names_code(value: Any, where: str = "") -> tuple[str, str] | None:
-    """The first ``(place, name)`` in a parsed file that names code, or None.
+    """The first ``(place, name)`` in a parsed file that names code, or None: a name a resolver would
+    import (:func:`hfrl.utils.registry.is_code_path`, the resolvers' own test), a registry id that runs
+    code (``evaluate``), or a key that makes a library load code (:data:`CODE_KEYS`), at any depth.
 
     >>> names_code({"task": "numbers", "rewards": [{"id": "subprocess:Popen", "args": {"args": "x"}}]})
     ('rewards[0].id', 'subprocess:Popen')
     >>> names_code({"metrics": ["rouge", {"id": "evaluate", "args": {"path": "./m.py"}}]})
     ('metrics[1].id', 'evaluate')
+    >>> names_code({"task": "evil:"})
+    ('task', 'evil:')
+    >>> names_code({"eval_generation_kwargs": {"do_sample": False, "custom_generate": "runs/evil"}})
+    ('eval_generation_kwargs.custom_generate', 'runs/evil')
+    >>> names_code({"model_init_kwargs": {"trust_remote_code": True}})
+    ('model_init_kwargs.trust_remote_code', 'True')
     >>> names_code({"task": "numbers", "learning_rate": 1e-3, "revision": "refs/pr/1", "url": "http://x"}) is None
+    True
+    >>> names_code({"model_init_kwargs": {"trust_remote_code": False}}) is None
     True
     """
     if isinstance(value, str):
-        return (where, value) if CODE_PATH.match(value) else None
+        return (where, value) if is_code_path(value) else None
     if isinstance(value, dict):
         if value.get("id") in RUNS_CODE:
             return (f"{where}.id" if where else "id", str(value["id"]))
+        for key, item in value.items():
+            if key in CODE_KEYS and CODE_KEYS[key](item):
+                return (f"{where}.{key}" if where else str(key), str(item))
         items: Any = value.items()
     elif isinstance(value, (list, tuple)):
         if where.split(".")[-1] in ("rewards", "metrics"):
@@ -77,6 +108,31 @@ def names_code(value: Any, where: str = "") -> tuple[str, str] | None:
     return None
 
 
+def loads_code(value: Any, where: str = "") -> tuple[str, str] | None:
+    """The first ``(place, value)`` where a key of :data:`CODE_KEYS` makes a library load code, at any
+    depth (what even the user's own command line may set only through ``--trust-code``).
+
+    >>> loads_code({"model_init_kwargs": {"dtype": "float32", "trust_remote_code": True}})
+    ('model_init_kwargs.trust_remote_code', 'True')
+    >>> loads_code({"rewards": ["mymod:reward"]}) is None
+    True
+    """
+    if isinstance(value, dict):
+        for key, item in value.items():
+            place = f"{where}.{key}" if where else str(key)
+            if key in CODE_KEYS and CODE_KEYS[key](item):
+                return place, str(item)
+            found = loads_code(item, place)
+            if found:
+                return found
+    elif isinstance(value, (list, tuple)):
+        for i, item in enumerate(value):
+            found = loads_code(item, f"{where}[{i}]")
+            if found:
+                return found
+    return None
+
+
 def check_file(data: Any, source: str) -> Any:
     """``data`` parsed from the file ``source``, or :class:`UntrustedCodeError` when it names code
     and the user does not trust it."""
@@ -91,9 +147,71 @@ def check_file(data: Any, source: str) -> Any:
     return data
 
 
+def check_command_line(values: dict[str, Any]) -> dict[str, Any]:
+    """``values`` given on the command line, or :class:`UntrustedCodeError` when one of them makes a
+    library load code (``--model_init_kwargs '{trust_remote_code: true}'``) without ``--trust-code``:
+    the one switch for code, so that a copied command line cannot turn it on in passing."""
+    found = None if code_trusted() else loads_code(values)
+    if found:
+        place, value = found
+        raise UntrustedCodeError(
+            f"--{place.split('.')[0]} sets {place.split('.')[-1]}={value}, which loads code to run; "
+            f"pass --trust-code instead if you trust that code"
+        )
+    return values
+
+
+def remote_code(name_or_path: Any = None, files: tuple[str, ...] = ("config.json", "tokenizer_config.json")) -> bool:
+    """The ``trust_remote_code`` hfrl passes to every ``from_pretrained`` / ``generate`` call: the user's
+    opt-in (:func:`code_trusted`), never a file's. For a local folder whose ``config.json`` or
+    ``tokenizer_config.json`` names its own code (``auto_map``) and no opt-in, a one-line
+    :class:`UntrustedCodeError` now (transformers would ask "[y/N]" on the terminal, or fail later)."""
+    if code_trusted():
+        return True
+    _no_prompt()
+    if isinstance(name_or_path, (str, os.PathLike)) and os.path.isdir(name_or_path):
+        for name in files:
+            path = os.path.join(name_or_path, name)
+            try:
+                with open(path) as fh:
+                    data = json.load(fh)
+            except (OSError, ValueError):
+                continue
+            if isinstance(data, dict) and data.get("auto_map"):
+                raise UntrustedCodeError(
+                    f"model folder {name_or_path}: {name} names its own code to run (auto_map: "
+                    f"{json.dumps(data['auto_map'])[:80]}); {CODE_HINT}"
+                )
+    return False
+
+
+def _no_prompt() -> None:
+    """No "[y/N]" prompt for code: a library call that names no ``trust_remote_code`` (bert-score's, a
+    Hub repo with code) fails at once in this process instead of asking on the terminal (where ``echo y |``
+    answered it). transformers asks only while its ``TIME_OUT_REMOTE_CODE`` is positive."""
+    import sys
+
+    module = sys.modules.get("transformers.dynamic_module_utils")
+    if module is None:
+        import importlib
+
+        module = importlib.import_module("transformers.dynamic_module_utils")
+    module.TIME_OUT_REMOTE_CODE = 0
+
+
 def is_secret(name: str) -> bool:
     """A field that holds a secret (``hub_token``, any ``*_token``): it never reaches a file."""
     return name == "token" or name.endswith("_token")
 
 
-__all__ = ["UntrustedCodeError", "check_file", "code_trusted", "is_secret", "names_code", "trusted_code"]
+__all__ = [
+    "UntrustedCodeError",
+    "check_command_line",
+    "check_file",
+    "code_trusted",
+    "is_secret",
+    "loads_code",
+    "names_code",
+    "remote_code",
+    "trusted_code",
+]

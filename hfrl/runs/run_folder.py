@@ -1,0 +1,191 @@
+"""The output folder of one ``hfrl train`` command, held for the command's life: one run per folder,
+never lost, never mixed.
+
+    with RunFolder("runs/numbers-ppo", overwrite=False) as folder:
+        trainer = build_trainer(run)            # a failure here leaves the folder as it was
+        trainer.add_callback(folder.callback)   # the first optimizer step marks the run as started
+        trainer.train()
+
+- **A lock.** The folder is locked (``flock`` on the folder itself) from before anything is checked
+  until the command ends: a second ``hfrl train`` (or ``--resume``) on the same folder stops at once
+  with one line, instead of both passing the "holds another run" check and interleaving their files.
+- **A failed start changes nothing.** Until the run has made its first optimizer step (the first
+  rollout generated, scored and learned from), any failure (a bad value found late, a model that
+  cannot load, too few prompts, WordNet missing, a diverging first step) removes what the command
+  wrote and puts back what was there; a folder the command created is removed again.
+- **Replacing a run** (``--overwrite_output_dir``) moves the old run aside inside the folder
+  (``.hfrl-replaced/``) and deletes it only once the new run has started; a failed start restores it.
+- **A folder named by a file** (``output_dir`` in a ``--config`` file, not on the command line) must be
+  new or empty: a downloaded config never chooses to write over a folder of yours.
+
+Only the main process (rank 0 of ``accelerate launch``) holds the folder; the others write only
+what the Trainer has them write.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+from typing import Any
+
+from hfrl.runs.run_config import CONFIG_NAME, STATE_NAME
+
+RUN_FILES = (CONFIG_NAME, STATE_NAME, "model.safetensors", "adapter_model.safetensors")
+REPLACED = ".hfrl-replaced"  # the run --overwrite_output_dir replaces, until the new one has started
+
+
+class FolderInUseError(RuntimeError):
+    """Another hfrl command holds the run folder (the CLI exits with code 1)."""
+
+
+def run_marks(path: Path) -> list[str]:
+    """What makes ``path`` hold a run: its config.yaml, trainer state, weights or checkpoints."""
+    if not path.is_dir():
+        return []
+    return [p.name for p in sorted(path.iterdir()) if p.name in RUN_FILES or p.name.startswith("checkpoint-")]
+
+
+def _is_main_process() -> bool:
+    return int(os.environ.get("RANK", os.environ.get("LOCAL_RANK", "0")) or 0) == 0
+
+
+class RunFolder:
+    """See the module docstring. ``resume``: the folder holds the run to continue (locked only: a
+    resumed run keeps what it wrote). ``from_file``: the path came from a file, not the user."""
+
+    def __init__(self, path: str | os.PathLike, *, overwrite: bool = False, resume: bool = False,
+                 from_file: str | None = None) -> None:  # fmt: skip
+        self.path = Path(path)
+        self.overwrite, self.resume, self.from_file = overwrite, resume, from_file
+        self.started = False
+        self._fd: int | None = None
+        self._created: Path | None = None
+        self._before: set[str] = set()
+        self.main = _is_main_process()
+
+    # ---- entering: lock, then check ---------------------------------------------------------------
+    def __enter__(self) -> RunFolder:
+        if not self.main:
+            return self
+        if self.path.exists() and not self.path.is_dir():
+            raise ValueError(f"--output-dir {self.path} is a file; give a directory")
+        self._created = self.path
+        while not self._created.parent.exists():  # the top folder this command creates: removed on failure
+            self._created = self._created.parent
+        self._created = self._created if not self.path.exists() else None
+        self.path.mkdir(parents=True, exist_ok=True)
+        try:
+            self._lock()
+            self._check()
+        except BaseException:
+            self._release()
+            raise
+        self._before = set(os.listdir(self.path))
+        if self.overwrite and not self.resume and run_marks(self.path):
+            self._move_aside()
+        return self
+
+    def _lock(self) -> None:
+        try:
+            import fcntl
+        except ImportError:  # no flock (Windows): no lock
+            return
+        self._fd = os.open(self.path, os.O_RDONLY)
+        try:
+            fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(self._fd)
+            self._fd = None
+            raise FolderInUseError(
+                f"{self.path} is in use by another hfrl command (a run or a resume is writing there); "
+                "wait for it to end, or give another --output-dir"
+            ) from None
+
+    def _check(self) -> None:
+        if self.resume:
+            return
+        marks = run_marks(self.path)
+        if marks and not self.overwrite:
+            listed = ", ".join(marks[:4]) + (", ..." if len(marks) > 4 else "")
+            raise ValueError(
+                f"{self.path} holds another run ({listed}): --resume continues it, --overwrite_output_dir "
+                "replaces it, or give a new --output-dir"
+            )
+        if self.from_file and not self.overwrite:
+            present = sorted(p for p in os.listdir(self.path) if p != REPLACED)
+            if present:
+                raise ValueError(
+                    f"{self.from_file} names output_dir {self.path}, which is not empty ({', '.join(present[:3])}"
+                    f"{', ...' if len(present) > 3 else ''}); a path read from a file only chooses a new or empty "
+                    "folder: pass --output-dir DIR"
+                )
+
+    def _move_aside(self) -> None:
+        aside = self.path / REPLACED
+        if aside.exists():  # an earlier replacement that was cut short: that old run is in there already
+            shutil.rmtree(aside)
+        aside.mkdir()
+        for name in sorted(self._before - {REPLACED}):
+            os.replace(self.path / name, aside / name)
+        self._before = {REPLACED}
+
+    # ---- the run started: the old run is gone for good --------------------------------------------
+    def mark_started(self) -> None:
+        if self.started:
+            return
+        self.started = True
+        if self.main and (self.path / REPLACED).is_dir():
+            shutil.rmtree(self.path / REPLACED)
+
+    @property
+    def callback(self) -> Any:
+        """A ``TrainerCallback`` that marks the run started at its first optimizer step."""
+        from transformers import TrainerCallback
+
+        folder = self
+
+        class _Started(TrainerCallback):
+            def on_step_end(self, args, state, control, **kwargs):
+                folder.mark_started()
+
+        return _Started()
+
+    # ---- leaving ----------------------------------------------------------------------------------
+    def __exit__(self, exc_type, exc, tb) -> None:
+        try:
+            if self.main:
+                if exc_type is None:
+                    self.mark_started()
+                elif not self.started and not self.resume:
+                    self._roll_back()
+        finally:
+            self._release()
+
+    def _roll_back(self) -> None:
+        """Remove what the failed start wrote; put back what was there."""
+        if not self.path.is_dir():
+            return
+        for name in set(os.listdir(self.path)) - self._before:
+            target = self.path / name
+            shutil.rmtree(target) if target.is_dir() and not target.is_symlink() else target.unlink()
+        aside = self.path / REPLACED
+        if aside.is_dir():
+            for name in os.listdir(aside):
+                os.replace(aside / name, self.path / name)
+            aside.rmdir()
+        if self._created is not None:
+            folder = self.path
+            while not os.listdir(folder):
+                folder.rmdir()
+                if folder == self._created:
+                    break
+                folder = folder.parent
+
+    def _release(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)  # closing the descriptor releases the flock
+            self._fd = None
+
+
+__all__ = ["REPLACED", "RUN_FILES", "FolderInUseError", "RunFolder", "run_marks"]
