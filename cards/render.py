@@ -474,5 +474,8 @@ def write_card(run_dir: str | os.PathLike, out_dir: str | os.PathLike | None = N
     curve = plot_reward_curve(history, out / CURVE_NAME)
     card = render_card(run, **{**kwargs, "log_history": history, "curve": CURVE_NAME if curve else None})
     path = out / "README.md"
+    from hfrl.utils.secrets import refuse_tokens
+
+    refuse_tokens(str(card), str(path))
     path.write_text(str(card), encoding="utf-8")
     return path

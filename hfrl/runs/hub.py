@@ -87,19 +87,21 @@ def collect_files(
     return files
 
 
-def assert_no_secret(files: dict[str, Path | bytes], secret: str | None) -> None:
-    """Refuse to send anything that contains ``secret`` (the Hub token)."""
-    if not secret:
-        return
-    needle = secret.encode()
+def assert_no_secret(files: dict[str, Path | bytes], secret: str | None = None) -> None:
+    """Refuse to send or write anything that contains ``secret`` (the Hub token used), or any string
+    shaped like a Hub token (:func:`hfrl.utils.secrets.refuse_tokens`)."""
+    from hfrl.utils.secrets import refuse_tokens
+
+    needle = secret.encode() if secret else None
     for name, source in files.items():
         if isinstance(source, bytes):
             data = source
         else:
             with open(source, "rb") as fh:
                 data = fh.read(_SCAN_LIMIT if source.stat().st_size <= _SCAN_LIMIT else 2**20)
-        if needle in data:
+        if needle is not None and needle in data:
             raise ValueError(f"{name} contains your Hugging Face token; remove it from the run before pushing")
+        refuse_tokens(data, name)
 
 
 def export_run(
@@ -117,6 +119,7 @@ def export_run(
         raise ValueError(f"--out {out} exists and is not empty; choose a new directory")
     with tempfile.TemporaryDirectory(prefix="hfrl-export-") as workdir:
         files = collect_files(run, workdir, merge, base_model, model_ref=str(out.resolve()), card_kwargs=card_kwargs)
+        assert_no_secret(files)
         out.mkdir(parents=True, exist_ok=True)
         for name, source in files.items():
             target = out / name

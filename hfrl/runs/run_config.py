@@ -15,7 +15,7 @@ from typing import Any
 
 import yaml
 
-from hfrl.utils.trust import is_secret
+from hfrl.utils.secrets import is_secret, redacted, refuse_tokens
 
 CONFIG_NAME = "config.yaml"  # written by hfrl.runs.experiment.save_run_config
 STATE_NAME = "trainer_state.json"
@@ -75,8 +75,8 @@ def read_config_file(path: str | os.PathLike) -> dict[str, Any]:
 
 
 def sanitize_config(config: dict[str, Any]) -> dict[str, Any]:
-    """A run config without secrets (:func:`is_secret`)."""
-    return {k: v for k, v in config.items() if not is_secret(k)}
+    """A run config without secrets (:func:`hfrl.utils.secrets.is_secret`), at any depth."""
+    return redacted(dict(config))
 
 
 def plain_values(values: dict[str, Any]) -> dict[str, Any]:
@@ -95,7 +95,9 @@ def config_text(config: dict[str, Any], path: str | os.PathLike = CONFIG_NAME) -
     """The text of a ``config.yaml`` (at ``path``): a header that says how to repeat the run, then the
     config without secrets, its values made plain."""
     header = f"# hfrl run configuration; repeat the run with: hfrl train --config {path} --output-dir NEW_DIR\n"
-    return header + yaml.safe_dump(plain_values(sanitize_config(config)), sort_keys=False)
+    text = header + yaml.safe_dump(plain_values(sanitize_config(config)), sort_keys=False)
+    refuse_tokens(text, str(path))
+    return text
 
 
 def task_kwargs(run: dict[str, Any]) -> dict[str, Any]:

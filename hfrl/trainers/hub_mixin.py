@@ -21,19 +21,54 @@ logger = logging.get_logger(__name__)
 
 @contextlib.contextmanager
 def secrets_removed(args: Any) -> Iterator[Any]:
-    """``args`` with every string field named ``*_token`` (``hub_token``) set to None inside: what
-    ``training_args.bin`` pickles never holds a secret. The values come back on exit."""
-    from hfrl.utils.trust import is_secret
+    """``args`` without secrets inside: a secret-named field (``hub_token``) set to None, a mapping
+    field holding one at any depth (``model_init_kwargs: {token: ...}``) replaced by its redacted copy
+    (:mod:`hfrl.utils.secrets`), so that what ``training_args.bin`` pickles never holds a secret. The
+    values come back on exit."""
+    from hfrl.utils.secrets import is_secret, redacted
 
-    names = [f.name for f in dataclasses.fields(args) if is_secret(f.name)]
-    saved = {name: getattr(args, name) for name in names if isinstance(getattr(args, name, None), str)}
-    for name in saved:
-        setattr(args, name, None)
+    saved = {}
+    for f in dataclasses.fields(args):
+        value = getattr(args, f.name, None)
+        if is_secret(f.name) and isinstance(value, str):
+            saved[f.name], clean = value, None
+        elif isinstance(value, (dict, list, tuple)) and redacted(value) is not value:
+            saved[f.name], clean = value, redacted(value)
+        else:
+            continue
+        setattr(args, f.name, clean)
     try:
         yield args
     finally:
         for name, value in saved.items():
             setattr(args, name, value)
+
+
+def check_written(path: str) -> None:
+    """Delete ``path`` and raise :class:`hfrl.utils.secrets.SecretInFileError` if the file holds a
+    string shaped like a Hub token (a secret under a name hfrl cannot know)."""
+    from hfrl.utils.secrets import SecretInFileError, refuse_tokens
+
+    if not os.path.isfile(path):
+        return
+    with open(path, "rb") as fh:
+        data = fh.read()
+    try:
+        refuse_tokens(data, path)
+    except SecretInFileError:
+        os.remove(path)
+        raise
+
+
+def save_training_args(args: Any, output_dir: str) -> None:
+    """``training_args.bin`` as the Trainer writes it, without secrets (:func:`secrets_removed`)."""
+    import torch
+    from transformers.trainer import TRAINING_ARGS_NAME
+
+    path = os.path.join(output_dir, TRAINING_ARGS_NAME)
+    with secrets_removed(args) as clean:
+        torch.save(clean, path)
+    check_written(path)
 
 
 class NonFiniteError(FloatingPointError):
@@ -147,8 +182,11 @@ class HubMixin:
 
     def _save(self, output_dir: str | None = None, state_dict: Any = None) -> None:
         """The Trainer's save, with no secret in the ``training_args.bin`` it writes."""
+        from transformers.trainer import TRAINING_ARGS_NAME
+
         with secrets_removed(self.args):
             super()._save(output_dir, state_dict)  # type: ignore[misc]
+        check_written(os.path.join(output_dir or self.args.output_dir, TRAINING_ARGS_NAME))
 
     def _iteration_text(self) -> str:
         per = getattr(self.args, "steps_per_iteration", None)

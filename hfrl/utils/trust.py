@@ -199,17 +199,11 @@ def _no_prompt() -> None:
     module.TIME_OUT_REMOTE_CODE = 0
 
 
-def is_secret(name: str) -> bool:
-    """A field that holds a secret (``hub_token``, any ``*_token``): it never reaches a file."""
-    return name == "token" or name.endswith("_token")
-
-
 __all__ = [
     "UntrustedCodeError",
     "check_command_line",
     "check_file",
     "code_trusted",
-    "is_secret",
     "loads_code",
     "names_code",
     "remote_code",

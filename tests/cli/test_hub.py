@@ -287,3 +287,45 @@ def test_export_merge_of_a_full_model_is_an_error(full_run, tmp_path, capsys):
 def test_help_has_examples(command, capsys):
     code, out, _ = run_cli([command, "--help"], capsys)
     assert code == 0 and f"hfrl {command} runs/" in out
+
+
+NESTED = "hf_FAKE789"  # from_pretrained's own `token` argument, inside a dict field
+
+
+def test_a_token_inside_a_dict_field_reaches_no_file(hub, tmp_path, capsys):
+    """`--model_init_kwargs '{token: ...}'` (a gated base model's token): in no file of the run, its
+    checkpoints, an export, or a push (sent with another token)."""
+    run = tmp_path / "run"
+    code, _, err = run_cli(["train", "--task", "numbers", "--model", "tiny", "-o", str(run), "--num_iterations", "2",
+                            "--rollout_batch_size", "4", "--mini_batch_size", "4", "--max_new_tokens", "4",
+                            "--save_every", "1", "--disable_tqdm", "true", "--model_init_kwargs",
+                            f"{{token: {NESTED}, dtype: float32}}"], capsys)  # fmt: skip
+    assert code == 0, err
+    code, _, err = run_cli(["export", str(run), "--out", str(tmp_path / "exported")], capsys)
+    assert code == 0, err
+    code, _, err = run_cli(["push", str(run), "--repo-id", "me/run"], capsys)
+    assert code == 0, err
+    files = [p for folder in (run, tmp_path / "exported") for p in folder.rglob("*") if p.is_file()]
+    assert any(p.name == "training_args.bin" for p in files) and any("checkpoint-" in str(p) for p in files)
+    for path in files:
+        assert NESTED.encode() not in path.read_bytes(), path
+    assert NESTED.encode() not in hub.sent_bytes()
+    assert "dtype: float32" in (run / "config.yaml").read_text()  # the rest of the mapping is kept
+
+
+def test_a_file_holding_a_token_shaped_string_is_never_written_or_pushed(full_run, hub, tmp_path, capsys):
+    """A token under a name hfrl cannot know is a secret: config.yaml is not written (the run does not
+    start, the folder stays as it was), and a run holding one is neither exported nor pushed."""
+    shaped = "hf_" + "Ab1" * 11
+    out = tmp_path / "run"
+    args = ["train", "--task", "numbers", "--model", "tiny", "-o", str(out), "--num_iterations", "1",
+            "--rollout_batch_size", "4", "--mini_batch_size", "4", "--run_name", shaped]  # fmt: skip
+    code, _, err = run_cli(args, capsys)
+    assert code == 2 and "refusing to write" in err and "shaped like a Hugging Face token (hf_Ab1A...)" in err, err
+    assert not out.exists()
+    run = copy_run(full_run, tmp_path)
+    (run / "eval" / "test.json").write_text(json.dumps({"note": shaped}))
+    for args in (["export", str(run), "--out", str(tmp_path / "x")], ["push", str(run), "--repo-id", "me/r"]):
+        code, _, err = run_cli(args, capsys)
+        assert code == 2 and "refusing to write eval/test.json" in err, err
+    assert not hub.commits and not (tmp_path / "x").exists()

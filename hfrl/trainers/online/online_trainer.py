@@ -497,10 +497,9 @@ class OnlineTrainer(CrashSafeMixin, EvaluationMixin, HubMixin, Trainer):
         if model.critic is not None:
             model.critic.save_pretrained(os.path.join(output_dir, "critic"), state_dict=parts.get("critic"))
         self.tokenizer.save_pretrained(output_dir)
-        from hfrl.trainers.hub_mixin import secrets_removed
+        from hfrl.trainers.hub_mixin import save_training_args
 
-        with secrets_removed(self.args) as args:  # the pickle never holds hub_token
-            torch.save(args, os.path.join(output_dir, "training_args.bin"))
+        save_training_args(self.args, output_dir)  # the pickle never holds a secret
 
     _own_checkpoint_files: tuple[str, ...] = (VALUE_HEAD_NAME, ONLINE_STATE_NAME)
 

@@ -1,0 +1,73 @@
+"""Secrets never reach a file: redaction by name at any depth, and a last check of what is written.
+
+A secret is a value under a secret-named key (``hub_token``, ``token``, ``*_token``, ``api_key``,
+``password``...), wherever it sits: a config field, or a key of a mapping inside one
+(``model_init_kwargs: {token: ...}``, from_pretrained's own argument for a gated model). Everything
+hfrl writes (``config.yaml``, the model card, ``training_args.bin``) is written from
+:func:`redacted` values; and a file that still holds a string shaped like a Hugging Face token
+(``hf_`` and 20 or more letters and digits: a token under a name hfrl cannot know) is refused
+(:func:`refuse_tokens`) before it is written, exported or pushed.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+TOKEN_SHAPE = re.compile(rb"hf_[A-Za-z0-9]{20,}")  # Hub user access tokens: "hf_" + 34 letters and digits
+_SECRET_NAMES = ("token", "password", "api_key", "secret", "access_key")
+
+
+class SecretInFileError(ValueError):
+    """A file hfrl was about to write or upload holds a string shaped like a Hub token."""
+
+
+def is_secret(name: Any) -> bool:
+    """A key whose value is a secret: ``hub_token``, ``token``, any ``*_token``, ``api_key``, ``password``.
+
+    >>> [is_secret(n) for n in ("hub_token", "token", "use_auth_token", "api_key", "tokenizer", "max_tokens")]
+    [True, True, True, True, False, False]
+    """
+    name = str(name).lower()
+    return name in _SECRET_NAMES or name.endswith(tuple(f"_{s}" for s in _SECRET_NAMES))
+
+
+def redacted(value: Any) -> Any:
+    """``value`` with every secret-named key removed, at any depth (mappings, lists); a copy where
+    anything was removed, else ``value`` itself.
+
+    >>> redacted({"model_init_kwargs": {"token": "hf_x", "dtype": "bfloat16"}, "hub_token": "hf_y", "lr": 1})
+    {'model_init_kwargs': {'dtype': 'bfloat16'}, 'lr': 1}
+    """
+    if isinstance(value, dict):
+        out = {k: redacted(v) for k, v in value.items() if not is_secret(k)}
+        return out if len(out) < len(value) or any(out[k] is not value[k] for k in out) else value
+    if isinstance(value, (list, tuple)):
+        items = [redacted(v) for v in value]
+        return type(value)(items) if any(a is not b for a, b in zip(items, value, strict=True)) else value
+    return value
+
+
+def holds_secret(value: Any) -> bool:
+    """Whether ``value`` has a secret-named key at any depth."""
+    return redacted(value) is not value
+
+
+def find_token(data: bytes | str) -> str | None:
+    """The first string shaped like a Hub token in ``data``, shortened for a message (None if none)."""
+    raw = data.encode() if isinstance(data, str) else data
+    match = TOKEN_SHAPE.search(raw)
+    return None if match is None else match.group().decode()[:7] + "..."
+
+
+def refuse_tokens(data: bytes | str, what: str) -> None:
+    """Raise :class:`SecretInFileError` when ``data`` (the bytes of ``what``) holds a Hub token."""
+    found = find_token(data)
+    if found:
+        raise SecretInFileError(
+            f"refusing to write {what}: it holds a string shaped like a Hugging Face token ({found}); pass tokens "
+            "as --hub_token, HF_TOKEN or `hf auth login`, never inside another field, and remove it from the file"
+        )
+
+
+__all__ = ["TOKEN_SHAPE", "SecretInFileError", "find_token", "holds_secret", "is_secret", "redacted", "refuse_tokens"]
