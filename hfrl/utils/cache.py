@@ -24,3 +24,15 @@ def cache_root(environ: Mapping[str, str] = os.environ) -> Path:
         return Path(environ["HFRL_CACHE"]).expanduser()
     default_home = os.path.join(environ.get("XDG_CACHE_HOME", "~/.cache"), "huggingface")
     return Path(environ.get("HF_HOME", default_home)).expanduser() / "hfrl"
+
+
+def write_atomic(path: str | os.PathLike, text: str) -> None:
+    """Write ``text`` to ``path`` so that a kill leaves the old file or the whole new one, never a
+    part: a temporary file beside it, flushed to disk, then renamed over it."""
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
+    with open(tmp, "w") as fh:
+        fh.write(text)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)

@@ -6,6 +6,7 @@ import json
 import os
 import random
 import warnings
+from pathlib import Path
 
 import pytest
 import torch
@@ -159,6 +160,27 @@ def test_preparation_runs_once_and_is_reused(tiny_causal_dir, splits, alol_confi
     monkeypatch.undo()
     changed = make(value_epochs=3)  # a value-head setting changed: only the values are recomputed
     assert changed.preparation.from_cache == {"reference": True, "rewards": True, "values": False}
+
+
+def test_a_broken_value_cache_is_rebuilt_with_one_warning(tiny_causal_dir, splits, alol_config, caplog):
+    """A kill inside the statistics write (before it was atomic) left an empty values-KEY.json, and every
+    later run with these settings failed with 'Expecting value'. Now: one warning, values rebuilt."""
+    train, validation, _ = splits
+    make = lambda: ALoLTrainer(  # noqa: E731
+        model=tiny_causal_dir, args=alol_config(algorithm="a_lol", max_steps=1), reward_funcs=NUMBERS_REWARD,
+        train_dataset=train, eval_dataset=validation,
+    )  # fmt: skip
+    first = make()
+    (stats_file,) = Path(first.args.preparation_cache_dir).glob("values-*.json")
+    stats_file.write_text("")  # what a kill inside a plain write_text left
+    with caplog.at_level("WARNING"):
+        second = make()
+    assert second.preparation.from_cache["values"] is False
+    assert second.preparation.stats == first.preparation.stats
+    assert any("are broken" in r.message and "rebuilding" in r.message for r in caplog.records)
+    assert json.loads(stats_file.read_text()).items() <= second.preparation.stats.items()  # rewritten whole
+    third = make()  # and the rebuilt cache serves the next run
+    assert third.preparation.from_cache["values"] is True
 
 
 def test_dataset_rewards_are_used_and_reward_methods_need_no_value_head(tiny_causal_dir, alol_config):

@@ -34,6 +34,7 @@ from hfrl.core.rollout import generate_completions, pad
 from hfrl.rewards.combine import compute_rewards
 from hfrl.trainers.evaluation import NOT_REWARD_COLUMNS, encode_prompt
 from hfrl.trainers.offline.value_head import PromptValueHead
+from hfrl.utils.cache import write_atomic
 
 logger = logging.getLogger(__name__)
 
@@ -347,15 +348,16 @@ def prepare_dataset(ctx: PrepareContext, train: Dataset, validation: Dataset | N
         )
         stats_file = ctx.cache_dir / f"values-{key}.json"
         arrow_file = ctx.cache_dir / f"values-{key}.arrow"
-        if stats_file.exists() and arrow_file.exists() and not args.overwrite_preparation_cache:
-            value_stats = json.loads(stats_file.read_text())
+        value_stats = _cached_stats(stats_file, arrow_file) if not args.overwrite_preparation_cache else None
+        if value_stats is not None:
             data, from_cache["values"] = cached_map(ctx, data, "values", key, _never)
         else:
+            arrow_file.unlink(missing_ok=True)  # values and their statistics are rebuilt together
             head, value_stats = fit_values(ctx, validation)
             data, from_cache["values"] = cached_map(
                 ctx, data, "values", key, lambda b: values_and_advantages(ctx, head, b)
             )
-            stats_file.write_text(json.dumps(value_stats, indent=2))
+            write_atomic(stats_file, json.dumps(value_stats, indent=2))  # a kill leaves no half-written file
         stats.update(value_stats)
 
     rewards = torch.tensor(data["reward"], dtype=torch.float64)
@@ -381,6 +383,21 @@ def prepare_dataset(ctx: PrepareContext, train: Dataset, validation: Dataset | N
         )
     logger.info("A-LoL preparation (%s): %s", algorithm, ", ".join(f"{k}={v:.4g}" for k, v in stats.items()))
     return Preparation(data, stats, from_cache, weights)
+
+
+def _cached_stats(stats_file: Path, arrow_file: Path) -> dict[str, float] | None:
+    """The value head's statistics cached with its values, or None when they are to be (re)built: not
+    cached, or broken (a write cut short before writes were atomic), which is said in one warning."""
+    if not (stats_file.exists() and arrow_file.exists()):
+        return None
+    try:
+        stats = json.loads(stats_file.read_text())
+        if isinstance(stats, dict):
+            return {str(k): float(v) for k, v in stats.items()}
+        raise ValueError(f"a mapping was expected, got {type(stats).__name__}")
+    except (OSError, ValueError, TypeError) as err:
+        logger.warning("the cached value statistics %s are broken (%s): rebuilding them", stats_file, err)
+        return None
 
 
 def _never(batch: dict[str, list]) -> dict[str, list]:
