@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import re
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -17,12 +18,14 @@ from hfrl.core.model_args import MODEL_KEYS
 from hfrl.runs.run_config import CONFIG_NAME, config_text, load_yaml, read_config_file, task_kwargs
 from hfrl.tasks.base import Task, TaskSpec
 from hfrl.trainers import algorithm_trainer
+from hfrl.trainers.checkpoints import RESUMABLE
 from hfrl.utils.registry import UnknownNameError, is_code_path, unknown
 
 # Run-level keys of a config file; the rest are config fields. `eval_test`: evaluate on the task's
 # test split before and after training (eval/test-base.json, eval/test.json; shown in the card).
 # `task_args`: keyword arguments of the task's builder (`prompt_column`, `data_dir`, `reward_config`...).
-RUN_KEYS = ("task", "alg", "model", "rewards", "eval_test", "task_args")
+# `run_id`: the run's identity, recorded in its checkpoints (a new one for every new run; kept by --resume).
+RUN_KEYS = ("task", "alg", "model", "rewards", "eval_test", "task_args", "run_id")
 
 
 def parse_overrides(tokens: list[str]) -> dict[str, Any]:
@@ -205,6 +208,7 @@ def resolve_run(
     overrides = dict(overrides or {})
     run = {k: file_cfg.pop(k) for k in RUN_KEYS if k in file_cfg}
     run.update({k: overrides.pop(k) for k in RUN_KEYS if k in overrides})
+    run["run_id"] = uuid.uuid4().hex[:16]  # a new run, even when repeating another's config.yaml
     for key, value in (("task", task), ("alg", alg), ("model", model)):
         if value is not None:
             run[key] = value
@@ -264,20 +268,6 @@ def default_output_dir(task: str, alg: str) -> str:
     return os.path.join("runs", f"{Path(str(task).rstrip('/')).name}-{alg}")
 
 
-# What --resume may change: when and how a run is saved, evaluated, logged and batched for speed,
-# and how long it goes on. Anything else changes what a step means and needs a new run.
-RESUMABLE = frozenset(
-    {
-        "num_iterations", "max_steps", "num_train_epochs", "save_every", "save_steps", "save_strategy",
-        "save_total_limit", "save_only_model", "eval_every", "eval_steps", "eval_strategy", "eval_test",
-        "logging_steps", "logging_dir", "logging_first_step", "report_to", "run_name", "disable_tqdm",
-        "log_completions", "push_to_hub", "hub_model_id", "hub_strategy", "hub_private_repo", "hub_token",
-        "hub_revision", "dataloader_num_workers", "generation_batch_size", "scoring_batch_size",
-        "per_device_eval_batch_size", "use_cpu", "resume_from_checkpoint",
-    }
-)  # fmt: skip
-
-
 def resolve_resume(output_dir: str | os.PathLike, **asked: Any) -> dict[str, Any]:
     """The run in ``output_dir`` as its own ``config.yaml`` resolved it, with what the command asks
     (``asked``: :func:`resolve_run`'s keyword arguments, ``task``, ``alg``, ``model``, ``config_file``,
@@ -312,7 +302,9 @@ def resolve_resume(output_dir: str | os.PathLike, **asked: Any) -> dict[str, Any
             f"(only {', '.join(sorted(RESUMABLE - {'resume_from_checkpoint', 'hub_token'})[:6])}, ... may change) "
             "or start a new run with another --output-dir"
         )
-    return resolve_run(config_file=path, overrides=changed, output_dir=str(output_dir))
+    resumed = resolve_run(config_file=path, overrides=changed, output_dir=str(output_dir))
+    resumed["run_id"] = saved.get("run_id")  # the same run (None for a run saved before hfrl recorded ids)
+    return resumed
 
 
 def split_run(run: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -345,7 +337,7 @@ def build_trainer(run: dict[str, Any], **trainer_kwargs: Any):
         callbacks = list(trainer_kwargs.pop("callbacks", None) or [])
         evaluator = EvalBeforeAfter(run_keys["task"], "test", loaded=task)  # the task built above: loaded once
         trainer_kwargs["callbacks"] = [*callbacks, evaluator]
-    return trainer_class(
+    trainer = trainer_class(
         model=run_keys["model"],
         args=args,
         reward_funcs=task.reward_funcs,
@@ -354,6 +346,8 @@ def build_trainer(run: dict[str, Any], **trainer_kwargs: Any):
         metrics=task.metrics,
         **trainer_kwargs,
     )
+    trainer.run_id = run_keys.get("run_id")  # recorded in each checkpoint, checked on resume
+    return trainer
 
 
 def save_run_config(run: dict[str, Any], trainer) -> str:
@@ -374,15 +368,14 @@ def save_run_config(run: dict[str, Any], trainer) -> str:
     return path
 
 
-def last_checkpoint(output_dir: str) -> str:
-    """The newest *complete* checkpoint of a run (``--resume``); newer incomplete ones (a write cut
-    short by a kill) are named in one warning line (:mod:`hfrl.trainers.checkpoints`)."""
-    from hfrl.trainers.checkpoints import newest_complete_checkpoint
+def last_checkpoint(output_dir: str) -> bool:
+    """``True`` (the trainer takes the newest *complete* checkpoint of the run, checking its files and
+    that this run wrote it: :mod:`hfrl.trainers.checkpoints`) once the run has a checkpoint at all."""
+    from hfrl.trainers.checkpoints import checkpoints_newest_first
 
-    checkpoint = newest_complete_checkpoint(output_dir)
-    if checkpoint is None:
+    if not checkpoints_newest_first(output_dir):
         raise ValueError(f"--resume: no checkpoint-* folder in {output_dir}; train with --save_every N first")
-    return checkpoint
+    return True
 
 
 __all__ = [

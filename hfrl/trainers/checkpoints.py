@@ -8,9 +8,13 @@ checkpoint: resuming from it silently reset the KL coefficient or NLPO's mask, o
 bare ``[Errno 2]`` or a safetensors header error.
 
 So the last file written into a checkpoint is ``checkpoint_complete.json``, the list of every file
-of the checkpoint with its size, written atomically (a temporary name, then ``os.replace``) after
-every process has finished writing. A folder without it is incomplete; one whose files no longer
-match it (deleted, truncated) is damaged. :func:`newest_complete_checkpoint` (``hfrl train
+of the checkpoint with its size and SHA-256, written atomically (a temporary name, then ``os.replace``)
+after every process has finished writing. A folder without it is incomplete; one whose files no longer
+match it (deleted, truncated, or changed in place at the same size) is damaged. The marker also
+records which run wrote the checkpoint (:func:`run_identity`: the run's id and the settings that
+define what a step is): a checkpoint of another run copied in, or a run whose settings were edited
+since, is refused with the fields that differ instead of being continued with the wrong ones.
+:func:`newest_complete_checkpoint` (``hfrl train
 --resume``, ``train(resume_from_checkpoint=True)``) takes the newest complete checkpoint and warns,
 in one line, about the newer ones it skipped; a checkpoint named explicitly is refused with what is
 missing. The Trainer's rotation (``save_total_limit``) runs once the new checkpoint is complete, so
@@ -22,16 +26,95 @@ files and hfrl's alike without copying that method.
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
 import json
 import logging
 import os
 import re
 from collections.abc import Iterable
+from typing import Any
 
 logger = logging.getLogger(__name__)
 
 COMPLETE_NAME = "checkpoint_complete.json"
 _CHECKPOINT = re.compile(r"^checkpoint-(\d+)$")  # transformers' PREFIX_CHECKPOINT_DIR-{global_step}
+
+
+# What a resumed run may change: when and how it is saved, evaluated, logged and batched for speed, and
+# how long it goes on (``hfrl train --resume`` checks the command; :func:`run_identity` leaves them out).
+RESUMABLE = frozenset(
+    {
+        "num_iterations", "max_steps", "num_train_epochs", "save_every", "save_steps", "save_strategy",
+        "save_total_limit", "save_only_model", "eval_every", "eval_steps", "eval_strategy", "eval_test",
+        "logging_steps", "logging_dir", "logging_first_step", "report_to", "run_name", "disable_tqdm",
+        "log_completions", "push_to_hub", "hub_model_id", "hub_strategy", "hub_private_repo", "hub_token",
+        "hub_revision", "dataloader_num_workers", "generation_batch_size", "scoring_batch_size",
+        "per_device_eval_batch_size", "use_cpu", "resume_from_checkpoint",
+    }
+)  # fmt: skip
+# transformers.TrainingArguments fields that define the optimisation (the rest say where and how to run)
+OPTIMIZATION_FIELDS = frozenset(
+    {
+        "learning_rate", "weight_decay", "adam_beta1", "adam_beta2", "adam_epsilon", "max_grad_norm",
+        "lr_scheduler_type", "lr_scheduler_kwargs", "warmup_ratio", "warmup_steps", "optim", "optim_args",
+        "seed", "data_seed", "gradient_accumulation_steps", "per_device_train_batch_size", "bf16", "fp16",
+    }
+)  # fmt: skip
+
+
+def run_identity(args: Any, run_id: str | None = None) -> dict[str, Any]:
+    """What a checkpoint records about the run that wrote it: ``run_id`` and the settings that define
+    what a step is (the algorithm's own fields and the optimisation fields of ``TrainingArguments``,
+    but those a resume may change, :data:`RESUMABLE`, and secrets), as plain JSON values."""
+    from transformers import TrainingArguments
+
+    from hfrl.utils.secrets import is_secret, redacted
+
+    inherited = {f.name for f in dataclasses.fields(TrainingArguments)}
+    config = {}
+    for f in dataclasses.fields(args):
+        if not f.init or f.name in RESUMABLE or is_secret(f.name):
+            continue
+        if f.name in inherited and f.name not in OPTIMIZATION_FIELDS:
+            continue
+        value = getattr(args, f.name, None)
+        config[f.name] = json.loads(json.dumps(redacted(value), default=str, sort_keys=True))
+    return {"run_id": run_id, "config": config}
+
+
+def identity_problem(folder: str, identity: dict[str, Any]) -> str | None:
+    """None when the checkpoint ``folder`` was written by the run ``identity`` describes (or records no
+    identity: written before hfrl recorded one), else what differs, in a few words."""
+    recorded = _marker(folder).get("run")
+    if not isinstance(recorded, dict):
+        return None
+    if recorded.get("run_id") and identity.get("run_id") and recorded["run_id"] != identity["run_id"]:
+        return f"it belongs to another run (run id {recorded['run_id']}; this run is {identity['run_id']})"
+    saved, now = recorded.get("config") or {}, identity.get("config") or {}
+    missing = object()
+    changed = [k for k in sorted(set(saved) | set(now)) if saved.get(k, missing) != now.get(k, missing)]
+    if not changed:
+        return None
+    shown = ", ".join(f"{k} {saved.get(k)!r} -> {now.get(k)!r}" for k in changed[:6])
+    return f"it was written with other settings ({shown}{', ...' if len(changed) > 6 else ''})"
+
+
+def _marker(folder: str) -> dict[str, Any]:
+    try:
+        with open(os.path.join(folder, COMPLETE_NAME)) as fh:
+            data = json.load(fh)
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def file_sha256(path: str) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(2**20), b""):
+            digest.update(block)
+    return digest.hexdigest()
 
 
 def manifest(folder: str) -> dict[str, int] | None:
@@ -45,19 +128,24 @@ def manifest(folder: str) -> dict[str, int] | None:
     return {str(name): int(size) for name, size in files.items()} if isinstance(files, dict) else None
 
 
-def mark_complete(folder: str) -> None:
-    """Write ``checkpoint_complete.json`` listing every file now in ``folder`` with its size: the
-    last file of a checkpoint. Atomic: a kill leaves either no marker or the whole one."""
-    files = {}
+def mark_complete(folder: str, identity: dict[str, Any] | None = None) -> None:
+    """Write ``checkpoint_complete.json`` listing every file now in ``folder`` with its size and
+    SHA-256, and the run's ``identity`` (:func:`run_identity`): the last file of a checkpoint.
+    Atomic: a kill leaves either no marker or the whole one."""
+    files, hashes = {}, {}
     for root, _, names in os.walk(folder):
         for name in names:
             path = os.path.join(root, name)
             relative = os.path.relpath(path, folder).replace(os.sep, "/")
             if relative not in (COMPLETE_NAME, COMPLETE_NAME + ".tmp"):
                 files[relative] = os.path.getsize(path)
+                hashes[relative] = file_sha256(path)
     tmp = os.path.join(folder, COMPLETE_NAME + ".tmp")
+    marker: dict[str, Any] = {"files": dict(sorted(files.items())), "sha256": dict(sorted(hashes.items()))}
+    if identity is not None:
+        marker["run"] = identity
     with open(tmp, "w") as fh:
-        json.dump({"files": dict(sorted(files.items()))}, fh, indent=1)
+        json.dump(marker, fh, indent=1)
         fh.flush()
         os.fsync(fh.fileno())
     os.replace(tmp, os.path.join(folder, COMPLETE_NAME))
@@ -79,6 +167,10 @@ def checkpoint_problem(folder: str, expected: Iterable[str] = ()) -> str | None:
     changed = [name for name, size in files.items() if os.path.getsize(os.path.join(folder, name)) != size]
     if changed:
         return f"damaged: {', '.join(changed)} changed size after the checkpoint was written"
+    hashes = _marker(folder).get("sha256") or {}
+    altered = [name for name, digest in hashes.items() if file_sha256(os.path.join(folder, name)) != digest]
+    if altered:
+        return f"damaged: {', '.join(altered)} changed after the checkpoint was written (its SHA-256 differs)"
     return None
 
 
@@ -127,6 +219,10 @@ def _step(folder: str) -> int:
 
 __all__ = [
     "COMPLETE_NAME",
+    "OPTIMIZATION_FIELDS",
+    "RESUMABLE",
+    "identity_problem",
+    "run_identity",
     "checkpoint_problem",
     "checkpoints_newest_first",
     "mark_complete",

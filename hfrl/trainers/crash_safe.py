@@ -12,12 +12,21 @@
 from __future__ import annotations
 
 import json
+import logging
 import os
 import shutil
 from typing import Any
 
-from hfrl.trainers.checkpoints import mark_complete, newest_complete_checkpoint, require_complete
+from hfrl.trainers.checkpoints import (
+    identity_problem,
+    mark_complete,
+    newest_complete_checkpoint,
+    require_complete,
+    run_identity,
+)
 from hfrl.trainers.iteration_log import IterationLog, restart_log
+
+logger = logging.getLogger(__name__)
 
 
 class CrashSafeMixin:
@@ -27,6 +36,8 @@ class CrashSafeMixin:
 
     #: files a subclass adds to every checkpoint (named when an incomplete one lacks them)
     _own_checkpoint_files: tuple[str, ...] = ()
+    #: the run's id (``hfrl train`` sets it from config.yaml), recorded in every checkpoint it writes
+    run_id: str | None = None
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -59,7 +70,7 @@ class CrashSafeMixin:
             args.save_total_limit = limit
         accelerator.wait_for_everyone()  # every process's files (RNG states, shards) are written
         if args.should_save:
-            mark_complete(folder)
+            mark_complete(folder, run_identity(args, self.run_id))
             rotate_checkpoints(
                 output_dir=run_dir,
                 save_total_limit=limit,
@@ -88,9 +99,27 @@ class CrashSafeMixin:
             require_complete(resume_from_checkpoint, self._expected_checkpoint_files())
         else:
             resume_from_checkpoint = None
+        if resume_from_checkpoint is not None:
+            problem = identity_problem(resume_from_checkpoint, run_identity(self.args, self.run_id))  # type: ignore[attr-defined]
+            if problem:
+                raise ValueError(
+                    f"cannot resume from {resume_from_checkpoint}: {problem}; resume with the settings it was written "
+                    "with, or start a new run in another --output-dir"
+                )
+            logger.info("resuming from %s", resume_from_checkpoint)
         if self.is_world_process_zero():  # type: ignore[attr-defined]
             restart_log(output_dir, _global_step(resume_from_checkpoint) if resume_from_checkpoint else None)
         return super().train(resume_from_checkpoint, *args, **kwargs)  # type: ignore[misc]
+
+    def _run_epoch(self, *args: Any, **kwargs: Any) -> Any:
+        """The Trainer's epoch, but none once ``max_steps`` is reached: resumed from its final checkpoint
+        (a kill between that checkpoint and the end, or ``--resume`` on a finished run), the Trainer
+        would otherwise take one more optimizer step before it checks ``max_steps``."""
+        state, control = self.state, self.control  # type: ignore[attr-defined]
+        if state.max_steps > 0 and state.global_step >= state.max_steps:
+            control.should_training_stop = True
+            return None
+        return super()._run_epoch(*args, **kwargs)  # type: ignore[misc]
 
 
 def _global_step(checkpoint: str) -> int:

@@ -12,6 +12,7 @@ resumed run must also draw the prompts the uninterrupted run drew.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import multiprocessing
@@ -60,10 +61,10 @@ def child_main(argv: list[str], stage: str, at: str, stderr_fd: int) -> None:
 
     mark_complete, on_log = crash_safe.mark_complete, iteration_log.IterationLog.on_log
 
-    def announce_complete(folder: str) -> None:
+    def announce_complete(folder: str, *args) -> None:
         if stage == "marker":  # every file written but the completion marker
             pause(folder)
-        mark_complete(folder)
+        mark_complete(folder, *args)
         say("COMPLETE", folder)
 
     def announce_log(self, args, state, control, **kwargs):
@@ -275,10 +276,16 @@ def test_a_checkpoint_is_complete_only_with_every_file_it_listed(tmp_path):
     from hfrl.trainers.checkpoints import checkpoint_problem
 
     folder = make_checkpoint(tmp_path / "checkpoint-2", {"model.safetensors": "weights", "online_state.json": "{}"})
+    sha = lambda text: hashlib.sha256(text.encode()).hexdigest()  # noqa: E731
     assert json.loads((folder / "checkpoint_complete.json").read_text()) == {
-        "files": {"model.safetensors": 7, "online_state.json": 2}
+        "files": {"model.safetensors": 7, "online_state.json": 2},
+        "sha256": {"model.safetensors": sha("weights"), "online_state.json": sha("{}")},
     }
     assert checkpoint_problem(str(folder)) is None
+    (folder / "model.safetensors").write_text("weightz")  # changed in place, at the same size
+    assert checkpoint_problem(str(folder)) == (
+        "damaged: model.safetensors changed after the checkpoint was written (its SHA-256 differs)"
+    )
     (folder / "model.safetensors").write_text("weig")  # cut short after the fact
     assert checkpoint_problem(str(folder)) == "damaged: model.safetensors changed size after the checkpoint was written"
     (folder / "online_state.json").unlink()
@@ -290,7 +297,8 @@ def test_a_checkpoint_is_complete_only_with_every_file_it_listed(tmp_path):
 
 
 def test_resume_takes_the_newest_complete_checkpoint_and_says_what_it_skipped(tmp_path, caplog):
-    from hfrl.runs.experiment import last_checkpoint
+    from hfrl.runs.experiment import last_checkpoint as has_checkpoint
+    from hfrl.trainers.checkpoints import newest_complete_checkpoint as last_checkpoint
 
     files = {"trainer_state.json": "{}", "online_state.json": "{}", "mask_policy.safetensors": "m"}
     make_checkpoint(tmp_path / "checkpoint-8", files)
@@ -309,8 +317,9 @@ def test_resume_takes_the_newest_complete_checkpoint_and_says_what_it_skipped(tm
         last_checkpoint(str(tmp_path))
     assert str(err.value).startswith(f"no complete checkpoint in {tmp_path} to resume from (checkpoint-16: incomplete")
     assert str(err.value).endswith("); start the run again")
+    assert last_checkpoint(str(tmp_path / "elsewhere")) is None
     with pytest.raises(ValueError, match=r"^--resume: no checkpoint-\* folder in "):
-        last_checkpoint(str(tmp_path / "elsewhere"))
+        has_checkpoint(str(tmp_path / "elsewhere"))
 
 
 def test_rotation_keeps_complete_checkpoints_and_the_log_has_one_line_per_iteration(tiny_causal_dir, make_config):
