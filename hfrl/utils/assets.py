@@ -41,7 +41,8 @@ def dataset_entry(name: str) -> dict[str, Any]:
     """The manifest entry of dataset ``name`` (a copy); an unknown name is a ValueError."""
     entries = manifest()["datasets"]
     if name not in entries:
-        raise ValueError(f"no dataset {name!r} in the asset manifest {MANIFEST.name}: one of {', '.join(sorted(entries))}")
+        known = ", ".join(sorted(entries))
+        raise ValueError(f"no dataset {name!r} in the asset manifest {MANIFEST.name}: one of {known}")
     return copy.deepcopy(entries[name])
 
 
