@@ -100,7 +100,7 @@ def download_note(task: str, source: dict[str, Any], revision: str | None = None
 
     >>> print(download_note("wmt16", {"path": "wmt/wmt16", "revision": "41d8a4013aa1489f28fea60ec0932af246086482",
     ...                               "download_mb": 1300, "max_samples": {"train": 100000}}))  # doctest: +ELLIPSIS
-    task 'wmt16': reading Hub dataset wmt/wmt16@41d8a40 (~1.3 GB to download unless cached; train cut to 100000 ...)
+    task 'wmt16': reading Hub dataset wmt/wmt16@41d8a40 (~1.3 GB to download unless cached; train cut to 100000 ...
     """
     rev = str(revision or source.get("revision") or "main")
     rev = rev[:7] if FULL_SHA_RE.fullmatch(rev) else rev
