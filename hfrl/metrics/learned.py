@@ -41,10 +41,11 @@ def load_classifier(name: str, device: str):
         from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
         from hfrl.core.models import fix_tokenizer
+        from hfrl.utils.assets import hub_kwargs
 
         try:
-            tokenizer = AutoTokenizer.from_pretrained(name)
-            model = AutoModelForSequenceClassification.from_pretrained(name)
+            tokenizer = AutoTokenizer.from_pretrained(name, **hub_kwargs(name))  # manifest models at their pin
+            model = AutoModelForSequenceClassification.from_pretrained(name, **hub_kwargs(name))
         except Exception as err:  # noqa: BLE001 - offline, a typo, no network: say which model and what to do
             raise ClassifierUnavailableError(name, err) from err
         tokenizer.padding_side = "right"  # absolute-position encoders (BERT, RoBERTa) read left padding as text offset
