@@ -15,7 +15,7 @@ import sys
 
 import typer
 
-from hfrl.cli import chat, eval_cmd, export, list_cmd, push, train
+from hfrl.cli import chat, check, eval_cmd, export, list_cmd, push, train
 
 app = typer.Typer(
     name="hfrl",
@@ -35,6 +35,7 @@ app.command(name="eval", help=eval_cmd.HELP)(eval_cmd.eval_)
 app.command(name="push", help=push.HELP)(push.push)
 app.command(name="export", help=export.HELP)(export.export)
 app.command(name="chat", help=chat.HELP)(chat.chat)
+app.command(name="check", help=check.HELP)(check.check)
 
 
 # Bad input, exit code 2: a bad value (ValueError, and hfrl's own classes derived from it: UnknownNameError,

@@ -5,7 +5,7 @@ hfrl list tasks
 
 from __future__ import annotations
 
-from enum import Enum
+from enum import StrEnum
 from typing import Annotated
 
 import typer
@@ -22,7 +22,7 @@ Examples:
 """
 
 
-class What(str, Enum):
+class What(StrEnum):
     tasks = "tasks"
     algs = "algs"
     rewards = "rewards"

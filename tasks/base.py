@@ -87,11 +87,19 @@ def read_task_yaml(module_file: str) -> dict[str, Any]:
     with open(path) as fh:
         spec = check_file(yaml.safe_load(fh) or {}, f"task file {path}")
     parent = spec.pop("extends", None)
-    if parent is None:
-        return spec
-    if Path(parent).name != parent or not parent.endswith(".yaml") or parent == path.name:
-        raise ValueError(f"{path.name}: extends names another .yaml file in the same folder, got {parent!r}")
-    return _deep_merge(read_task_yaml(str(path.with_name(parent))), spec)
+    if parent is not None:
+        if Path(parent).name != parent or not parent.endswith(".yaml") or parent == path.name:
+            raise ValueError(f"{path.name}: extends names another .yaml file in the same folder, got {parent!r}")
+        spec = _deep_merge(read_task_yaml(str(path.with_name(parent))), spec)
+    return _resolve_assets(spec)
+
+
+def _resolve_assets(spec: dict[str, Any]) -> dict[str, Any]:
+    """``dataset: {asset: NAME}`` (and FaithDial's ``faithdial`` section) replaced by the asset
+    manifest's repository, pinned revision and files (:mod:`hfrl.utils.assets`)."""
+    from hfrl.utils.assets import resolve_dataset
+
+    return {key: resolve_dataset(value) if key in ("dataset", "faithdial") else value for key, value in spec.items()}
 
 
 def _deep_merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:

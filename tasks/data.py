@@ -1,11 +1,13 @@
 """Task data: Parquet files of a Hub dataset at a pinned revision, or the same files in a local folder.
 
-Every GRUE task declares its source in its YAML::
+Every GRUE task names its source in its YAML, ``dataset: {asset: daily_dialog}``, an entry of the
+asset manifest (``hfrl/assets.yaml``, :mod:`hfrl.utils.assets`) that :func:`hfrl.tasks.base.read_task_yaml`
+expands into::
 
-    dataset:
-      path: OpenRL/daily_dialog                       # Hub dataset repository
-      revision: 1668faf0c0dc44664f108c489fd0666128db2c48  # pinned commit
-      files: {train: data/train-*.parquet, ...}       # split -> file pattern(s) inside the repository
+    path: OpenRL/daily_dialog                       # Hub dataset repository
+    revision: 1668faf0c0dc44664f108c489fd0666128db2c48  # pinned commit
+    files: {train: data/train-*.parquet, ...}       # split -> file pattern(s) inside the repository
+    max_samples: null                               # the default row limit per split (wmt16, narrative_qa)
 
 and :func:`load_parquet_splits` reads it with ``load_dataset("parquet", data_files=...)``: from
 ``hf://datasets/{path}@{revision}/{pattern}``, or, when a local folder is given, from
@@ -20,14 +22,19 @@ and :func:`load_parquet_splits` reads it with ``load_dataset("parquet", data_fil
 from __future__ import annotations
 
 import glob
+import logging
 import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
+from hfrl.utils.assets import FULL_SHA as FULL_SHA_RE
+
 DATA_DIR_ENV = "HFRL_DATA_DIR"
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
+ALL = "all"  # max_samples=all: no row limit, the manifest's default lifted
+logger = logging.getLogger(__name__)
 
 
 def _patterns(value: str | list[str]) -> list[str]:
@@ -78,6 +85,8 @@ def load_parquet_splits(
                 f"task {task!r}: no file matches {missing[0]} in the {where} (it mirrors the Hub repository "
                 f"{source['path']}; unset {DATA_DIR_ENV} or data_dir to download from the Hub)"
             )
+    if local is None:
+        logger.warning(download_note(task, source, revision))
     try:
         return load_dataset("parquet", data_files=files)
     except Exception as err:  # noqa: BLE001 - one clear line instead of the network stack's traceback
@@ -86,20 +95,63 @@ def load_parquet_splits(
         raise RuntimeError(f"task {task!r}: cannot load the {where}: {first}{hint}") from err
 
 
+def download_note(task: str, source: dict[str, Any], revision: str | None = None) -> str:
+    """The one line said before a task's Hub files are read: what, at which commit, and about how much.
+
+    >>> print(download_note("wmt16", {"path": "wmt/wmt16", "revision": "41d8a4013aa1489f28fea60ec0932af246086482",
+    ...                               "download_mb": 1300, "max_samples": {"train": 100000}}))  # doctest: +ELLIPSIS
+    task 'wmt16': reading Hub dataset wmt/wmt16@41d8a40 (~1.3 GB to download unless cached; train cut to 100000 ...
+    """
+    rev = str(revision or source.get("revision") or "main")
+    rev = rev[:7] if FULL_SHA_RE.fullmatch(rev) else rev
+    size = source.get("download_mb")
+    amount = f"~{size / 1000:.1f} GB" if size and size >= 1000 else f"~{size} MB" if size else "size unknown"
+    limits = source.get("max_samples") or {}
+    cut = "".join(f"; {split} cut to {n} rows" for split, n in limits.items()) if isinstance(limits, dict) else ""
+    return (
+        f"task {task!r}: reading Hub dataset {source['path']}@{rev} ({amount} to download unless cached{cut}); "
+        f"offline, set {DATA_DIR_ENV} (or data_dir) to a local copy"
+    )
+
+
+def sample_limits(source: dict[str, Any], max_samples: Any) -> int | dict[str, int] | None:
+    """The row limit per split: ``max_samples`` as given, the manifest's default when it is None,
+    no limit for ``"all"``.
+
+    >>> sample_limits({"max_samples": {"train": 100000}}, None), sample_limits({"max_samples": {"train": 9}}, "all")
+    ({'train': 100000}, None)
+    >>> sample_limits({}, 50)
+    50
+    """
+    if max_samples is None:
+        return source.get("max_samples")
+    if max_samples == ALL:
+        return None
+    if isinstance(max_samples, dict) or (isinstance(max_samples, int) and not isinstance(max_samples, bool)):
+        return max_samples
+    raise ValueError(f"max_samples is a row count, a mapping split -> count, or {ALL!r}; got {max_samples!r}")
+
+
 def preprocess_splits(
     raw,
     preprocess: Callable[[dict[str, list]], dict[str, list]],
     max_samples: int | dict[str, int] | None = None,
     seed: int = 0,
+    rowwise: bool = False,
 ):
     """``raw`` (a ``DatasetDict``) mapped by ``preprocess`` (batched: columns -> the task's columns, row
-    counts may change), each split optionally cut to ``max_samples`` rows after a seeded shuffle."""
+    counts may change), each split optionally cut to ``max_samples`` rows after a seeded shuffle.
+    ``rowwise`` (``preprocess`` maps each row to one row): the raw rows are cut before mapping, which
+    gives the same rows (a shuffle's order depends only on the length and the seed) without mapping the
+    millions of rows that are dropped."""
     from datasets import DatasetDict
 
     out = {}
     for split, dataset in raw.items():
-        mapped = dataset.map(preprocess, batched=True, remove_columns=dataset.column_names, desc=f"{split} split")
         limit = max_samples.get(split) if isinstance(max_samples, dict) else max_samples
+        if rowwise and limit is not None and limit < len(dataset):
+            dataset = dataset.shuffle(seed=seed).select(range(limit))
+        mapped = dataset.map(preprocess, batched=True, remove_columns=dataset.column_names, desc=f"{split} split")
         if limit is not None and limit < len(mapped):
             mapped = mapped.shuffle(seed=seed).select(range(limit))
         out[split] = mapped
@@ -112,27 +164,44 @@ def build_parquet_task(
     spec: dict[str, Any] | None = None,
     data_dir: str | os.PathLike | None = None,
     revision: str | None = None,
-    max_samples: int | dict[str, int] | None = None,
+    max_samples: int | dict[str, int] | str | None = None,
     split_raw: Callable[[Any], Any] | None = None,
+    rowwise: bool = False,
     **overrides: Any,
 ):
     """A GRUE task: its YAML's Parquet files (Hub or local mirror), ``split_raw`` (re-splitting, e.g.
-    a validation split carved from train), ``preprocess``, then rewards, metrics and configs."""
+    a validation split carved from train), ``preprocess``, then rewards, metrics and configs.
+    ``max_samples`` None takes the manifest's default limit (:func:`sample_limits`)."""
     from hfrl.tasks.base import read_task_yaml, task_from_yaml
 
     spec = spec if spec is not None else read_task_yaml(module_file)
+    limits = sample_limits(spec["dataset"], max_samples)
     raw = load_parquet_splits(spec["name"], spec["dataset"], data_dir, revision)
     if split_raw is not None:
         raw = split_raw(raw)
-    return task_from_yaml(module_file, preprocess_splits(raw, preprocess, max_samples), spec=spec, **overrides)
+    dataset = preprocess_splits(raw, preprocess, limits, rowwise=rowwise)
+    return task_from_yaml(module_file, dataset, spec=spec, **overrides)
 
 
 def parquet_builder(module_file: str, preprocess: Callable[[dict[str, list]], dict[str, list]], what: str):
-    """A GRUE task module's ``build``: :func:`build_parquet_task` of ``module_file`` with ``preprocess``."""
+    """A GRUE task module's ``build``: :func:`build_parquet_task` of ``module_file`` with ``preprocess``
+    (one row per raw row). ``max_samples``: rows per split (an int or ``{split: n}``); None, the
+    manifest's default (wmt16, narrative_qa); ``all``, every row."""
 
-    def build(data_dir: str | None = None, revision: str | None = None, max_samples: int | None = None, **overrides):
+    def build(
+        data_dir: str | None = None,
+        revision: str | None = None,
+        max_samples: int | dict[str, int] | str | None = None,
+        **overrides,
+    ):
         return build_parquet_task(
-            module_file, preprocess, data_dir=data_dir, revision=revision, max_samples=max_samples, **overrides
+            module_file,
+            preprocess,
+            data_dir=data_dir,
+            revision=revision,
+            max_samples=max_samples,
+            rowwise=True,
+            **overrides,
         )
 
     build.__doc__ = f"The {what} task."
@@ -140,12 +209,15 @@ def parquet_builder(module_file: str, preprocess: Callable[[dict[str, list]], di
 
 
 __all__ = [
+    "ALL",
     "DATA_DIR_ENV",
     "FIXTURES",
     "build_parquet_task",
     "data_files",
+    "download_note",
     "load_parquet_splits",
     "local_data_dir",
     "parquet_builder",
     "preprocess_splits",
+    "sample_limits",
 ]

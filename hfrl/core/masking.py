@@ -27,6 +27,23 @@ from hfrl.core.policies import is_peft_model, tempered
 MASK_ADAPTER = "nlpo_mask"
 
 
+def _cache_arg() -> str:
+    """The keyword of a model's KV cache: ``cache`` from transformers 5.24 on (``past_key_values``
+    warns there and goes in 5.40), ``past_key_values`` before."""
+    import transformers
+    from packaging.version import Version
+
+    return "cache" if Version(transformers.__version__).release >= (5, 24) else "past_key_values"
+
+
+CACHE_ARG = _cache_arg()
+
+
+def returned_cache(out: Any) -> Any:
+    """The KV cache a forward returned, under either name (``out.past_key_values`` warns in 5.24)."""
+    return out.get("cache") if "cache" in out else out.get("past_key_values")
+
+
 def top_p_threshold(
     logits: torch.Tensor, top_p: float, min_tokens_to_keep: int = 1, candidates: int | None = None
 ) -> torch.Tensor:
@@ -220,7 +237,7 @@ class TopPMaskProcessor(LogitsProcessor):
                 encoder_outputs=self.encoder_outputs,
                 attention_mask=self.query_mask,
                 decoder_input_ids=step_ids,
-                past_key_values=self.past,
+                **{CACHE_ARG: self.past},
                 use_cache=True,
             )
             if self.encoder_outputs is None:
@@ -237,8 +254,8 @@ class TopPMaskProcessor(LogitsProcessor):
                 input_ids=step_ids,
                 attention_mask=mask,
                 position_ids=positions,
-                past_key_values=self.past,
+                **{CACHE_ARG: self.past},
                 use_cache=True,
             )
-        self.past = out.past_key_values
+        self.past = returned_cache(out)
         return out.logits[:, -1]

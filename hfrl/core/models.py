@@ -28,6 +28,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+from hfrl.utils.assets import hub_kwargs
 from hfrl.utils.trust import remote_code
 
 GGUF_SUFFIX = ".gguf"
@@ -123,7 +124,7 @@ def load_config(name: str) -> Any:
         if is_gguf(path):
             folder, file = _gguf_source(path)
             return AutoConfig.from_pretrained(folder, gguf_file=file, trust_remote_code=remote_code())
-        return AutoConfig.from_pretrained(path, trust_remote_code=remote_code(path))
+        return AutoConfig.from_pretrained(path, **hub_kwargs(path, trust_remote_code=remote_code(path)))  # pinned
     except OSError as err:
         if os.path.isfile(os.path.join(path, "config.json")):  # there, but unreadable: not an unknown name
             reason = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
@@ -148,7 +149,7 @@ def load_model(model: Any, init_kwargs: dict | None = None) -> Any:
     kwargs = dict(init_kwargs or {})
     kwargs.setdefault("trust_remote_code", remote_code(path))  # a Python caller's own init kwargs may opt in
     if not is_gguf(path):
-        return auto.from_pretrained(path, **kwargs)
+        return auto.from_pretrained(path, **hub_kwargs(path, **kwargs))
     from transformers import GgufConfig
 
     folder, file = _gguf_source(path)
@@ -167,7 +168,7 @@ def load_tokenizer(name: str, **kwargs: Any) -> Any:
     if is_gguf(path):
         folder, file = _gguf_source(path)
         return AutoTokenizer.from_pretrained(folder, gguf_file=file, **kwargs)
-    return AutoTokenizer.from_pretrained(path, **kwargs)
+    return AutoTokenizer.from_pretrained(path, **hub_kwargs(path, **kwargs))
 
 
 def fix_tokenizer(tokenizer: Any, lm: Any = None) -> Any:
@@ -228,7 +229,9 @@ def model_config_dict(name_or_path: str | None) -> dict[str, Any]:
             return {"is_encoder_decoder": bool(getattr(load_config(name_or_path), "is_encoder_decoder", False))}
         from transformers import AutoConfig
 
-        return AutoConfig.from_pretrained(name_or_path, trust_remote_code=remote_code(name_or_path)).to_dict()
+        return AutoConfig.from_pretrained(
+            name_or_path, **hub_kwargs(name_or_path, trust_remote_code=remote_code(name_or_path))
+        ).to_dict()
     except (OSError, ValueError):
         return {}
 

@@ -57,11 +57,12 @@ class CausalPerplexity:
         def build():
             from transformers import AutoModelForCausalLM, AutoTokenizer
 
+            from hfrl.utils.assets import hub_kwargs
             from hfrl.utils.trust import remote_code
 
-            trust = remote_code(self.model)
-            model = AutoModelForCausalLM.from_pretrained(self.model, trust_remote_code=trust)
-            return model.to(device).eval(), AutoTokenizer.from_pretrained(self.model, trust_remote_code=trust)
+            pin = hub_kwargs(self.model, trust_remote_code=remote_code(self.model))  # a manifest model at its pin
+            lm = AutoModelForCausalLM.from_pretrained(self.model, **pin)
+            return lm.to(device).eval(), AutoTokenizer.from_pretrained(self.model, **pin)
 
         return cached(("causal_lm", self.model, device), build)
 

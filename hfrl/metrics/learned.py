@@ -41,12 +41,13 @@ def load_classifier(name: str, device: str):
         from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
         from hfrl.core.models import fix_tokenizer
+        from hfrl.utils.assets import hub_kwargs
         from hfrl.utils.trust import UntrustedCodeError, remote_code
 
         try:
-            trust = remote_code(name)
-            tokenizer = AutoTokenizer.from_pretrained(name, trust_remote_code=trust)
-            model = AutoModelForSequenceClassification.from_pretrained(name, trust_remote_code=trust)
+            pin = hub_kwargs(name, trust_remote_code=remote_code(name))  # manifest models at their pin
+            tokenizer = AutoTokenizer.from_pretrained(name, **pin)
+            model = AutoModelForSequenceClassification.from_pretrained(name, **pin)
         except UntrustedCodeError:
             raise
         except Exception as err:  # noqa: BLE001 - offline, a typo, no network: say which model and what to do

@@ -14,6 +14,7 @@ import json
 import os
 
 from hfrl.metrics.base import NAN, SampleMetric, cached, default_device, encoded, reference_lists, require
+from hfrl.utils.assets import hub_kwargs
 
 
 def _num_layers(model_type: str, num_layers: int | None) -> int | None:
@@ -125,7 +126,7 @@ def _hub_file(name: str, filename: str) -> str | None:
     from huggingface_hub.errors import EntryNotFoundError
 
     try:
-        return hf_hub_download(name, filename)
+        return hf_hub_download(name, filename, **hub_kwargs(name))  # a manifest model at its pinned commit
     except EntryNotFoundError:
         return None
 
@@ -189,13 +190,15 @@ def load_bleurt(name: str, device: str = "cpu"):
     if _hub_file(name, "vocab.txt") is not None:  # bleurt-{tiny,base,large}: WordPiece, lowercased
         from transformers import BertTokenizer
 
+        lower = raw.get("do_lower_case", True)
         tokenizer = BertTokenizer.from_pretrained(
-            name, do_lower_case=raw.get("do_lower_case", True), trust_remote_code=False
+            name, do_lower_case=lower, **hub_kwargs(name, trust_remote_code=False)
         )
     else:  # BLEURT-20: SentencePiece (bleurt-pytorch reads it with DeBERTa-v2's tokenizer)
         from transformers import DebertaV2Tokenizer
 
-        tokenizer = DebertaV2Tokenizer.from_pretrained(name, do_lower_case=False, trust_remote_code=False)
+        pin = hub_kwargs(name, trust_remote_code=False)
+        tokenizer = DebertaV2Tokenizer.from_pretrained(name, do_lower_case=False, **pin)
     return tokenizer, model.to(device).eval()
 
 

