@@ -131,8 +131,9 @@ class Budget:
 
     def fields(self, alg: str, trainer_class: Any, mode: str, out: str) -> dict[str, Any]:
         from hfrl.runs.experiment import coerce_numbers, task_config
+        from hfrl.trainers.schema import config_schema
 
-        _, fields = task_config(self.task, alg, trainer_class)
+        _, fields = task_config(self.task, alg, config_schema(alg))
         for key in ("generation_kwargs", "eval_generation_kwargs"):
             if isinstance(fields.get(key), dict):
                 fields[key] = self.generation(fields[key])
@@ -148,7 +149,7 @@ class Budget:
         elif alg in TRL:  # one generation of `prompts` completions, then 4 optimizer steps (PPO's minibatches)
             fields.update(per_device_train_batch_size=self.prompts // 4, steps_per_generation=4, logging_steps=1,
                           max_completion_length=self.new_tokens, max_steps=4 * self.iterations)  # fmt: skip
-        return coerce_numbers(fields, trainer_class.config_class)
+        return coerce_numbers(fields, config_schema(alg))
 
 
 # ---- measures ------------------------------------------------------------------------------------
@@ -360,11 +361,12 @@ def run_alol(mode: str, ctx: dict, out: str) -> tuple[Any, list[dict], dict]:
     sampling = time.perf_counter() - start
     data = Dataset.from_dict({"prompt": prompts, "completion": completions})
     from hfrl.runs.experiment import coerce_numbers
+    from hfrl.trainers.schema import config_schema
 
     fields = budget.fields("a_lol", ALoLTrainer, mode, out)
     fields.update(per_device_train_batch_size=budget.prompts, max_new_tokens=budget.new_tokens,
                   max_completion_length=budget.new_tokens, logging_steps=1, preparation_cache_dir=out)  # fmt: skip
-    fields = coerce_numbers(fields, ALoLConfig)
+    fields = coerce_numbers(fields, config_schema("a_lol"))
     rows: list[dict[str, Any]] = []
     from transformers import TrainerCallback
 

@@ -286,8 +286,8 @@ def summarise(runs: list[dict[str, Any]]) -> dict[str, Any]:
 
 def parse_overrides(items: list[str], parser: argparse.ArgumentParser) -> dict[str, Any]:
     """``FIELD=VALUE`` pairs, values read as YAML, numbers as the config field's type (``2e-3``)."""
-    from hfrl import NLPOConfig
     from hfrl.runs.experiment import coerce_numbers
+    from hfrl.trainers.schema import config_schema
 
     out = {}
     for item in items:
@@ -295,7 +295,7 @@ def parse_overrides(items: list[str], parser: argparse.ArgumentParser) -> dict[s
         if not sep:
             parser.error(f"--set takes FIELD=VALUE, got {item!r}")
         out[key.replace("-", "_")] = yaml.safe_load(value)
-    return coerce_numbers(out, NLPOConfig)
+    return coerce_numbers(out, config_schema("nlpo"))
 
 
 #: the figures the issue asks for, copied to the top of the JSON from the default variant: hfrl's

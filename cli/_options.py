@@ -49,3 +49,10 @@ TrustCodeOpt = Annotated[
         "`evaluate` modules. Off: such a file is refused. Only for files you trust (like trust_remote_code).",
     ),
 ]
+ModelOpt = Annotated[
+    str | None,
+    typer.Option("--model", "-m", help="Hub id, local directory, .gguf file, or built-in tiny / tiny-t5 / smollm2."),
+]
+TaskArgOpt = Annotated[
+    list[str] | None, typer.Option("--task-arg", help="KEY=VALUE argument of the task's builder (repeatable).")
+]

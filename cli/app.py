@@ -25,6 +25,23 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     rich_markup_mode=None,  # click's plain help: paragraphs re-flowed, \b blocks kept as written
 )
+
+
+def _version(value: bool) -> None:
+    if value:
+        from hfrl import __version__
+
+        typer.echo(f"hfrl {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Print the version."),
+) -> None:
+    """Reinforcement-learning fine-tuning of language models (PPO and friends) on the Hugging Face stack."""
+
+
 app.command(
     name="train",
     context_settings={"allow_extra_args": True, "ignore_unknown_options": True},

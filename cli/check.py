@@ -23,7 +23,7 @@ from urllib.parse import urlparse
 
 import typer
 
-from hfrl.cli._options import AlgOpt, TaskOpt
+from hfrl.cli._options import AlgOpt, ModelOpt, TaskArgOpt, TaskOpt
 
 HELP = """Check, before a long run, that everything a task needs is there or can be downloaded.
 
@@ -43,10 +43,6 @@ Examples:
   hfrl check --task numbers --model tiny --load_in_4bit
 """
 
-ModelOpt = Annotated[str | None, typer.Option("--model", "-m", help="The model train would use (default: the task's).")]
-TaskArgOpt = Annotated[
-    list[str] | None, typer.Option("--task-arg", help="KEY=VALUE argument of the task's builder (repeatable).")
-]
 QuantOpt = Annotated[bool, typer.Option("--load_in_4bit", "--load-in-4bit", help="The run loads 4-bit (QLoRA).")]
 Quant8Opt = Annotated[bool, typer.Option("--load_in_8bit", "--load-in-8bit", help="The run loads 8-bit.")]
 ProbeTimeout = 3.0  # seconds to decide whether the Hub is reachable

@@ -91,22 +91,16 @@ def _reward_text(spec) -> str:
 
 def _field_rows(alg: str) -> list[tuple[str, str]]:
     """The algorithm's own config fields (default and help), TRL's ModelConfig flags, and where the
-    inherited ``TrainingArguments`` fields are documented."""
-    import dataclasses
-
-    from transformers import TrainingArguments
-
+    inherited ``TrainingArguments`` fields are documented (from the field schema: no torch import)."""
     from hfrl.core.model_args import MODEL_KEYS
-    from hfrl.trainers import algorithm_trainer
+    from hfrl.trainers.schema import config_schema, training_arguments_fields
 
-    config_class = algorithm_trainer(alg).config_class
-    inherited = {f.name for f in dataclasses.fields(TrainingArguments)}
+    inherited = training_arguments_fields()
     rows = []
-    for f in dataclasses.fields(config_class):
-        if not f.init or (f.name in inherited and f.default == _default(TrainingArguments, f.name)):
+    for name, f in config_schema(alg).fields.items():
+        if name in inherited and inherited[name] == f:
             continue  # TrainingArguments' own, unchanged: listed once below
-        help_text = " ".join(str(f.metadata.get("help", "")).split())
-        rows.append((f"--{f.name}", f"{help_text} (default: {_default(config_class, f.name)!r})"))
+        rows.append((f"--{name}", f"{f.help} (default: {f.default!r})"))
     rows.append(("--use_peft ...", f"trl.ModelConfig's flags for LoRA and 4/8-bit loading: {', '.join(MODEL_KEYS)}"))
     rows.append(
         (
@@ -116,15 +110,6 @@ def _field_rows(alg: str) -> list[tuple[str, str]]:
         )
     )
     return rows
-
-
-def _default(config_class: type, name: str) -> object:
-    import dataclasses
-
-    field = next(f for f in dataclasses.fields(config_class) if f.name == name)
-    if field.default_factory is not dataclasses.MISSING:
-        return field.default_factory()
-    return field.default
 
 
 def list_(

@@ -10,7 +10,7 @@ from typing import Annotated
 
 import typer
 
-from hfrl.cli._options import AlgOpt, OutputDirOpt, SeedOpt, TaskOpt, TrustCodeOpt
+from hfrl.cli._options import AlgOpt, ModelOpt, OutputDirOpt, SeedOpt, TaskArgOpt, TaskOpt, TrustCodeOpt
 
 HELP = """Train a model on a task with an RL algorithm.
 
@@ -46,10 +46,6 @@ Examples:
   hfrl train --task numbers --alg ppo --model tiny --use_peft --lora_r 8 --report_to tensorboard
 """
 
-ModelOpt = Annotated[
-    str | None,
-    typer.Option("--model", "-m", help="Hub id, local directory, .gguf file, or built-in tiny / tiny-t5 / smollm2."),
-]
 ConfigOpt = Annotated[str | None, typer.Option("--config", "-c", help="YAML file of config fields.")]
 ResumeOpt = Annotated[
     bool,
@@ -73,9 +69,6 @@ PromptColumnOpt = Annotated[
 ReferencesColumnOpt = Annotated[
     str | None,
     typer.Option("--references-column", help="Own data: the column holding the references (default references)."),
-]
-TaskArgOpt = Annotated[
-    list[str] | None, typer.Option("--task-arg", help="KEY=VALUE argument of the task's builder (repeatable).")
 ]
 ThreadsOpt = Annotated[
     int | None,

@@ -3,13 +3,17 @@ the BOS/EOS token, as in RL4LMs), no references."""
 
 from __future__ import annotations
 
-from datasets import Dataset, DatasetDict, Features, Sequence, Value
-
-FEATURES = Features({"prompt": Value("string"), "references": Sequence(Value("string"))})
+from typing import Any
 
 
-def empty_prompts(train_size: int = 512, eval_size: int = 64) -> DatasetDict:
+def empty_prompts(train_size: int = 512, eval_size: int = 64) -> Any:
+    """A ``DatasetDict`` of ``train_size`` / ``eval_size`` / ``eval_size`` empty prompts (``datasets`` is
+    imported here, not with the module: a command line is checked without it)."""
+    from datasets import Dataset, DatasetDict, Features, Sequence, Value
+
+    features = Features({"prompt": Value("string"), "references": Sequence(Value("string"))})
+
     def split(n: int) -> Dataset:
-        return Dataset.from_dict({"prompt": [""] * n, "references": [[] for _ in range(n)]}, features=FEATURES)
+        return Dataset.from_dict({"prompt": [""] * n, "references": [[] for _ in range(n)]}, features=features)
 
     return DatasetDict(train=split(train_size), validation=split(eval_size), test=split(eval_size))

@@ -9,23 +9,18 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import re
 import uuid
 from pathlib import Path
 from typing import Any
 
 from hfrl.core.model_args import MODEL_KEYS
+from hfrl.runs.config_values import RUN_KEYS, check_run_keys, coerce_numbers
 from hfrl.runs.run_config import CONFIG_NAME, config_text, load_yaml, read_config_file, task_kwargs
 from hfrl.tasks.base import Task, TaskSpec
 from hfrl.trainers import algorithm_trainer
 from hfrl.trainers.checkpoints import RESUMABLE
+from hfrl.trainers.schema import ConfigSchema, config_schema
 from hfrl.utils.registry import UnknownNameError, is_code_path, unknown
-
-# Run-level keys of a config file; the rest are config fields. `eval_test`: evaluate on the task's
-# test split before and after training (eval/test-base.json, eval/test.json; shown in the card).
-# `task_args`: keyword arguments of the task's builder (`prompt_column`, `data_dir`, `reward_config`...).
-# `run_id`: the run's identity, recorded in its checkpoints (a new one for every new run; kept by --resume).
-RUN_KEYS = ("task", "alg", "model", "rewards", "eval_test", "task_args", "run_id")
 
 
 def parse_overrides(tokens: list[str]) -> dict[str, Any]:
@@ -51,125 +46,23 @@ def parse_overrides(tokens: list[str]) -> dict[str, Any]:
     return out
 
 
-_YES_NO = {"yes": True, "y": True, "on": True, "no": False, "n": False, "off": False}
-
-
-def _check_structure(key: str, value: Any, kind: str) -> bool:
-    """For a field whose type is only a mapping or only a list (``dict[str, Any] | None``, ``list[str]``):
-    fail on a value of another kind (a number for a list of module names; a list for keyword arguments),
-    which would otherwise surface later as a TypeError deep inside a library. A list field also takes
-    one text value (peft's ``target_modules="all-linear"``). True when ``kind`` is such a type."""
-    while "[" in kind:
-        kind = re.sub(r"\[[^\[\]]*\]", "", kind)  # dict[str, list[int]] | None -> dict | None
-    alternatives = {t.strip() for t in kind.split("|")}
-    shape = alternatives - {"None"}
-    if shape == {"dict"}:
-        if not isinstance(value, dict) and (value is not None or "None" not in alternatives):
-            raise ValueError(f"--{key} takes a mapping such as {{top_k: 20}}, got {value!r}")
-        return True
-    if shape == {"list"}:
-        if isinstance(value, (bool, int, float, dict)) or (value is None and "None" not in alternatives):
-            raise ValueError(f"--{key} takes a list such as [a, b], got {value!r}")
-        return True
-    return False
-
-
-def coerce_numbers(fields: dict[str, Any], config_class: type) -> dict[str, Any]:
-    """YAML 1.1 reads ``5e-4`` as a string; give numeric fields their numbers back, and boolean fields
-    (not string ones such as ``save_strategy: no``) their yes / no / on / off. A value a numeric or
-    boolean field cannot take is a one-line error naming the field.
-
-    >>> from hfrl import PPOConfig
-    >>> coerce_numbers({"learning_rate": "5e-4", "num_iterations": "10", "disable_tqdm": "yes"}, PPOConfig)
-    {'learning_rate': 0.0005, 'num_iterations': 10, 'disable_tqdm': True}
-    >>> coerce_numbers({"learning_rate": "abc"}, PPOConfig)
-    Traceback (most recent call last):
-    ValueError: --learning_rate takes a number, got 'abc'
-
-    A field that takes only a mapping (or only a list) gets one, or the same kind of error:
-
-    >>> coerce_numbers({"generation_kwargs": 5}, PPOConfig)
-    Traceback (most recent call last):
-    ValueError: --generation_kwargs takes a mapping such as {top_k: 20}, got 5
-    """
-    annotations = {f.name: str(f.type) for f in dataclasses.fields(config_class)}
-    if any(key in MODEL_KEYS and key not in annotations for key in fields):  # LoRA / quantization flags
-        from trl import ModelConfig
-
-        annotations = {**{f.name: str(f.type) for f in dataclasses.fields(ModelConfig)}, **annotations}
-    out = dict(fields)
-    for key, value in fields.items():
-        kind = annotations.get(key, "")
-        numbers = re.search(r"list\[(float|int)\]", kind)
-        if numbers and value is not None:  # reward_weights: [1, 0.5], "1,0.5", "1 0.5" or one number
-            out[key] = _number_list(key, value, float if numbers.group(1) == "float" else int)
-            continue
-        if _check_structure(key, value, kind):
-            continue
-        if any(t in kind for t in ("str", "dict", "list", "Any")) or not any(
-            t in kind for t in ("bool", "float", "int")
-        ):
-            continue  # a field that takes text or structures, or one this rule does not know: as given
-        numeric = "float" in kind or "int" in kind
-        if isinstance(value, (list, dict)) or (isinstance(value, bool) and numeric and "bool" not in kind):
-            raise ValueError(f"--{key} takes {'a number' if numeric else 'true or false'}, got {value!r}")
-        if not isinstance(value, str):
-            continue
-        if "bool" in kind and value.lower() in _YES_NO:
-            out[key] = _YES_NO[value.lower()]
-            continue
-        try:
-            number = float(value)
-        except ValueError:
-            raise ValueError(f"--{key} takes {'a number' if numeric else 'true or false'}, got {value!r}") from None
-        if not numeric:
-            raise ValueError(f"--{key} takes true or false, got {value!r}")
-        out[key] = int(number) if "float" not in kind and number.is_integer() else number
-    return out
-
-
-def _number_list(key: str, value: Any, cast: type) -> list:
-    """A list-of-numbers field's value: a list, one number, or numbers in one text separated by commas
-    or spaces; anything else is a one-line error naming the field.
-
-    >>> _number_list("reward_weights", "1, 0.5", float), _number_list("reward_weights", 2, float)
-    ([1.0, 0.5], [2.0])
-    >>> _number_list("reward_weights", "abc", float)
-    Traceback (most recent call last):
-    ValueError: --reward_weights takes a list of numbers such as [1.0, 0.5], got 'abc'
-    """
-    items = re.split(r"[,\s]+", value.strip().strip("[]").strip()) if isinstance(value, str) else value
-    if not isinstance(items, list):
-        items = [items]
-    try:
-        numbers = [float(item) for item in items if not isinstance(item, bool)]
-    except (TypeError, ValueError):  # None, a list, a mapping, a word
-        numbers = []
-    if len(numbers) != len(items) or (cast is int and not all(n.is_integer() for n in numbers)):
-        raise ValueError(f"--{key} takes a list of numbers such as [1.0, 0.5], got {value!r}")
-    return [cast(n) for n in numbers]
-
-
 def config_fields(config_class: type) -> set[str]:
     return {f.name for f in dataclasses.fields(config_class) if f.init}
 
 
-def task_config(task_obj: Task | TaskSpec, alg: str, trainer_class: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+def task_config(task_obj: Task | TaskSpec, alg: str, schema: ConfigSchema) -> tuple[dict[str, Any], dict[str, Any]]:
     """(run-level keys, config fields) that the task declares for ``alg``.
 
     The task's ``defaults`` section is shared by algorithms whose configs differ: only the fields the
     algorithm's config has are kept (after the trainer's ``translate_task_defaults``, when it has one:
     TRL's trainers name things differently). Every key of the algorithm's own section must be a field.
     """
-    fields = config_fields(trainer_class.config_class)
-    defaults = dict(task_obj.configs.get("defaults") or {})
-    translate = getattr(trainer_class, "translate_task_defaults", None)
-    if translate is not None:
-        defaults = translate(defaults)
+    fields = schema.names
+    defaults = schema.translate_defaults(dict(task_obj.configs.get("defaults") or {}))
     own = dict(task_obj.configs.get(alg) or {})
     for key in own:
         if key not in fields and key not in RUN_KEYS:
-            hint = f"; the fields are those of {trainer_class.config_class.__name__}"
+            hint = f"; the fields are those of {schema.name}"
             raise unknown(f"config key (in task {task_obj.name!r}, section {alg!r})", key, fields, hint=hint)
     merged = {**{k: v for k, v in defaults.items() if k in fields or k in RUN_KEYS}, **own}
     return {k: merged.pop(k) for k in RUN_KEYS if k in merged}, merged
@@ -207,7 +100,10 @@ def resolve_run(
     file_cfg = read_config_file(config_file) if config_file else {}
     overrides = dict(overrides or {})
     run = {k: file_cfg.pop(k) for k in RUN_KEYS if k in file_cfg}
-    run.update({k: overrides.pop(k) for k in RUN_KEYS if k in overrides})
+    check_run_keys(run, f"config file {config_file}")
+    named = {k: overrides.pop(k) for k in RUN_KEYS if k in overrides}
+    check_run_keys(named)
+    run.update(named)
     run["run_id"] = uuid.uuid4().hex[:16]  # a new run, even when repeating another's config.yaml
     for key, value in (("task", task), ("alg", alg), ("model", model)):
         if value is not None:
@@ -224,7 +120,7 @@ def resolve_run(
     check_task_name(run["task"])  # names first: an unknown one fails before torch is imported
     if run["alg"] not in ALGORITHMS and not is_code_path(run["alg"]):
         raise unknown("algorithm", str(run["alg"]), ALGORITHMS, hint=", or a 'module:attr' path to your own algorithm")
-    trainer_class = algorithm_trainer(run["alg"])
+    schema = config_schema(run["alg"])  # the config's fields, read without importing torch
     built, built_with = None, task_kwargs(run)
     spec = describe_task(run["task"], **built_with)
     if spec is None:  # your own builder function: its defaults are known once it is built
@@ -232,18 +128,18 @@ def resolve_run(
         spec = TaskSpec.of(built)
     run.setdefault("model", spec.default_model)
 
-    fields = config_fields(trainer_class.config_class)
+    fields = schema.names
     for source, cfg in ((f"config file {config_file}", file_cfg), ("command line", overrides)):
         for key in cfg:
             if key not in fields and key not in MODEL_KEYS:
-                hint = f"; the fields are those of {trainer_class.config_class.__name__} and trl.ModelConfig's (LoRA)"
+                hint = f"; the fields are those of {schema.name} and trl.ModelConfig's (LoRA)"
                 raise unknown(f"config key (from the {source})", key, fields | set(MODEL_KEYS), hint=hint)
-    task_run, task_fields = task_config(spec, run["alg"], trainer_class)
+    task_run, task_fields = task_config(spec, run["alg"], schema)
     for key, value in task_run.items():  # e.g. a task's own rewards for one algorithm: lowest precedence
         if key == "task_args" and isinstance(value, dict):  # merged under the user's task arguments
             run[key] = {**value, **(run.get("task_args") or {})}
         run.setdefault(key, value)
-    merged = coerce_numbers({**task_fields, **file_cfg, **overrides}, trainer_class.config_class)
+    merged = coerce_numbers({**task_fields, **file_cfg, **overrides}, schema)
     from_file = None  # the file whose output_dir chose the folder (RunFolder: a new or empty one only)
     if output_dir is not None:
         merged["output_dir"] = output_dir
@@ -290,9 +186,9 @@ def resolve_resume(output_dir: str | os.PathLike, **asked: Any) -> dict[str, Any
     if task_args:
         asked["task_args"] = {**(saved.get("task_args") or {}), **task_args}
     asked.pop("output_dir", None)  # the run's own folder: --output-dir or the config's names it
-    config_class = algorithm_trainer(str(saved.get("alg", "ppo"))).config_class
-    defaults = {f.name: f.default for f in dataclasses.fields(config_class) if f.default is not dataclasses.MISSING}
-    asked = coerce_numbers(asked, config_class)
+    schema = config_schema(str(saved.get("alg", "ppo")))
+    defaults = schema.defaults()
+    asked = coerce_numbers(asked, schema)
     changed = {k: v for k, v in asked.items() if saved.get(k, defaults.get(k)) != v}
     unsafe = {k: v for k, v in changed.items() if k not in RESUMABLE}
     if unsafe:

@@ -219,6 +219,10 @@ def open_run(name_or_path: str | os.PathLike) -> Run:
     if not config_file.is_file() and re.fullmatch(r"checkpoint-\d+", path.name):
         config_file = path.parent / CONFIG_NAME  # a checkpoint of a run: the run's config
     config = read_config_file(config_file) if config_file.is_file() else {}
+    if config:
+        from hfrl.runs.config_values import check_config
+
+        config = check_config(config, f"config file {config_file}")
     model_config = json.loads((path / "config.json").read_text()) if (path / "config.json").is_file() else {}
     return Run(
         name=name,

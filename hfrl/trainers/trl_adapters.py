@@ -28,8 +28,7 @@ import trl
 from hfrl.trainers.crash_safe import CrashSafeMixin
 from hfrl.trainers.hub_mixin import HubMixin
 from hfrl.trainers.iteration_log import SaveStateAtEnd
-
-_GENERATION_FIELDS = ("temperature", "top_p", "top_k", "min_p", "repetition_penalty")
+from hfrl.trainers.task_defaults import lengths_to_max_length, online_defaults_to_trl
 
 
 def _hfrl_defaults(args: Any) -> None:
@@ -37,8 +36,10 @@ def _hfrl_defaults(args: Any) -> None:
     by default), and pin no memory. And TRL's default ``gradient_checkpointing=True`` under the
     name transformers 5 reads (``activation_checkpointing``): with the deprecated name alone, every
     config warned that the user should rename an argument they never passed."""
+    from hfrl.trainers.config_checks import check_finite
     from hfrl.trainers.devices import cpu_defaults, has_accelerator
 
+    check_finite(args)
     if not has_accelerator():
         args.use_cpu = True
         if args.bf16 is None:
@@ -159,41 +160,6 @@ def prepare_prompts(dataset, tokenizer, max_length: int | None = None, side: str
     if "prompt" not in dataset.column_names:
         raise ValueError(f"the dataset needs a 'prompt' column; it has: {', '.join(dataset.column_names)}")
     return dataset.map(cut, batched=True, desc="prompts")
-
-
-def online_defaults_to_trl(defaults: dict[str, Any]) -> dict[str, Any]:
-    """A task's ``defaults`` (hfrl's online fields) in GRPO / RLOO's names.
-
-    >>> online_defaults_to_trl({"max_new_tokens": 20, "generation_kwargs": {"do_sample": True, "top_k": 20,
-    ...                         "min_new_tokens": 2}, "kl_coef": 0.1, "max_prompt_length": 64})
-    {'max_completion_length': 20, 'top_k': 20, 'generation_kwargs': {'min_new_tokens': 2}, 'max_prompt_length': 64}
-    """
-    out: dict[str, Any] = {}
-    if "max_new_tokens" in defaults:
-        out["max_completion_length"] = defaults["max_new_tokens"]
-    generation = {k: v for k, v in (defaults.get("generation_kwargs") or {}).items() if k != "do_sample"}
-    out.update({k: generation.pop(k) for k in _GENERATION_FIELDS if k in generation})
-    if generation:
-        out["generation_kwargs"] = generation
-    for key in ("max_prompt_length", "truncation_side", "reward_weights", "seed"):
-        if key in defaults:
-            out[key] = defaults[key]
-    return out
-
-
-def lengths_to_max_length(defaults: dict[str, Any]) -> dict[str, Any]:
-    """A task's ``defaults`` in SFT / DPO's names: ``max_length`` = prompt + completion tokens (TRL
-    keeps the start of longer sequences).
-
-    >>> lengths_to_max_length({"max_prompt_length": 128, "max_new_tokens": 20, "truncation_side": "left"})
-    {'max_length': 148}
-    """
-    out: dict[str, Any] = {}
-    if defaults.get("max_prompt_length") and defaults.get("max_new_tokens"):
-        out["max_length"] = int(defaults["max_prompt_length"]) + int(defaults["max_new_tokens"])
-    if "seed" in defaults:
-        out["seed"] = defaults["seed"]
-    return out
 
 
 def sft_pairs(dataset):

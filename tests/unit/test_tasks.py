@@ -42,7 +42,7 @@ def test_task_config_keeps_the_defaults_each_algorithm_has(tmp_path):
 
     from hfrl.runs.experiment import task_config
     from hfrl.tasks.base import Task
-    from hfrl.trainers.online import PPOTrainer, TRPOTrainer
+    from hfrl.trainers.schema import config_schema
 
     data = DatasetDict(train=Dataset.from_dict({"prompt": ["a"], "references": [[]]}))
     configs = {
@@ -50,12 +50,12 @@ def test_task_config_keeps_the_defaults_each_algorithm_has(tmp_path):
         "ppo": {"cliprange": 0.1},
     }
     task = Task(name="t", dataset=data, reward_funcs=[], configs=configs)
-    run, fields = task_config(task, "ppo", PPOTrainer)
+    run, fields = task_config(task, "ppo", config_schema("ppo"))
     assert run == {"rewards": ["contains_date"]} and fields == {"max_new_tokens": 7, "cliprange": 0.1}
-    assert "not_a_field" not in task_config(task, "trpo", TRPOTrainer)[1]
+    assert "not_a_field" not in task_config(task, "trpo", config_schema("trpo"))[1]
     task.configs["trpo"] = {"cliprange": 0.1}  # a PPO field, not TRPO's
     with pytest.raises(UnknownNameError, match=r"unknown config key \(in task 't', section 'trpo'\) 'cliprange'"):
-        task_config(task, "trpo", TRPOTrainer)
+        task_config(task, "trpo", config_schema("trpo"))
 
 
 def test_with_model_and_reward_configs():
@@ -73,13 +73,13 @@ def test_with_model_and_reward_configs():
 
 
 def test_config_values_keep_strategy_strings():
-    from hfrl import PPOConfig
     from hfrl.runs.experiment import coerce_numbers, parse_overrides
+    from hfrl.trainers.schema import config_schema
 
     tokens = ["--save_strategy", "no", "--bf16", "false", "--disable_tqdm", "yes", "--top", "{top_k: 20}"]
     parsed = parse_overrides(tokens)
     assert parsed == {"save_strategy": "no", "bf16": False, "disable_tqdm": "yes", "top": {"top_k": 20}}
-    coerced = coerce_numbers({**parsed, "learning_rate": "5e-4"}, PPOConfig)
+    coerced = coerce_numbers({**parsed, "learning_rate": "5e-4"}, config_schema("ppo"))
     assert coerced["save_strategy"] == "no" and coerced["disable_tqdm"] is True and coerced["learning_rate"] == 5e-4
 
 

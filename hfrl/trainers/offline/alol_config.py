@@ -11,6 +11,7 @@ from typing import Any, ClassVar
 from transformers import TrainingArguments
 
 from hfrl.core.losses import ADVANTAGE_WEIGHTED, ALOL_ALGORITHMS, REWARD_WEIGHTED
+from hfrl.trainers.config_checks import check_finite
 from hfrl.trainers.devices import cpu_defaults
 
 SAMPLINGS = ("none", "good_priority", "good_random")
@@ -154,6 +155,7 @@ class ALoLConfig(TrainingArguments):
     )
 
     def __post_init__(self) -> None:
+        check_finite(self)
         if self.algorithm not in self.algorithms:
             from hfrl.utils.registry import unknown
 

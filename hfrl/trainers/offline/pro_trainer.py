@@ -20,6 +20,7 @@ from datasets import Dataset
 
 from hfrl.core.losses import pro_loss
 from hfrl.core.rollout import pad
+from hfrl.trainers.config_checks import check_finite
 from hfrl.trainers.offline.alol_config import ALoLConfig
 from hfrl.trainers.offline.alol_trainer import ALoLTrainer
 from hfrl.trainers.offline.preparation import Preparation
@@ -50,6 +51,7 @@ class PROConfig(ALoLConfig):
     )
 
     def __post_init__(self) -> None:
+        check_finite(self)
         if self.sft_weight < 0:
             raise ValueError(f"sft_weight must be >= 0, got {self.sft_weight}")
         if self.max_responses is not None and self.max_responses < 2:

@@ -7,6 +7,7 @@ from typing import Any
 
 from transformers import TrainingArguments
 
+from hfrl.trainers.config_checks import check_finite
 from hfrl.trainers.devices import cpu_defaults
 
 
@@ -162,6 +163,7 @@ class OnlineConfig(TrainingArguments):
     )
 
     def __post_init__(self) -> None:
+        check_finite(self)
         for name in ("num_iterations", "rollout_batch_size", "mini_batch_size", "num_ppo_epochs", "max_new_tokens"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")

@@ -1,0 +1,216 @@
+"""Every algorithm's config fields (name, type, default, help), readable without importing torch.
+
+The config dataclasses (``hfrl.PPOConfig`` ... and TRL's, all ``transformers.TrainingArguments``)
+are the one source of truth, but importing them imports torch, which takes seconds: a command line
+with a typo would wait that long for its one-line error. So their fields are also written, by this
+module, into ``config_schema.json`` beside it (``python -m hfrl.trainers.schema --write``), and a
+test checks that the file equals what the dataclasses say. ``hfrl train`` checks names, types and
+numbers against it, and ``hfrl list fields`` lists it, before torch is imported.
+
+The file records the transformers and TRL versions it was written with; with other versions
+installed (their ``TrainingArguments`` or configs may have other fields) the dataclasses themselves
+are read instead, at the cost of importing them. An algorithm of your own (``module:attr``) is
+always read from its class.
+
+    python -m hfrl.trainers.schema --check    # exit 1 when the file is out of date
+    python -m hfrl.trainers.schema --write
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import json
+import sys
+from dataclasses import dataclass
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+SCHEMA_FILE = Path(__file__).with_name("config_schema.json")
+VERSIONED = ("transformers", "trl")  # the libraries whose classes the fields come from
+
+
+@dataclass(frozen=True)
+class FieldInfo:
+    """One config field: its annotation as written (``"float | None"``), default (plain JSON; a
+    value JSON cannot hold is its ``repr``) and help text."""
+
+    name: str
+    type: str
+    default: Any
+    help: str
+
+
+@dataclass(frozen=True)
+class ConfigSchema:
+    """An algorithm's config: its class name, fields, and the function (``module:attr``) that puts a
+    task's shared ``defaults`` in this config's names (TRL's trainers name things differently)."""
+
+    name: str
+    fields: dict[str, FieldInfo]
+    translate: str | None = None
+
+    @property
+    def names(self) -> set[str]:
+        return set(self.fields)
+
+    def defaults(self) -> dict[str, Any]:
+        return {name: f.default for name, f in self.fields.items()}
+
+    def translate_defaults(self, defaults: dict[str, Any]) -> dict[str, Any]:
+        if self.translate is None:
+            return defaults
+        from hfrl.utils.registry import import_path
+
+        return import_path(self.translate)(defaults)
+
+
+# ---- reading -----------------------------------------------------------------------------------
+def _plain(value: Any) -> Any:
+    try:
+        return json.loads(json.dumps(value))
+    except (TypeError, ValueError):
+        return getattr(value, "value", None) if hasattr(value, "value") else repr(value)
+
+
+def fields_of(config_class: type) -> dict[str, FieldInfo]:
+    """The init fields of a config dataclass as :class:`FieldInfo` (imports nothing new)."""
+    out = {}
+    for f in dataclasses.fields(config_class):
+        if not f.init:
+            continue
+        if f.default is not dataclasses.MISSING:
+            default = f.default
+        elif f.default_factory is not dataclasses.MISSING:
+            default = f.default_factory()
+        else:
+            default = None
+        help_text = " ".join(str(f.metadata.get("help", "")).split())
+        out[f.name] = FieldInfo(f.name, str(f.type), _plain(default), help_text)
+    return out
+
+
+def _translate_of(trainer_class: type) -> str | None:
+    fn = getattr(trainer_class, "translate_task_defaults", None)
+    if fn is None or getattr(fn, "__name__", "") == "<lambda>":
+        return None
+    return f"{fn.__module__}:{fn.__qualname__}"
+
+
+def _live(alg: str) -> ConfigSchema:
+    from hfrl.trainers import algorithm_trainer
+
+    trainer = algorithm_trainer(alg)
+    return ConfigSchema(trainer.config_class.__name__, fields_of(trainer.config_class), _translate_of(trainer))
+
+
+@functools.cache
+def _file() -> dict[str, Any] | None:
+    """The schema file, when it was written with the installed transformers and TRL (else None)."""
+    try:
+        data = json.loads(SCHEMA_FILE.read_text())
+    except (OSError, ValueError):
+        return None
+    try:
+        installed = {name: metadata.version(name) for name in VERSIONED}
+    except metadata.PackageNotFoundError:
+        return None
+    return data if data.get("versions") == installed else None
+
+
+def config_schema(alg: str) -> ConfigSchema:
+    """The config schema of algorithm ``alg``: from the file when it is current, else from the class
+    (an unknown name raises the registry's one-line error)."""
+    data = _file()
+    entry = (data or {}).get("algorithms", {}).get(alg)
+    if entry is None:
+        return _live(alg)
+    assert data is not None
+    merged = {**data["training_arguments"], **data["configs"][entry["config"]]}
+    fields = {name: FieldInfo(name, **info) for name, info in merged.items() if info is not None}
+    return ConfigSchema(entry["config"], fields, entry.get("translate"))
+
+
+def training_arguments_fields() -> dict[str, FieldInfo]:
+    """``transformers.TrainingArguments``' own fields (every config inherits them)."""
+    data = _file()
+    if data is None:
+        from transformers import TrainingArguments
+
+        return fields_of(TrainingArguments)
+    return {name: FieldInfo(name, **info) for name, info in data["training_arguments"].items()}
+
+
+def model_config_fields() -> dict[str, FieldInfo]:
+    """``trl.ModelConfig``'s fields (LoRA and 4/8-bit loading flags)."""
+    data = _file()
+    if data is None:
+        from trl import ModelConfig
+
+        return fields_of(ModelConfig)
+    return {name: FieldInfo(name, **info) for name, info in data["model_config"].items()}
+
+
+# ---- writing -----------------------------------------------------------------------------------
+def build() -> dict[str, Any]:
+    """The schema from the dataclasses themselves (imports every trainer: torch, transformers, TRL)."""
+    from transformers import TrainingArguments
+    from trl import ModelConfig
+
+    from hfrl.trainers import ALGORITHMS
+
+    def as_json(fields: dict[str, FieldInfo]) -> dict[str, Any]:
+        return {name: {"type": f.type, "default": f.default, "help": f.help} for name, f in fields.items()}
+
+    base = as_json(fields_of(TrainingArguments))
+    algorithms, configs = {}, {}
+    for alg in ALGORITHMS:
+        live = _live(alg)
+        algorithms[alg] = {"config": live.name, "translate": live.translate}
+        own = as_json(live.fields)
+        # what differs from TrainingArguments (None: a field of it this config does not have)
+        configs[live.name] = {k: v for k, v in own.items() if base.get(k) != v} | {
+            k: None for k in base if k not in own
+        }
+    return {
+        "versions": {name: metadata.version(name) for name in VERSIONED},
+        "algorithms": algorithms,
+        "training_arguments": base,
+        "configs": configs,
+        "model_config": as_json(fields_of(ModelConfig)),
+    }
+
+
+def text() -> str:
+    return json.dumps(build(), indent=1, sort_keys=True) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    if args == ["--write"]:
+        SCHEMA_FILE.write_text(text())
+        return 0
+    if args == ["--check"]:
+        current = SCHEMA_FILE.read_text() if SCHEMA_FILE.is_file() else ""
+        if current != text():
+            print(f"{SCHEMA_FILE} is out of date: python -m hfrl.trainers.schema --write", file=sys.stderr)
+            return 1
+        return 0
+    print("usage: python -m hfrl.trainers.schema --write | --check", file=sys.stderr)
+    return 2
+
+
+__all__ = [
+    "SCHEMA_FILE",
+    "ConfigSchema",
+    "FieldInfo",
+    "build",
+    "config_schema",
+    "fields_of",
+    "model_config_fields",
+    "training_arguments_fields",
+]
+
+if __name__ == "__main__":
+    raise SystemExit(main())
