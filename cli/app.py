@@ -65,12 +65,16 @@ BAD_INPUT: tuple[type[BaseException], ...] = (ValueError, FileNotFoundError)
 # hfrl reports as missing (RuntimeError). Anything else (TypeError, KeyError, AttributeError...) is a
 # bug in hfrl or a library, not the user's input: its traceback is shown.
 RUN_FAILURE: tuple[type[BaseException], ...] = (FloatingPointError, OSError, ImportError, RuntimeError)
+# A damaged file met inside a library (safetensors' own error class, a pickle that does not unpickle).
+DAMAGED_FILE = ("SafetensorError", "UnpicklingError")
 
 
 def exit_code(err: BaseException) -> int | None:
     """2 for bad input, 1 for a failure while running, None for a bug (show the traceback)."""
     if isinstance(err, BAD_INPUT):
         return 2
+    if type(err).__name__ in DAMAGED_FILE:  # raised by a library reading a damaged file: not hfrl's bug
+        return 1
     return 1 if isinstance(err, RUN_FAILURE) else None
 
 

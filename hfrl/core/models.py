@@ -20,11 +20,13 @@ that a PEFT adapter records the file as its base and the tokenizer is found agai
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib.util
 import json
 import os
 import shutil
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -149,7 +151,8 @@ def load_model(model: Any, init_kwargs: dict | None = None) -> Any:
     kwargs = dict(init_kwargs or {})
     kwargs.setdefault("trust_remote_code", remote_code(path))  # a Python caller's own init kwargs may opt in
     if not is_gguf(path):
-        return auto.from_pretrained(path, **hub_kwargs(path, **kwargs))
+        with damaged_weights_named(path):
+            return auto.from_pretrained(path, **hub_kwargs(path, **kwargs))
     from transformers import GgufConfig
 
     folder, file = _gguf_source(path)
@@ -157,6 +160,23 @@ def load_model(model: Any, init_kwargs: dict | None = None) -> Any:
     lm = auto.from_pretrained(folder, gguf_file=file, config=config, **kwargs)
     lm.config._name_or_path = lm.name_or_path = os.path.join(folder, file)  # PEFT records the latter
     return lm
+
+
+class DamagedFileError(OSError):
+    """A model or checkpoint file that cannot be read (a garbled safetensors header)."""
+
+
+@contextlib.contextmanager
+def damaged_weights_named(where: Any) -> Iterator[None]:
+    """Inside, safetensors' error for an unreadable file becomes one line naming ``where``."""
+    try:
+        yield
+    except Exception as err:
+        if type(err).__name__ != "SafetensorError":
+            raise
+        raise DamagedFileError(
+            f"the weights in {where} are damaged ({err}); download, copy or export the model again"
+        ) from err
 
 
 def load_tokenizer(name: str, **kwargs: Any) -> Any:

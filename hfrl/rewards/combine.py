@@ -7,7 +7,8 @@ and composite rewards.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from typing import Any
 
 import torch
@@ -114,7 +115,7 @@ def _call_all(funcs: Sequence[Callable], prompts: list, completions: list[str], 
 def _reward_values(name: str, out: Any, n: int) -> tuple[torch.Tensor, bool]:
     """A reward function's output as ``(B,)`` floats (None -> NaN) or, token level, ``(B, T)``
     floats padded with 0; one line naming the function for anything else."""
-    if isinstance(out, (str, bytes)) or not hasattr(out, "__len__"):
+    if isinstance(out, (str, bytes, Mapping, AbstractSet)) or not hasattr(out, "__len__"):
         raise RewardError(
             f"reward function {name!r} returned {type(out).__name__} {out!r:.40}, not one value per completion "
             f"(a list of {n} floats)"
@@ -142,6 +143,11 @@ def _number(name: str, value: Any, i: int) -> float:
         )
     try:
         return float(value)
+    except OverflowError:  # an int beyond a double (10**400): not a reward
+        raise RewardError(
+            f"reward function {name!r} returned a number too large for a float ({str(value)[:12]}... with "
+            f"{len(str(value))} digits) for completion {i}; scale the reward"
+        ) from None
     except (TypeError, ValueError) as err:
         raise RewardError(f"reward function {name!r} returned {value!r:.40} for completion {i}: {err}") from err
 

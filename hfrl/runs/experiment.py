@@ -139,6 +139,10 @@ def resolve_run(
         if key == "task_args" and isinstance(value, dict):  # merged under the user's task arguments
             run[key] = {**value, **(run.get("task_args") or {})}
         run.setdefault(key, value)
+    try:
+        file_cfg = coerce_numbers(file_cfg, schema)
+    except ValueError as err:  # the file and its field, not a command-line option
+        raise ValueError(f"config file {config_file}: {str(err).removeprefix('--')}") from None
     merged = coerce_numbers({**task_fields, **file_cfg, **overrides}, schema)
     from_file = None  # the file whose output_dir chose the folder (RunFolder: a new or empty one only)
     if output_dir is not None:
@@ -208,17 +212,31 @@ def split_run(run: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
     return {k: run[k] for k in RUN_KEYS if k in run}, {k: v for k, v in run.items() if k not in RUN_KEYS}
 
 
+def _check_prompt_count(task: Task, fields: dict[str, Any]) -> None:
+    """An online run needs ``rollout_batch_size`` train prompts per process for one rollout (the trainer
+    checks it too; here it is said before torch is imported and the prompts are tokenized)."""
+    size = fields.get("rollout_batch_size")
+    train = task.dataset.get("train") if hasattr(task.dataset, "get") else None
+    processes = int(os.environ.get("WORLD_SIZE", "1"))
+    if isinstance(size, int) and train is not None and len(train) < size * processes:
+        raise ValueError(
+            f"the train dataset has {len(train)} prompts, fewer than one rollout ({size} x {processes} processes); "
+            "lower rollout_batch_size or add prompts"
+        )
+
+
 def build_trainer(run: dict[str, Any], **trainer_kwargs: Any):
     """The trainer for a resolved run: task dataset, rewards and metrics, model, config."""
     from hfrl.core.model_args import model_loading, split_model_fields
     from hfrl.tasks import load_task
 
     run_keys, fields = split_run(run)
-    trainer_class = algorithm_trainer(run_keys["alg"])
     kwargs = task_kwargs(run_keys)
     task = getattr(run, "task", None)  # built while resolving (your own builder), when its arguments still hold
     if task is None or getattr(run, "task_kwargs", None) != kwargs:
         task = load_task(run_keys["task"], **kwargs)
+    _check_prompt_count(task, {**config_schema(run_keys["alg"]).defaults(), **fields})  # before torch is imported
+    trainer_class = algorithm_trainer(run_keys["alg"])
     peft_config, init_kwargs = model_loading(
         run_keys["model"], split_model_fields(fields, config_fields(trainer_class.config_class))
     )

@@ -63,7 +63,16 @@ def encode_prompt(tokenizer, prompt: Any, max_length: int | None = None, truncat
     token (EOS when there is none), as RL4LMs' synthetic tasks start generation.
     """
     if isinstance(prompt, list):  # conversational prompt: a list of {"role", "content"} messages
-        prompt = tokenizer.apply_chat_template(prompt, add_generation_prompt=True, tokenize=False)
+        from jinja2 import TemplateError
+
+        try:
+            prompt = tokenizer.apply_chat_template(prompt, add_generation_prompt=True, tokenize=False)
+        except TemplateError as err:  # a template that does not parse or that raises on these messages
+            where = getattr(tokenizer, "name_or_path", "") or "the model"
+            raise ValueError(
+                f"the chat template of {where} cannot be applied ({type(err).__name__}: {err}); fix chat_template in "
+                "its tokenizer_config.json or chat_template.jinja (or chat with --format plain / eou)"
+            ) from err
     ids = list(tokenizer(prompt)["input_ids"])
     if max_length and len(ids) > max_length:
         ids = ids[-max_length:] if truncation_side == "left" else ids[:max_length]

@@ -96,6 +96,8 @@ class OnlineTrainer(CrashSafeMixin, EvaluationMixin, HubMixin, Trainer):
             raise ValueError("reward_funcs is required: pass a reward function or a list of them")
         self.reward_funcs, self.reward_weights = reward_list(reward_funcs, args.reward_weights)
         self.metrics = dict(metrics or {})
+        self.args = args
+        self._check_prompt_count(train_dataset, int(os.environ.get("WORLD_SIZE", "1")))  # before any model loads
 
         policy, processing_class = _load_policy(model, args, processing_class, peft_config)
         # No reference model at all when the KL penalty is off for good.
@@ -161,15 +163,23 @@ class OnlineTrainer(CrashSafeMixin, EvaluationMixin, HubMixin, Trainer):
             seed=self.args.seed,
         )
 
+    def _check_prompt_count(self, dataset: Any, processes: int) -> None:
+        """One rollout needs ``rollout_batch_size`` prompts per process: checked before the model loads and
+        the prompts are tokenized (a huge data file once took minutes to reach this one line)."""
+        if (
+            dataset is not None
+            and not isinstance(dataset, dict)
+            and len(dataset) < self.args.rollout_batch_size * processes
+        ):
+            raise ValueError(
+                f"the train dataset has {len(dataset)} prompts, fewer than one rollout "
+                f"({self.args.rollout_batch_size} x {processes} processes); lower rollout_batch_size or add prompts"
+            )
+
     def get_train_dataloader(self):
         if self.train_dataset is None:
             raise ValueError("training requires a train_dataset")
-        if len(self.train_dataset) < self.args.rollout_batch_size * self.accelerator.num_processes:
-            raise ValueError(
-                f"the train dataset has {len(self.train_dataset)} prompts, fewer than one rollout "
-                f"({self.args.rollout_batch_size} x {self.accelerator.num_processes} processes); "
-                "lower rollout_batch_size or add prompts"
-            )
+        self._check_prompt_count(self.train_dataset, self.accelerator.num_processes)
         return self._get_dataloader(
             dataset=PromptRows(self.train_dataset),
             description="Training",
