@@ -96,8 +96,6 @@ class OnlineTrainer(CrashSafeMixin, EvaluationMixin, HubMixin, Trainer):
             raise ValueError("reward_funcs is required: pass a reward function or a list of them")
         self.reward_funcs, self.reward_weights = reward_list(reward_funcs, args.reward_weights)
         self.metrics = dict(metrics or {})
-        self.args = args
-        self._check_prompt_count(train_dataset, int(os.environ.get("WORLD_SIZE", "1")))  # before any model loads
 
         policy, processing_class = _load_policy(model, args, processing_class, peft_config)
         # No reference model at all when the KL penalty is off for good.
@@ -164,8 +162,8 @@ class OnlineTrainer(CrashSafeMixin, EvaluationMixin, HubMixin, Trainer):
         )
 
     def _check_prompt_count(self, dataset: Any, processes: int) -> None:
-        """One rollout needs ``rollout_batch_size`` prompts per process: checked before the model loads and
-        the prompts are tokenized (a huge data file once took minutes to reach this one line)."""
+        """One rollout needs ``rollout_batch_size`` prompts per process (``hfrl train`` checks it before
+        torch is imported: :func:`hfrl.runs.experiment.build_trainer`)."""
         if (
             dataset is not None
             and not isinstance(dataset, dict)
