@@ -388,7 +388,9 @@ def test_cli_daily_dialog_offline_says_what_is_missing(tmp_path, capsys, monkeyp
     assert err.startswith("error: task 'daily_dialog': cannot load the Hub dataset OpenRL/daily_dialog@1668faf0")
     assert f"point {DATA_DIR_ENV}" in err
     monkeypatch.setenv(DATA_DIR_ENV, str(FIXTURES))
-    code, _, err = run_cli(["train", "--task", "daily_dialog", "--alg", "nlpo", "--output-dir", str(tmp_path)], capsys)
+    small = ["--rollout_batch_size", "4", "--mini_batch_size", "4"]  # the fixture's 7 prompts make one rollout
+    code, _, err = run_cli(["train", "--task", "daily_dialog", "--alg", "nlpo", "--output-dir", str(tmp_path), *small],
+                           capsys)  # fmt: skip
     assert code == 2 and err.startswith("error: unknown model 'openai-community/gpt2'")  # the GRUE default model
 
 
