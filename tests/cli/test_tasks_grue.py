@@ -391,7 +391,8 @@ def test_cli_daily_dialog_offline_says_what_is_missing(tmp_path, capsys, monkeyp
     small = ["--rollout_batch_size", "4", "--mini_batch_size", "4"]  # the fixture's 7 prompts make one rollout
     code, _, err = run_cli(["train", "--task", "daily_dialog", "--alg", "nlpo", "--output-dir", str(tmp_path), *small],
                            capsys)  # fmt: skip
-    assert code == 2 and err.startswith("error: unknown model 'openai-community/gpt2'")  # the GRUE default model
+    error = next(line for line in err.splitlines() if line.startswith("error: "))
+    assert code == 2 and error.startswith("error: unknown model 'openai-community/gpt2'")  # the GRUE default model
 
 
 def test_list_tasks_shows_dataset_model_reward_metrics(capsys):
