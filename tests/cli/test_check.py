@@ -50,10 +50,12 @@ def test_hh_a_lol_offline_says_what_is_missing(empty_cache, capsys):
     assert code == 1 and "Traceback" not in out + err
     assert out.splitlines()[0] == "task hh, alg a_lol, model timdettmers/qlora-hh-rlhf-7b (offline: HF_HUB_OFFLINE=1)"
     assert "dataset Anthropic/hh-rlhf@09be8c5: not cached, ~45 MB to download (manifest)" in out
-    assert "timdettmers/qlora-hh-rlhf-7b: unpinned in the manifest" in out  # said, not hidden
+    assert "model timdettmers/qlora-hh-rlhf-7b@380c5f9: not cached, ~320 MB to download (manifest)" in out
+    # the reward model has no public pin: said, not hidden
+    assert "reward/metric model OpenAssistant/oasst-rm-2.1-pythia-1.4b-epoch-2.5: unpinned in the manifest" in out
     assert [line.split(" is not cached")[0] for line in err.splitlines()] == [
         "problem: dataset Anthropic/hh-rlhf@09be8c5",
-        "problem: model timdettmers/qlora-hh-rlhf-7b",
+        "problem: model timdettmers/qlora-hh-rlhf-7b@380c5f9",
         "problem: reward/metric model OpenAssistant/oasst-rm-2.1-pythia-1.4b-epoch-2.5",
     ]
 
