@@ -142,6 +142,13 @@ class OnlineConfig(TrainingArguments):
     model_init_kwargs: dict[str, Any] | None = field(
         default=None, metadata={"help": "Keyword arguments of `from_pretrained` when `model` is a name."}
     )
+    base_model: str | None = field(
+        default=None,
+        metadata={
+            "help": "The base model that a PEFT adapter given as `model` loads onto, a Hub id or a path (default: "
+            "the base its adapter_config.json records, which may be a private path). Only for adapters."
+        },
+    )
 
     # ---- TrainingArguments defaults that differ for RL ----
     learning_rate: float = field(default=1e-6, metadata={"help": "Learning rate (GRUE: 1e-6 to 2e-6)."})
