@@ -10,7 +10,7 @@ from typing import Annotated
 
 import typer
 
-from hfrl.cli._options import AlgOpt, OutputDirOpt, SeedOpt, TaskOpt, TrustCodeOpt
+from hfrl.cli._options import AlgOpt, BaseModelOpt, OutputDirOpt, SeedOpt, TaskOpt, TrustCodeOpt
 
 HELP = """Train a model on a task with an RL algorithm.
 
@@ -44,6 +44,7 @@ Examples:
   hfrl train --task my.jsonl --alg ppo --model tiny --prompt-column question
   hfrl train --task numbers --alg grpo --model tiny --max_steps 20
   hfrl train --task numbers --alg ppo --model tiny --use_peft --lora_r 8 --report_to tensorboard
+  hfrl train --task hh --alg ppo --model timdettmers/qlora-hh-rlhf-7b --base-model huggyllama/llama-7b
 """
 
 ModelOpt = Annotated[
@@ -95,6 +96,7 @@ def train(
     task: TaskOpt = None,
     alg: AlgOpt = None,
     model: ModelOpt = None,
+    base_model: BaseModelOpt = None,
     config: ConfigOpt = None,
     output_dir: OutputDirOpt = None,
     seed: SeedOpt = None,
@@ -115,6 +117,8 @@ def train(
         {k: v for k, v in (("prompt_column", prompt_column), ("references_column", references_column)) if v}
     )
     overrides = experiment.parse_overrides(list(ctx.args))
+    if base_model:  # the config field base_model: the base a PEFT adapter given as --model loads onto
+        overrides["base_model"] = base_model
     with trusted_code(trust_code):  # names are resolved (code imported) up to here, never later
         if resume:
             out = output_dir or _run_dir(task, alg, config)

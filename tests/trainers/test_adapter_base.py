@@ -189,3 +189,23 @@ def test_a_run_that_started_from_an_adapter_reloads_onto_its_named_base():
         adapter_config={"base_model_name_or_path": "huggyllama/llama-7b"},
     )
     assert run.adapter_base == "huggyllama/llama-7b"
+
+
+def test_cli_trains_an_adapter_on_the_base_named_by_flag(bare_adapter, tiny_causal_dir, tmp_path, capsys):
+    import yaml
+
+    from hfrl.testing import run_cli
+
+    out = tmp_path / "run"
+    args = ["train", "--task", "numbers", "--alg", "ppo", "--model", bare_adapter, "--base-model", tiny_causal_dir]
+    args += ["-o", str(out), "--num_iterations", "1", "--rollout_batch_size", "8", "--mini_batch_size", "8"]
+    code, _, err = run_cli([*args, "--disable_tqdm", "true"], capsys)
+    assert code == 0, err
+    saved = yaml.safe_load((out / "config.yaml").read_text())
+    assert (saved["model"], saved["base_model"]) == (bare_adapter, tiny_causal_dir)
+    assert json.loads((out / "adapter_config.json").read_text())["base_model_name_or_path"] == tiny_causal_dir
+    code, _, err = run_cli(["train", "--task", "numbers", "--model", bare_adapter, "-o", str(tmp_path / "b")], capsys)
+    assert code == 2 and err.splitlines()[0] == (
+        f"error: cannot load the base model '{NOWHERE}' (the base its adapter_config.json records) of the PEFT "
+        f"adapter {bare_adapter}: pass base_model (--base-model NAME) with its Hub id or local path"
+    )
