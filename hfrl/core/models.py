@@ -236,6 +236,18 @@ def _with_adapter(
     return peft_model
 
 
+def _cuda() -> bool:
+    import torch
+
+    return torch.cuda.is_available()
+
+
+def _float32() -> Any:
+    import torch
+
+    return torch.float32
+
+
 def load_trainable(
     model: Any,
     init_kwargs: dict | None = None,
@@ -247,7 +259,8 @@ def load_trainable(
     ``peft_config``. A PEFT adapter name loads trainable onto its base (``base_model``); with a
     bitsandbytes config in ``init_kwargs`` (QLoRA) the machine is checked, the model is placed on this
     process's GPU and prepared for adapter training (:mod:`hfrl.core.quantization`); quantised weights
-    are trained only through an adapter."""
+    are trained only through an adapter. On a CUDA machine the weights load in float32 unless
+    ``init_kwargs`` names a ``dtype`` (the precision rule: :mod:`hfrl.trainers.devices`)."""
     from hfrl.core.policies import is_peft_model
     from hfrl.core.quantization import check_kbit_available, kbit_device_map, kbit_flag, prepare_kbit
 
@@ -265,6 +278,8 @@ def load_trainable(
         check_kbit_available(flag)
         if kwargs.get("device_map") is None:
             kwargs["device_map"] = kbit_device_map()
+    elif "dtype" not in kwargs and _cuda():  # float32 master weights under bf16 autocast (TRL's default)
+        kwargs["dtype"] = _float32()  # the CPU keeps transformers' default (the checkpoint's dtype)
     if adapter is not None:
         policy = _with_adapter(str(model), adapter, base_model, kwargs, True, gradient_checkpointing)
     else:

@@ -137,6 +137,13 @@ class ALoLConfig(TrainingArguments):
             "the base its adapter_config.json records, which may be a private path). Only for adapters."
         },
     )
+    bf16: bool | None = field(  # type: ignore[assignment]
+        default=None,
+        metadata={
+            "help": "bf16 mixed precision (float32 weights, bfloat16 autocast). Default: on where a CUDA GPU "
+            "supports bfloat16 and neither fp16 nor use_cpu is set, off on the CPU (hfrl.trainers.devices)."
+        },
+    )
     load_in_4bit: bool = field(
         default=False,
         metadata={
