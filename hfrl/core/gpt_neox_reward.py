@@ -18,7 +18,8 @@ Loaded through ``AutoModelForSequenceClassification`` once ``hfrl`` is imported
 
     import hfrl  # noqa: F401
     from transformers import AutoModelForSequenceClassification
-    rm = AutoModelForSequenceClassification.from_pretrained("OpenAssistant/oasst-rm-2.1-pythia-1.4b-epoch-2.5")
+    name = "OpenAssistant/oasst-rm-2.1-pythia-1.4b-epoch-2.5"
+    rm = AutoModelForSequenceClassification.from_pretrained(name, trust_remote_code=False)  # no remote code needed
 """
 
 from __future__ import annotations

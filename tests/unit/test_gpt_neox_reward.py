@@ -40,7 +40,7 @@ def by_hand(folder: str, texts: list[str], pooling: str) -> torch.Tensor:
     weights = {k.removeprefix("gpt_neox."): v for k, v in state.items() if k.startswith("gpt_neox.")}
     assert not body.load_state_dict(weights, strict=False).missing_keys  # unexpected: the 4.28 attention buffers
     body.eval()
-    tokenizer = AutoTokenizer.from_pretrained(folder)
+    tokenizer = AutoTokenizer.from_pretrained(folder, trust_remote_code=False)
     scores = []
     for text in texts:
         ids = tokenizer(text, return_tensors="pt")["input_ids"]
@@ -70,12 +70,14 @@ def test_auto_class_loads_it_and_scores_out_proj_of_the_pooled_hidden_state(rm_d
     import hfrl  # noqa: F401 - registers the type
     from hfrl.core.gpt_neox_reward import GPTNeoXRewardModel
 
-    model, info = AutoModelForSequenceClassification.from_pretrained(rm_dirs[pooling], output_loading_info=True)
+    model, info = AutoModelForSequenceClassification.from_pretrained(
+        rm_dirs[pooling], output_loading_info=True, trust_remote_code=False
+    )
     assert isinstance(model, GPTNeoXRewardModel) and model.config.pooling == pooling
     assert model.config.num_labels == 1
     # every published tensor is used; the 4.28 attention buffers are ignored, not reported
     assert info["missing_keys"] == set() and info["unexpected_keys"] == set()
-    tokenizer = AutoTokenizer.from_pretrained(rm_dirs[pooling])
+    tokenizer = AutoTokenizer.from_pretrained(rm_dirs[pooling], trust_remote_code=False)
     expected = by_hand(rm_dirs[pooling], TEXTS, pooling)
     for side in ("right", "left"):  # the pad positions are never read, whichever side they are on
         tokenizer.padding_side = side
@@ -136,7 +138,7 @@ import hfrl
 assert "torch" not in sys.modules, "import hfrl imported torch"
 from transformers import GPTNeoXConfig  # configuration_auto first imported from inside a config module
 from transformers import AutoModelForSequenceClassification
-model = AutoModelForSequenceClassification.from_pretrained(sys.argv[1])
+model = AutoModelForSequenceClassification.from_pretrained(sys.argv[1], trust_remote_code=False)
 print(type(model).__name__, model.config.pooling)
 """
 
