@@ -177,8 +177,11 @@ class _BareTopPMask:
         return scores.masked_fill(~allowed, -float("inf"))
 
 
-def run_trl(name: str, path: str, n_prompts: int, new_tokens: int, iterations: int, out: str) -> dict:
-    """TRL's ``RLOOTrainer`` or ``GRPOTrainer`` (``name``: rloo, grpo) on the same work."""
+def run_trl(
+    name: str, path: str, n_prompts: int, new_tokens: int, iterations: int, out: str, bf16: bool = False
+) -> dict:
+    """TRL's ``RLOOTrainer`` or ``GRPOTrainer`` (``name``: rloo, grpo) on the same work (``bf16``:
+    TRL's bf16 mixed precision, for comparisons on a GPU)."""
     import trl
 
     config_class, trainer_class = {
@@ -189,7 +192,7 @@ def run_trl(name: str, path: str, n_prompts: int, new_tokens: int, iterations: i
     args = config_class(
         output_dir=out, per_device_train_batch_size=n_prompts // 4, steps_per_generation=4, num_generations=2,
         max_completion_length=new_tokens, max_steps=4 * (iterations + 1), learning_rate=1e-5, report_to="none",
-        use_cpu=not torch.cuda.is_available(), bf16=False, beta=0.05, save_strategy="no", disable_tqdm=True,
+        use_cpu=not torch.cuda.is_available(), bf16=bf16, beta=0.05, save_strategy="no", disable_tqdm=True,
         logging_steps=4, gradient_checkpointing=False, temperature=1.0, top_k=0,
         generation_kwargs={"min_new_tokens": new_tokens},
     )  # fmt: skip

@@ -10,7 +10,16 @@ from typing import Annotated
 
 import typer
 
-from hfrl.cli._options import AlgOpt, ModelOpt, OutputDirOpt, SeedOpt, TaskArgOpt, TaskOpt, TrustCodeOpt
+from hfrl.cli._options import (
+    AlgOpt,
+    BaseModelOpt,
+    ModelOpt,
+    OutputDirOpt,
+    SeedOpt,
+    TaskArgOpt,
+    TaskOpt,
+    TrustCodeOpt,
+)
 
 HELP = """Train a model on a task with an RL algorithm.
 
@@ -44,6 +53,7 @@ Examples:
   hfrl train --task my.jsonl --alg ppo --model tiny --prompt-column question
   hfrl train --task numbers --alg grpo --model tiny --max_steps 20
   hfrl train --task numbers --alg ppo --model tiny --use_peft --lora_r 8 --report_to tensorboard
+  hfrl train --task hh --alg ppo --model timdettmers/qlora-hh-rlhf-7b --base-model huggyllama/llama-7b
 """
 
 ConfigOpt = Annotated[str | None, typer.Option("--config", "-c", help="YAML file of config fields.")]
@@ -88,6 +98,7 @@ def train(
     task: TaskOpt = None,
     alg: AlgOpt = None,
     model: ModelOpt = None,
+    base_model: BaseModelOpt = None,
     config: ConfigOpt = None,
     output_dir: OutputDirOpt = None,
     seed: SeedOpt = None,
@@ -100,15 +111,17 @@ def train(
     trust_code: TrustCodeOpt = False,
     overwrite_output_dir: OverwriteOpt = False,
 ) -> None:
+    options = {k: v for k, v in locals().items() if k not in ("ctx", "trust_code")}  # the parameters, as given
     from hfrl.utils.trust import trusted_code
 
     with trusted_code(trust_code):  # the whole command: --trust-code is the user's one switch for code
-        _train(ctx, task, alg, model, config, output_dir, seed, resume, eval_test, prompt_column, references_column,
-               task_arg, threads, overwrite_output_dir)  # fmt: skip
+        _train(list(ctx.args), **options)
 
 
-def _train(ctx, task, alg, model, config, output_dir, seed, resume, eval_test, prompt_column, references_column,
-           task_arg, threads, overwrite_output_dir) -> None:  # fmt: skip
+def _train(
+    extra: list[str], *, task, alg, model, base_model, config, output_dir, seed, resume, eval_test, prompt_column,
+    references_column, task_arg, threads, overwrite_output_dir,
+) -> None:  # fmt: skip
     from hfrl.runs import experiment
     from hfrl.runs.run_folder import RunFolder
     from hfrl.utils.trust import check_command_line
@@ -117,8 +130,10 @@ def _train(ctx, task, alg, model, config, output_dir, seed, resume, eval_test, p
     task_args.update(
         {k: v for k, v in (("prompt_column", prompt_column), ("references_column", references_column)) if v}
     )
-    overrides = check_command_line(experiment.parse_overrides(list(ctx.args)))
+    overrides = check_command_line(experiment.parse_overrides(extra))
     check_command_line({"task_arg": task_args})
+    if base_model:  # the config field base_model: the base a PEFT adapter given as --model loads onto
+        overrides["base_model"] = base_model
     if resume:
         out = output_dir or _run_dir(task, alg)
         asked = {"task": task, "alg": alg, "model": model, "seed": seed, "task_args": task_args}

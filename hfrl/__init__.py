@@ -1,12 +1,18 @@
 """hfrl: reinforcement-learning fine-tuning of language models on the Hugging Face stack.
 
 Heavy imports are lazy: ``import hfrl`` is cheap; ``from hfrl import PPOTrainer`` loads torch.
+``import hfrl`` also registers hfrl's own model types (OpenAssistant's GPT-NeoX reward models) with
+transformers' Auto classes, as soon as that costs no torch import (:mod:`hfrl.core.auto_classes`).
 """
 
 from __future__ import annotations
 
 import importlib
 from typing import TYPE_CHECKING, Any
+
+from hfrl.core import auto_classes as _auto_classes
+
+_auto_classes.install()
 
 __version__ = "0.1.0"
 

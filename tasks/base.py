@@ -1,7 +1,8 @@
 """The task interface: a dataset, rewards, metrics and default configs packaged under one name.
 
 A task module builds its ``DatasetDict`` and calls :func:`task_from_yaml`, which reads the YAML file
-beside the module: ``name``, ``description``, ``default_model``, ``dataset`` (Hub repository, pinned
+beside the module: ``name``, ``description``, ``default_model`` (and ``default_base_model``, the base
+model that a default model which is a bare PEFT adapter loads onto), ``dataset`` (Hub repository, pinned
 revision and Parquet files per split), ``rewards``, ``metrics`` (and ``optional_metrics``, which need
 extra packages or downloads), named ``reward_configs`` and per-algorithm ``configs``.
 """
@@ -17,7 +18,16 @@ from typing import Any
 import yaml
 
 # Keyword arguments every YAML-declared task accepts besides its builder's own (task_from_yaml's).
-TASK_OVERRIDES = ("rewards", "metrics", "reward_config", "name", "default_model", "description", "configs")
+TASK_OVERRIDES = (
+    "rewards",
+    "metrics",
+    "reward_config",
+    "name",
+    "default_model",
+    "default_base_model",
+    "description",
+    "configs",
+)
 
 
 @dataclass
@@ -37,6 +47,7 @@ class Task:
     default_model: str = "tiny"
     configs: dict[str, dict[str, Any]] = field(default_factory=dict)
     description: str = ""
+    default_base_model: str | None = None  # the base of default_model when that is a bare PEFT adapter
 
     def config_for(self, alg: str) -> dict[str, Any]:
         """Default config fields for ``alg`` (the ``defaults`` section, then the algorithm's own)."""
@@ -54,20 +65,28 @@ class TaskSpec:
     configs: dict[str, dict[str, Any]] = field(default_factory=dict)
     description: str = ""
     declared: dict[str, Any] = field(default_factory=dict, repr=False)
+    default_base_model: str | None = None
 
     @classmethod
     def of(cls, task: Task) -> TaskSpec:
         """The spec of a built task."""
-        return cls(task.name, task.default_model, task.configs, task.description)
+        return cls(
+            task.name, task.default_model, task.configs, task.description, default_base_model=task.default_base_model
+        )
 
     @classmethod
     def from_yaml(cls, spec: dict[str, Any], overrides: dict[str, Any]) -> TaskSpec:
         """A YAML spec with ``reward_config`` and the name, model, description and configs that the
         task arguments (``overrides``) set: what :func:`task_from_yaml` builds its :class:`Task` with."""
         spec = apply_reward_config(spec, overrides.get("reward_config"))
+        model = overrides.get("default_model", spec.get("default_model", "tiny"))
+        base = overrides.get("default_base_model", spec.get("default_base_model"))
+        if "default_model" in overrides and "default_base_model" not in overrides:
+            base = None  # another default model: the declared base was the declared model's
         return cls(
             name=overrides.get("name", spec.get("name", "")),
-            default_model=overrides.get("default_model", spec.get("default_model", "tiny")),
+            default_model=model,
+            default_base_model=base,
             configs=_merge_configs(spec.get("configs") or {}, overrides.get("configs") or {}),
             description=overrides.get("description", spec.get("description", "")),
             declared=spec,
@@ -200,7 +219,11 @@ def task_from_yaml(
     from hfrl.rewards import load_reward
 
     declared = TaskSpec.from_yaml(spec if spec is not None else read_task_yaml(module_file), {
-        **{k: overrides.pop(k) for k in ("name", "default_model", "description", "configs") if k in overrides},
+        **{
+            k: overrides.pop(k)
+            for k in ("name", "default_model", "default_base_model", "description", "configs")
+            if k in overrides
+        },
         "reward_config": reward_config,
     })  # fmt: skip
     rewards = overrides.pop("rewards", None) or declared.declared.get("rewards", [])
@@ -214,4 +237,5 @@ def task_from_yaml(
         default_model=declared.default_model,
         configs=declared.configs,
         description=declared.description,
+        default_base_model=declared.default_base_model,
     )

@@ -1,7 +1,7 @@
 """TRL's ``ModelConfig`` conventions for every algorithm: LoRA and 4/8-bit loading as flags.
 
     hfrl train --task numbers --alg ppo --model tiny --use_peft --lora_r 8 --lora_alpha 16
-    hfrl train --task hh --alg a_lol --use_peft --load_in_4bit true   # QLoRA (a CUDA GPU and bitsandbytes)
+    hfrl train --task hh --alg ppo --use_peft --load_in_4bit true   # QLoRA (a CUDA GPU and bitsandbytes)
 
 The flags are the fields of ``trl.ModelConfig`` (but ``model_name_or_path``: that is ``--model``),
 read by :func:`model_loading` with TRL's own ``get_peft_config`` / ``get_quantization_config``, so
@@ -45,10 +45,14 @@ def split_model_fields(fields: dict[str, Any], config_fields: set[str]) -> dict[
 def model_loading(model: Any, fields: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
     """``(peft_config or None, from_pretrained keyword arguments)`` for ``model`` from the
     ``ModelConfig`` flags a run set. LoRA's task type follows the model (seq2seq or causal) unless
-    given; GPT-2's Conv1D layers get ``fan_in_fan_out``."""
+    given; GPT-2's Conv1D layers get ``fan_in_fan_out``. 4/8-bit flags add a bitsandbytes config
+    (:func:`hfrl.core.quantization.bnb_config`, compute dtype ``--dtype``, default bfloat16); the trainer
+    checks the machine, places the model and prepares it (:func:`hfrl.core.models.load_trainable`)."""
     if not fields:
         return None, {}
-    from trl import ModelConfig, get_peft_config, get_quantization_config
+    from trl import ModelConfig, get_peft_config
+
+    from hfrl.core.quantization import bnb_config
 
     args = ModelConfig(**fields)
     init_kwargs: dict[str, Any] = {}
@@ -58,14 +62,14 @@ def model_loading(model: Any, fields: dict[str, Any]) -> tuple[Any, dict[str, An
         init_kwargs["dtype"] = args.dtype
     if args.attn_implementation is not None:
         init_kwargs["attn_implementation"] = args.attn_implementation
-    quantization = get_quantization_config(args)
-    if quantization is not None:
-        _check_quantization_possible("load_in_4bit" if args.load_in_4bit else "load_in_8bit")
-        if not args.use_peft:
-            raise ValueError("4/8-bit weights cannot be trained directly: add --use_peft (QLoRA trains an adapter)")
-        from trl import get_kbit_device_map
-
-        init_kwargs.update(quantization_config=quantization, device_map=get_kbit_device_map())
+    if args.load_in_4bit or args.load_in_8bit:
+        init_kwargs["quantization_config"] = bnb_config(
+            4 if args.load_in_4bit else 8,
+            quant_type=args.bnb_4bit_quant_type,
+            double_quant=args.use_bnb_nested_quant,
+            compute_dtype=args.dtype if args.dtype not in (None, "auto") else None,
+            quant_storage=args.bnb_4bit_quant_storage,
+        )
     peft_config = get_peft_config(args)
     if peft_config is not None:
         config = _model_config(model)
@@ -74,17 +78,6 @@ def model_loading(model: Any, fields: dict[str, Any]) -> tuple[Any, dict[str, An
         if config.get("model_type") == "gpt2":  # Conv1D weights are stored (in, out)
             peft_config.fan_in_fan_out = True
     return peft_config, init_kwargs
-
-
-def _check_quantization_possible(flag: str) -> None:
-    import importlib.util
-
-    import torch
-
-    if not torch.cuda.is_available() or importlib.util.find_spec("bitsandbytes") is None:
-        raise ValueError(
-            f"--{flag} needs a CUDA GPU and `pip install bitsandbytes`; drop it to train in full precision"
-        )
 
 
 def _model_config(model: Any) -> dict[str, Any]:

@@ -14,8 +14,16 @@ transformers' GGUF support, which needs the ``gguf`` package (``pip install "hfr
 reloads as any transformers model. The loaded config's ``_name_or_path`` is the file's path, so
 that a PEFT adapter records the file as its base and the tokenizer is found again.
 
+A PEFT adapter (a folder or Hub repository with ``adapter_config.json`` and no model of its own,
+e.g. ``timdettmers/qlora-hh-rlhf-7b``) loads onto a base model: ``base_model`` when given (a bare
+adapter whose recorded base is a private path needs it: LoL-RL passes ``huggyllama/llama-7b``), else
+the ``base_model_name_or_path`` its config records. Its tokenizer is its own when it ships one, else
+the base's (:func:`load_tokenizer_for`). :func:`load_trainable` is what the trainers load with: the
+adapter trainable, 4/8-bit loading prepared (:mod:`hfrl.core.quantization`), a fresh LoRA when asked.
+
     from hfrl.core.models import load_model, load_tokenizer
     model, tokenizer = load_model("smollm2"), load_tokenizer("smollm2")
+    sft = load_model("timdettmers/qlora-hh-rlhf-7b", base_model="huggyllama/llama-7b")  # a PeftModel
 """
 
 from __future__ import annotations
@@ -136,12 +144,52 @@ def load_config(name: str) -> Any:
         raise unknown("model", name, BUILTIN_MODELS, hint=UNKNOWN_MODEL_HINT) from err
 
 
-def load_model(model: Any, init_kwargs: dict | None = None) -> Any:
+def adapter_config(model: Any) -> Any:
+    """The ``PeftConfig`` when ``model`` names a PEFT adapter (a local folder with
+    ``adapter_config.json``, or a Hub repository with one and no ``config.json``), else None. A Hub
+    repository is asked only after its ``config.json`` failed to load: a full model costs no request."""
+    if not isinstance(model, (str, os.PathLike)):
+        return None
+    name = str(model)
+    if name in BUILTIN_MODELS or is_gguf(name):
+        return None
+    if os.path.isdir(name):
+        if not os.path.isfile(os.path.join(name, "adapter_config.json")):
+            return None
+    elif os.path.exists(name) or _has_model_config(name):
+        return None
+    from peft import PeftConfig
+
+    try:
+        return PeftConfig.from_pretrained(name)
+    except Exception:  # noqa: BLE001 - not an adapter (or unreachable): loaded as a model, which reports errors
+        return None
+
+
+def _has_model_config(name: str) -> bool:
+    try:
+        load_config(name)
+    except (OSError, ValueError):
+        return False
+    return True
+
+
+def load_model(model: Any, init_kwargs: dict | None = None, base_model: str | None = None) -> Any:
     """A model instance (returned as it is), or a name loaded with the Auto class that fits its
     config (seq2seq or causal); ``init_kwargs`` go to ``from_pretrained``. A GGUF file is
-    dequantised into a dense model whose ``config._name_or_path`` is the file's path."""
+    dequantised into a dense model whose ``config._name_or_path`` is the file's path. A PEFT adapter
+    loads frozen onto ``base_model`` (default: the base its config records), as a ``PeftModel``;
+    ``base_model`` is only for adapters."""
     if not isinstance(model, (str, os.PathLike)):
         return model
+    adapter = adapter_config(model)
+    if adapter is not None:
+        return _with_adapter(str(model), adapter, base_model, init_kwargs, trainable=False)
+    if base_model is not None:
+        raise ValueError(
+            f"base_model ({base_model}) is the base of a PEFT adapter, but {model} is a full model (it has no "
+            "adapter_config.json): drop base_model, or give the adapter as the model"
+        )
     from transformers import AutoModelForCausalLM, AutoModelForSeq2SeqLM
 
     name = str(model)
@@ -179,6 +227,100 @@ def damaged_weights_named(where: Any) -> Iterator[None]:
         ) from err
 
 
+def _with_adapter(
+    name: str,
+    adapter: Any,
+    base_model: str | None,
+    init_kwargs: dict | None,
+    trainable: bool,
+    gradient_checkpointing: bool = False,
+) -> Any:
+    """``PeftModel``: the adapter ``name`` on its base (4/8-bit bases prepared for training)."""
+    from peft import PeftModel
+
+    from hfrl.core.quantization import prepare_kbit
+    from hfrl.utils.registry import UnknownNameError
+
+    base = base_model or adapter.base_model_name_or_path
+    if not base:
+        raise ValueError(f"the PEFT adapter {name} names no base model: pass base_model (--base-model NAME)")
+    try:
+        lm = load_model(base, init_kwargs)
+    except (UnknownNameError, OSError) as err:
+        recorded = "" if base_model else " (the base its adapter_config.json records)"
+        raise ValueError(
+            f"cannot load the base model {base!r}{recorded} of the PEFT adapter {name}: pass base_model "
+            "(--base-model NAME) with its Hub id or local path"
+        ) from err
+    if trainable:
+        lm = prepare_kbit(lm, gradient_checkpointing)
+    peft_model = PeftModel.from_pretrained(lm, name, is_trainable=trainable)
+    # what it was loaded onto, as PEFT records a fresh adapter's base: saved with the trained adapter
+    peft_model.peft_config[peft_model.active_adapter].base_model_name_or_path = lm.name_or_path
+    return peft_model
+
+
+def _cuda() -> bool:
+    import torch
+
+    return torch.cuda.is_available()
+
+
+def _float32() -> Any:
+    import torch
+
+    return torch.float32
+
+
+def load_trainable(
+    model: Any,
+    init_kwargs: dict | None = None,
+    base_model: str | None = None,
+    peft_config: Any = None,
+    gradient_checkpointing: bool = False,
+) -> tuple[Any, bool]:
+    """``(policy, fresh)``: the model a trainer trains, and whether it carries a fresh adapter from
+    ``peft_config``. A PEFT adapter name loads trainable onto its base (``base_model``); with a
+    bitsandbytes config in ``init_kwargs`` (QLoRA) the machine is checked, the model is placed on this
+    process's GPU and prepared for adapter training (:mod:`hfrl.core.quantization`); quantised weights
+    are trained only through an adapter. On a CUDA machine the weights load in float32 unless
+    ``init_kwargs`` names a ``dtype`` (the precision rule: :mod:`hfrl.trainers.devices`)."""
+    from hfrl.core.policies import is_peft_model
+    from hfrl.core.quantization import check_kbit_available, kbit_device_map, kbit_flag, prepare_kbit
+
+    kwargs = dict(init_kwargs or {})
+    flag = kbit_flag(kwargs.get("quantization_config"))
+    adapter = adapter_config(model)
+    if flag is not None:
+        if not isinstance(model, (str, os.PathLike)):
+            raise ValueError(f"{flag} quantizes a model loaded by name: pass the model's name or path, not an instance")
+        if peft_config is None and adapter is None:
+            raise ValueError(
+                f"{flag} (QLoRA) trains a LoRA adapter on the quantized base: pass peft_config (--use_peft), "
+                "or a PEFT adapter as the model"
+            )
+        check_kbit_available(flag)
+        if kwargs.get("device_map") is None:
+            kwargs["device_map"] = kbit_device_map()
+    elif "dtype" not in kwargs and _cuda():  # float32 master weights under bf16 autocast (TRL's default)
+        kwargs["dtype"] = _float32()  # the CPU keeps transformers' default (the checkpoint's dtype)
+    if adapter is not None:
+        policy = _with_adapter(str(model), adapter, base_model, kwargs, True, gradient_checkpointing)
+    else:
+        policy = load_model(model, kwargs, base_model)
+    fresh = peft_config is not None
+    if fresh:
+        if is_peft_model(policy):
+            raise ValueError(
+                "the model already carries a PEFT adapter: pass peft_config=None (no --use_peft) to train that "
+                "adapter further, or give its base model as the model for a fresh one"
+            )
+        from peft import get_peft_model
+
+        policy = get_peft_model(prepare_kbit(policy, gradient_checkpointing), peft_config)
+    return policy, fresh
+
+
 def load_tokenizer(name: str, **kwargs: Any) -> Any:
     """The tokenizer of a model name, folder or GGUF file (``kwargs`` go to ``from_pretrained``)."""
     from transformers import AutoTokenizer
@@ -189,6 +331,22 @@ def load_tokenizer(name: str, **kwargs: Any) -> Any:
         folder, file = _gguf_source(path)
         return AutoTokenizer.from_pretrained(folder, gguf_file=file, **kwargs)
     return AutoTokenizer.from_pretrained(path, **hub_kwargs(path, **kwargs))
+
+
+def load_tokenizer_for(model: Any, lm: Any, **kwargs: Any) -> Any:
+    """The tokenizer for ``lm``, loaded from the name ``model``: a PEFT adapter's own tokenizer when
+    it ships one, else the base model's (a bare adapter); for any other model, the one its config
+    names (``lm.config._name_or_path``: a folder, a Hub id or a GGUF file)."""
+    if adapter_config(model) is not None:
+        name = str(model)
+        if os.path.isfile(os.path.join(name, "tokenizer_config.json")):
+            return load_tokenizer(name, **kwargs)
+        if not os.path.isdir(name):  # a Hub adapter: its tokenizer if the repository has one
+            try:
+                return load_tokenizer(name, **kwargs)
+            except (OSError, ValueError):
+                pass
+    return load_tokenizer(lm.config._name_or_path, **kwargs)
 
 
 def fix_tokenizer(tokenizer: Any, lm: Any = None) -> Any:
@@ -259,6 +417,7 @@ def model_config_dict(name_or_path: str | None) -> dict[str, Any]:
 __all__ = [
     "BUILTIN_MODELS",
     "SMOLLM2",
+    "adapter_config",
     "builtin_name",
     "fix_tokenizer",
     "gguf_metadata",
@@ -266,6 +425,8 @@ __all__ = [
     "load_config",
     "load_model",
     "load_tokenizer",
+    "load_tokenizer_for",
+    "load_trainable",
     "model_config_dict",
     "plain_model_dir",
     "resolve_model",

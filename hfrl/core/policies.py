@@ -50,6 +50,40 @@ def is_peft_model(model: nn.Module) -> bool:
     return isinstance(model, PeftModel)
 
 
+REFERENCE_ADAPTER = "reference"  # the frozen copy of a starting adapter (ReferencePolicy)
+
+
+def frozen_adapter_copy(policy: Any, name: str = REFERENCE_ADAPTER) -> str:
+    """Add to a PEFT model a frozen copy of its active adapter under ``name`` (not active). Only the
+    active adapter is saved with the model (``save_pretrained(selected_adapters=...)`` in the trainers)."""
+    from peft import get_peft_model_state_dict, set_peft_model_state_dict
+
+    active = policy.active_adapter
+    config = copy.deepcopy(policy.peft_config[active])
+    config.inference_mode = True
+    policy.add_adapter(name, config)
+    set_peft_model_state_dict(policy, get_peft_model_state_dict(policy, adapter_name=active), adapter_name=name)
+    for key, param in policy.named_parameters():
+        if f".{name}." in key or key.endswith(f".{name}"):
+            param.requires_grad_(False)
+    return name
+
+
+@contextlib.contextmanager
+def adapter_switched(policy: Any, name: str) -> Iterator[None]:
+    """Run ``policy`` with its adapter ``name`` active, then the previous one again; which parameters
+    require gradients is restored exactly (PEFT's ``set_adapter`` makes the active adapter trainable)."""
+    previous = policy.active_adapter
+    trainable = {key: p.requires_grad for key, p in policy.named_parameters()}
+    policy.set_adapter(name)
+    try:
+        yield
+    finally:
+        policy.set_adapter(previous)
+        for key, param in policy.named_parameters():
+            param.requires_grad_(trainable[key])
+
+
 def disable_dropout(model: nn.Module) -> None:
     """Dropout off everywhere, so rollout-time and update-time log-probs agree: ``nn.Dropout``
     modules (TRL's helper) and float ``*dropout*`` attributes that attention code passes to
@@ -214,21 +248,29 @@ class ActorCritic(nn.Module):
 
 class ReferencePolicy:
     """The frozen reference policy pi_ref: a copy of the initial policy, a given model, or, under a
-    PEFT adapter, the policy itself with its adapter disabled (no second copy of the weights)."""
+    PEFT adapter, the policy's own weights (no second copy of the base): with a fresh adapter
+    (``adapter_is_start`` false) the policy with its adapter disabled, which is the starting model; when
+    the policy started from a trained adapter (an SFT adapter trained further, ``adapter_is_start``),
+    a frozen copy of that adapter, loaded beside it as the PEFT adapter ``"reference"`` and switched
+    on for the reference's forward passes (LoL-RL's PPO loads the SFT adapter twice for this)."""
 
-    def __init__(self, policy: Any, ref_model: Any = None) -> None:
+    def __init__(self, policy: Any, ref_model: Any = None, adapter_is_start: bool = False) -> None:
         self._policy = policy
         if ref_model is None and not is_peft_model(policy):
             ref_model = copy.deepcopy(policy)
         self.model = ref_model
         if ref_model is not None:
             ref_model.eval().requires_grad_(False)
+        self.adapter = frozen_adapter_copy(policy) if ref_model is None and adapter_is_start else None
 
     @contextlib.contextmanager
     def active(self) -> Iterator[nn.Module]:
         """Yields the module to call for reference log-probs."""
         if self.model is not None:
             yield self.model
+        elif self.adapter is not None:
+            with adapter_switched(self._policy, self.adapter):
+                yield self._policy
         else:
             with self._policy.disable_adapter():
                 yield self._policy

@@ -21,17 +21,46 @@ INPUTS = ("completion", "prompt+completion", "last_turn+completion", "pair")
 
 
 class ClassifierUnavailableError(OSError):
-    """A learned reward's or metric's classifier that cannot be loaded (not on this machine, and the
-    Hub unreachable): the message names it and how to replace it."""
+    """A learned reward's or metric's classifier that cannot be loaded: not on this machine and the
+    Hub unreachable, or of a model type that transformers does not know. The message names it and
+    how to replace it."""
 
     def __init__(self, name: str, cause: BaseException) -> None:
         reason = " ".join(str(cause).split()) or type(cause).__name__
+        through = (
+            "through the task's classifier argument (e.g. --task-arg classifier=DIR; `hfrl list tasks`), or train "
+            "on other rewards (--rewards '[rouge]')"
+        )
+        model_type = unknown_model_type(cause)
+        if model_type is not None:  # the files are there: downloading them again would not help
+            from transformers import __version__
+
+            from hfrl.core.auto_classes import ARCHITECTURES
+
+            super().__init__(
+                f"cannot load the classifier {name!r} that a reward or metric of this task scores with: its model "
+                f"type {model_type!r} is not one that transformers {__version__} knows (hfrl adds "
+                f"{', '.join(ARCHITECTURES)}); pass a classifier of a type it knows {through}"
+            )
+            return
         super().__init__(
             f"cannot load the classifier {name!r} that a reward or metric of this task scores with ({reason[:200]}): "
-            f"download it once where the Hub is reachable (`hf download {name}`), or pass a local copy through the "
-            "task's classifier argument (e.g. --task-arg classifier=DIR; `hfrl list tasks`), or train on other "
-            "rewards (--rewards '[rouge]'); offline, HF_HUB_OFFLINE=1 skips the network retries"
+            f"download it once where the Hub is reachable (`hf download {name}`), or pass a local copy {through}; "
+            "offline, HF_HUB_OFFLINE=1 skips the network retries"
         )
+
+
+def unknown_model_type(err: BaseException) -> str | None:
+    """The model type named by transformers' "does not recognize this architecture" error, else None.
+
+    >>> unknown_model_type(ValueError("The checkpoint you are trying to load has model type `rm_x` but "
+    ...                               "Transformers does not recognize this architecture."))
+    'rm_x'
+    """
+    import re
+
+    found = re.search(r"model type `([^`]+)` but Transformers does not recognize", str(err))
+    return found.group(1) if found else None
 
 
 def load_classifier(name: str, device: str):

@@ -126,6 +126,7 @@ def resolve_run(
     if spec is None:  # your own builder function: its defaults are known once it is built
         built = load_task(run["task"], **built_with)
         spec = TaskSpec.of(built)
+    model_from_task = "model" not in run
     run.setdefault("model", spec.default_model)
 
     fields = schema.names
@@ -139,6 +140,9 @@ def resolve_run(
         if key == "task_args" and isinstance(value, dict):  # merged under the user's task arguments
             run[key] = {**value, **(run.get("task_args") or {})}
         run.setdefault(key, value)
+    # the task's own model, a bare PEFT adapter: with the base the task names for it (lowest precedence)
+    base = spec.default_base_model if model_from_task and "base_model" in fields else None
+    task_fields = {**task_fields, "base_model": base} if base else task_fields
     try:
         file_cfg = coerce_numbers(file_cfg, schema)
     except ValueError as err:  # the file and its field, not a command-line option

@@ -108,11 +108,11 @@ class Run:
     @property
     def adapter_base(self) -> str | None:
         """The base model the adapter loads onto: the saved path when it still exists, else the
-        run config's model name."""
+        run config's base model (a run that started from an adapter on a named base), else its model."""
         if not self.adapter_config:
             return None
         saved = self.adapter_config.get("base_model_name_or_path")
-        named = self.config.get("model")
+        named = self.config.get("base_model") or self.config.get("model")
         if saved and (os.path.exists(saved) or not named):  # a folder or a GGUF file
             return saved
         return str(named) if named else None

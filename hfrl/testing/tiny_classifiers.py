@@ -1,7 +1,8 @@
 """Tiny stand-ins for the published classifiers behind the Leftover-Lunch rewards, built offline and
 saved in the published layouts, so that the rewards load them through their real code path:
 sequence classifiers (CoLA, FaithCritic, DialogRPT, any offensive-language classifier), ToxiChat's
-``GPT2ForOC_S_offensive`` folder and the converted COMET critic folder.
+``GPT2ForOC_S_offensive`` folder, the converted COMET critic folder, and OpenAssistant's GPT-NeoX
+reward model (the A-LoL HH reward) as its Hub repository holds it.
 
 Each takes ``logits``: ``None`` keeps the seeded random head (the output depends on the text), a
 tuple sets the head by hand so that every input gets exactly those logits (the expected score of a
@@ -139,6 +140,60 @@ def save_comet_critic(folder: str | os.PathLike, logit: float | None = None, see
     return str(folder)
 
 
+# OpenAssistant/oasst-rm-2.1-pythia-1.4b-epoch-2.5's config.json on the Hub, but the sizes (there:
+# hidden 2048, 24 layers, 16 heads, intermediate 8192, vocab 50288; saved by transformers 4.28.0.dev0).
+OASST_RM_CONFIG = {
+    "architectures": ["GPTNeoXRewardModel"],
+    "bos_token_id": 0,
+    "eos_token_id": 0,
+    "hidden_act": "gelu",
+    "initializer_range": 0.02,
+    "layer_norm_eps": 1e-05,
+    "max_position_embeddings": 2048,
+    "model_type": "gpt_neox_reward_model",
+    "pooling": "last",
+    "rotary_emb_base": 10000,
+    "rotary_pct": 0.25,
+    "tie_word_embeddings": False,
+    "torch_dtype": "float32",
+    "transformers_version": "4.28.0.dev0",
+    "use_cache": True,
+    "use_parallel_residual": True,
+}
+
+
+def save_oasst_reward_model(folder: str | os.PathLike, pooling: str = "last", seed: int = 0) -> str:
+    """A tiny OpenAssistant GPT-NeoX reward model in its Hub layout: ``config.json`` with the published
+    keys (``model_type: gpt_neox_reward_model``, ``pooling``, ``rotary_pct``...), ``pytorch_model.bin``
+    with the published key names (``gpt_neox.*``, ``out_proj.weight`` / ``out_proj.bias``, and the
+    attention buffers transformers 4.28 saved), and the tiny tokenizer with the ``<|prompter|>`` /
+    ``<|assistant|>`` tokens. Written without hfrl's reward-model class: the weights come from a
+    plain ``GPTNeoXModel`` and a ``Linear(hidden, 1)``, seeded."""
+    import torch
+    from transformers import GPTNeoXConfig, GPTNeoXModel
+
+    tokenizer = _tokenizer()
+    tokenizer.add_tokens(["<|prompter|>", "<|assistant|>"], special_tokens=True)
+    sizes = dict(hidden_size=HIDDEN, num_hidden_layers=2, num_attention_heads=4, intermediate_size=2 * HIDDEN)
+    config = {**OASST_RM_CONFIG, **sizes, "vocab_size": len(tokenizer), "pooling": pooling}
+    torch.manual_seed(seed)
+    body = GPTNeoXModel(GPTNeoXConfig(**{k: v for k, v in config.items() if k not in ("model_type", "pooling")}))
+    head = torch.nn.Linear(HIDDEN, 1)
+    state = {f"gpt_neox.{k}": v.detach().clone() for k, v in body.state_dict().items()}
+    state.update({"out_proj.weight": head.weight.detach().clone(), "out_proj.bias": head.bias.detach().clone()})
+    positions = 16  # transformers 4.28's causal-mask buffers (max_position_embeddings square there; unused)
+    for layer in range(sizes["num_hidden_layers"]):
+        prefix = f"gpt_neox.layers.{layer}.attention"
+        state[f"{prefix}.bias"] = torch.tril(torch.ones(positions, positions, dtype=torch.bool))[None, None]
+        state[f"{prefix}.masked_bias"] = torch.tensor(-1e9)
+        state[f"{prefix}.rotary_emb.inv_freq"] = 1.0 / (10000 ** (torch.arange(0, 2, 2).float() / 2))
+    Path(folder).mkdir(parents=True, exist_ok=True)
+    torch.save(state, os.path.join(folder, "pytorch_model.bin"))
+    Path(folder, "config.json").write_text(json.dumps(config, indent=2))
+    tokenizer.save_pretrained(folder)
+    return str(folder)
+
+
 def save_lol_classifiers(folder: str | os.PathLike, seed: int = 0) -> dict[str, str]:
     """Seeded random stand-ins for every Leftover-Lunch reward classifier, in ``folder``: the task
     argument that takes each (``fluency_model``, ``safety_model``, ``engagement_model``,
@@ -156,4 +211,11 @@ def save_lol_classifiers(folder: str | os.PathLike, seed: int = 0) -> dict[str, 
     }
 
 
-__all__ = ["save_comet_critic", "save_lol_classifiers", "save_sequence_classifier", "save_toxichat"]
+__all__ = [
+    "OASST_RM_CONFIG",
+    "save_comet_critic",
+    "save_lol_classifiers",
+    "save_oasst_reward_model",
+    "save_sequence_classifier",
+    "save_toxichat",
+]

@@ -1,4 +1,19 @@
-"""Which device a run trains on when the machine has no accelerator, and how many CPU threads."""
+"""Which device and precision a run trains with, and how many CPU threads.
+
+The rule where the user chose nothing (``bf16`` left None, no ``dtype`` in ``model_init_kwargs`` or
+``--dtype``, no ``attn_implementation``):
+
+- CUDA GPU that supports bfloat16 (Ampere and later): ``bf16`` mixed precision (TRL's default for its
+  online trainers): weights, gradients and optimizer state in float32 (the model is loaded in float32,
+  whatever dtype its checkpoint was saved in, as TRL's trainers load it), forward and backward under
+  bfloat16 autocast. Older GPUs: float32 (fp16 needs loss scaling: ask for it with ``--fp16 true``).
+- CPU: unchanged, float32 (the checkpoint's dtype: transformers' ``dtype="auto"``) without autocast;
+  ``--bf16 true`` autocasts on the CPU.
+- Attention: transformers' default, which is SDPA (``torch.nn.functional.scaled_dot_product_attention``)
+  for every model that supports it (GPT-2, T5, Llama, GPT-NeoX...), on GPU and CPU alike; hfrl passes
+  nothing, ``--attn_implementation`` chooses another.
+- 4/8-bit (QLoRA): see :mod:`hfrl.core.quantization` (compute dtype bfloat16).
+"""
 
 from __future__ import annotations
 
@@ -19,11 +34,24 @@ def has_accelerator() -> bool:
     )
 
 
+def bf16_default(args: Any) -> bool:
+    """``bf16`` where a config leaves it None: on when a CUDA GPU supports bfloat16 and neither
+    ``fp16`` nor ``use_cpu`` is set; off otherwise (the CPU: as before)."""
+    import torch
+
+    if getattr(args, "fp16", False) or getattr(args, "use_cpu", False) or not torch.cuda.is_available():
+        return False
+    return bool(torch.cuda.is_bf16_supported())
+
+
 def cpu_defaults(args: Any) -> None:
-    """A ``TrainingArguments`` on a machine without an accelerator, or with ``use_cpu``:
-    ``bf16`` autocasts on the CPU (``use_cpu``), which transformers otherwise refuses with "Your
-    setup doesn't support bf16/gpu"; and the dataloader does not pin memory, which only helps
-    host-to-GPU copies (torch warns about it on every run otherwise)."""
+    """A ``TrainingArguments``'s device defaults: ``bf16`` left None becomes :func:`bf16_default`; on
+    a machine without an accelerator, or with ``use_cpu``, ``bf16`` autocasts on the CPU (``use_cpu``),
+    which transformers otherwise refuses with "Your setup doesn't support bf16/gpu"; and the
+    dataloader does not pin memory, which only helps host-to-GPU copies (torch warns about it on
+    every run otherwise)."""
+    if getattr(args, "bf16", False) is None:
+        args.bf16 = bf16_default(args)
     accelerator = has_accelerator()
     if args.bf16 and not args.use_cpu and not accelerator:
         args.use_cpu = True

@@ -1,6 +1,6 @@
 """The Helpful-Harmless task ``hh``: HH-RLHF transcripts to offline examples, the OpenAssistant
 reward format, the pinned Hub files, the shipped fixture, and ``hfrl train --task hh --alg a_lol``
-offline with a tiny reward classifier in place of the paper's reward model."""
+offline with a tiny random reward model of the paper's reward model's type in its place."""
 
 import json
 import os
@@ -14,20 +14,12 @@ FIXTURES = str(hh.FIXTURE_DIR.parent)
 
 
 @pytest.fixture(scope="module")
-def tiny_reward_model(tmp_path_factory, tiny_causal_dir):
-    """A one-output GPT-2 sequence classifier (the reward model's shape) with the tiny tokenizer."""
-    import torch
-    from transformers import AutoTokenizer, GPT2Config, GPT2ForSequenceClassification
+def tiny_reward_model(tmp_path_factory):
+    """A tiny OpenAssistant GPT-NeoX reward model in the Hub's layout (the paper's reward model's
+    class, key names and config; hfrl's own class loads it)."""
+    from hfrl.testing.tiny_classifiers import save_oasst_reward_model
 
-    tokenizer = AutoTokenizer.from_pretrained(tiny_causal_dir)
-    torch.manual_seed(0)
-    config = GPT2Config(
-        n_layer=1, n_head=2, n_embd=32, vocab_size=len(tokenizer), num_labels=1, pad_token_id=tokenizer.pad_token_id
-    )
-    out = tmp_path_factory.mktemp("tiny-rm")
-    GPT2ForSequenceClassification(config).save_pretrained(out)
-    tokenizer.save_pretrained(out)
-    return str(out)
+    return save_oasst_reward_model(tmp_path_factory.mktemp("tiny-rm"), seed=3)
 
 
 def test_transcripts_become_prompt_and_completion():

@@ -66,7 +66,7 @@ def test_gpt2_lora_knows_its_conv1d_layout(tmp_path, capsys):
     assert "fan_in_fan_out" not in err  # PEFT's warning that it had to fix it
 
 
-def test_bad_model_flags_fail_clearly(tmp_path, capsys):
+def test_bad_model_flags_fail_clearly(tmp_path, capsys, monkeypatch):
     code, _, err = run_cli(
         ["train", "--task", "numbers", "--model", "tiny", "--lora_rank", "4", "-o", str(tmp_path)], capsys
     )
@@ -74,11 +74,25 @@ def test_bad_model_flags_fail_clearly(tmp_path, capsys):
     assert "lora_r" in err and "trl.ModelConfig's (LoRA)" in err
     import torch
 
-    if torch.cuda.is_available():
-        pytest.skip("4-bit loading is possible on this machine")
+    from hfrl.core import quantization
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)  # the same answer on any machine
+    monkeypatch.setattr(quantization.importlib.util, "find_spec", lambda name: None)
     code, _, err = run_cli(
         ["train", "--task", "numbers", "--model", "tiny", "--use_peft", "--load_in_4bit", "true", "-o", str(tmp_path)],
         capsys,
     )
     assert code == 2
-    assert err.startswith("error: --load_in_4bit needs a CUDA GPU and `pip install bitsandbytes`; drop it")
+    assert err.splitlines()[0] == (
+        "error: load_in_4bit (QLoRA) needs a CUDA GPU and bitsandbytes, but no CUDA GPU is visible and "
+        "bitsandbytes is not installed: run on a GPU machine with `pip install bitsandbytes`, or set load_in_4bit "
+        "false to train in full precision"
+    )
+    code, _, err = run_cli(
+        ["train", "--task", "numbers", "--model", "tiny", "--load_in_4bit", "true", "-o", str(tmp_path / "b")], capsys
+    )
+    assert code == 2
+    assert err.splitlines()[0] == (
+        "error: load_in_4bit (QLoRA) trains a LoRA adapter on the quantized base: pass peft_config (--use_peft), "
+        "or a PEFT adapter as the model"
+    )

@@ -310,16 +310,22 @@ def test_a_given_ref_model_is_the_reference(tiny_causal_dir, splits, alol_config
     assert trainer.ref_model is None  # released after the preparation
 
 
-def test_qlora_without_bitsandbytes_or_gpu_is_one_clear_error(tiny_causal_dir, alol_config, splits):
+def test_qlora_without_bitsandbytes_or_gpu_is_one_clear_error(tiny_causal_dir, alol_config, splits, monkeypatch):
     from peft import LoraConfig
+
+    from hfrl.core import quantization
 
     train, validation, _ = splits
     args = alol_config(algorithm="a_lol", load_in_4bit=True)
-    with pytest.raises(ValueError, match="load_in_4bit .QLoRA. trains a LoRA adapter.*pass peft_config"):
+    with pytest.raises(ValueError) as err:
         ALoLTrainer(model=tiny_causal_dir, args=args, reward_funcs=NUMBERS_REWARD, train_dataset=train)
-    if torch.cuda.is_available():
-        pytest.skip("a GPU is visible: the error below is for machines without one")
-    with pytest.raises(ValueError, match="needs bitsandbytes and a CUDA GPU, but .*no CUDA GPU is visible"):
+    assert str(err.value) == (
+        "load_in_4bit (QLoRA) trains a LoRA adapter on the quantized base: pass peft_config (--use_peft), "
+        "or a PEFT adapter as the model"
+    )
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)  # the same answer on any machine
+    monkeypatch.setattr(quantization.importlib.util, "find_spec", lambda name: None)
+    with pytest.raises(ValueError) as err:
         ALoLTrainer(
             model=tiny_causal_dir,
             args=args,
@@ -327,6 +333,11 @@ def test_qlora_without_bitsandbytes_or_gpu_is_one_clear_error(tiny_causal_dir, a
             train_dataset=train,
             peft_config=LoraConfig(r=4, target_modules=["c_attn"], fan_in_fan_out=True, task_type="CAUSAL_LM"),
         )
+    assert str(err.value) == (
+        "load_in_4bit (QLoRA) needs a CUDA GPU and bitsandbytes, but no CUDA GPU is visible and bitsandbytes is "
+        "not installed: run on a GPU machine with `pip install bitsandbytes`, or set load_in_4bit false to train "
+        "in full precision"
+    )
 
 
 # ---- logging, evaluation, checkpoints, model card ------------------------------------------------

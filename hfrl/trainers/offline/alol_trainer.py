@@ -27,8 +27,9 @@ from torch import nn
 from transformers import PreTrainedModel, PreTrainedTokenizerBase, Trainer, TrainerCallback
 
 from hfrl.core.losses import ADVANTAGE_WEIGHTED, NEEDS_REFERENCE, alol_loss
-from hfrl.core.models import BUILTIN_MODELS, fix_tokenizer, is_gguf, load_model, load_tokenizer
+from hfrl.core.models import fix_tokenizer, load_tokenizer_for, load_trainable
 from hfrl.core.policies import completion_forward, disable_dropout, is_peft_model
+from hfrl.core.quantization import bnb_config
 from hfrl.core.rollout import pad
 from hfrl.rewards import reward_list
 from hfrl.trainers.crash_safe import CrashSafeMixin
@@ -77,46 +78,6 @@ class _LogPreparation(TrainerCallback):
             os.makedirs(args.output_dir, exist_ok=True)
             with open(os.path.join(args.output_dir, "preparation.json"), "w") as fh:
                 json.dump({**trainer.preparation.stats, "from_cache": trainer.preparation.from_cache}, fh, indent=2)
-
-
-def adapter_config(model: Any) -> Any:
-    """The ``PeftConfig`` when ``model`` names a PEFT adapter (a local folder or a Hub repository with
-    ``adapter_config.json``, e.g. an SFT QLoRA adapter as pi_ref), else None."""
-    if not isinstance(model, str) or model in BUILTIN_MODELS or is_gguf(model):
-        return None
-    if os.path.isdir(model) and not os.path.isfile(os.path.join(model, "adapter_config.json")):
-        return None
-    from peft import PeftConfig
-
-    try:
-        return PeftConfig.from_pretrained(model)
-    except Exception:  # noqa: BLE001 - not an adapter (or unreachable): loaded as a model, which reports errors
-        return None
-
-
-def check_qlora(model: Any, peft_config: Any) -> None:
-    """QLoRA needs a model name, a LoRA adapter, bitsandbytes and a CUDA GPU: one-line errors otherwise."""
-    import importlib.util
-
-    if not isinstance(model, str):
-        raise ValueError(
-            "load_in_4bit quantizes a model loaded by name: pass the model's name or path, not an instance"
-        )
-    if peft_config is None and adapter_config(model) is None:
-        raise ValueError("load_in_4bit (QLoRA) trains a LoRA adapter on the 4-bit base: pass peft_config")
-    missing = [
-        what
-        for what, ok in (
-            ("bitsandbytes is not installed", importlib.util.find_spec("bitsandbytes") is not None),
-            ("no CUDA GPU is visible", torch.cuda.is_available()),
-        )
-        if not ok
-    ]
-    if missing:
-        raise ValueError(
-            f"load_in_4bit (QLoRA) needs bitsandbytes and a CUDA GPU, but {' and '.join(missing)}: "
-            "run on a GPU machine with bitsandbytes installed, or set load_in_4bit false"
-        )
 
 
 class ALoLTrainer(CrashSafeMixin, EvaluationMixin, HubMixin, Trainer):
@@ -172,8 +133,7 @@ class ALoLTrainer(CrashSafeMixin, EvaluationMixin, HubMixin, Trainer):
 
         policy, self._fresh_adapter = self._load_policy(model, args, peft_config)
         if processing_class is None:
-            has_tokenizer = isinstance(model, str) and os.path.isfile(os.path.join(model, "tokenizer_config.json"))
-            processing_class = load_tokenizer(model if has_tokenizer else policy.config._name_or_path)
+            processing_class = load_tokenizer_for(model, policy)
         fix_tokenizer(processing_class, policy)
         if args.disable_dropout:
             disable_dropout(policy)
@@ -205,42 +165,14 @@ class ALoLTrainer(CrashSafeMixin, EvaluationMixin, HubMixin, Trainer):
     # ---- model and reference ----------------------------------------------------------------
     @staticmethod
     def _load_policy(model: str | PreTrainedModel, args: ALoLConfig, peft_config: Any) -> tuple[nn.Module, bool]:
-        """The policy (a model, a PEFT adapter directory loaded trainable, optionally 4-bit) and
-        whether it carries a fresh adapter from ``peft_config``."""
+        """The policy (a model, or a PEFT adapter loaded trainable onto ``args.base_model``, with
+        ``load_in_4bit`` on a 4-bit base: :func:`hfrl.core.models.load_trainable`) and whether it
+        carries a fresh adapter from ``peft_config``."""
         init_kwargs = dict(args.model_init_kwargs or {})
-        if args.load_in_4bit:
-            check_qlora(model, peft_config)
-            from transformers import BitsAndBytesConfig
-
+        if args.load_in_4bit:  # LoL-RL's QLoRA: NF4 with double quantisation, bfloat16 compute
             init_kwargs.setdefault("dtype", torch.bfloat16)
-            init_kwargs.setdefault("device_map", {"": args.local_process_index})
-            init_kwargs["quantization_config"] = BitsAndBytesConfig(
-                load_in_4bit=True,
-                bnb_4bit_quant_type="nf4",
-                bnb_4bit_use_double_quant=True,
-                bnb_4bit_compute_dtype=torch.bfloat16,
-            )
-        adapter = adapter_config(model)
-        if adapter is not None:  # e.g. an SFT QLoRA adapter: trained further, the starting model is pi_ref
-            from peft import PeftModel
-
-            base = load_model(adapter.base_model_name_or_path, init_kwargs)
-            if args.load_in_4bit:
-                from peft import prepare_model_for_kbit_training
-
-                base = prepare_model_for_kbit_training(base, use_gradient_checkpointing=args.gradient_checkpointing)
-            policy = PeftModel.from_pretrained(base, model, is_trainable=True)
-        else:
-            policy = load_model(model, init_kwargs)
-        fresh = peft_config is not None
-        if fresh:
-            if is_peft_model(policy):
-                raise ValueError("the model already carries a PEFT adapter: pass peft_config=None to train it")
-            from peft import get_peft_model, prepare_model_for_kbit_training
-
-            if args.load_in_4bit:
-                policy = prepare_model_for_kbit_training(policy, use_gradient_checkpointing=args.gradient_checkpointing)
-            policy = get_peft_model(policy, peft_config)
+            init_kwargs["quantization_config"] = bnb_config(4, quant_type="nf4", double_quant=True)
+        policy, fresh = load_trainable(model, init_kwargs, args.base_model, peft_config, args.gradient_checkpointing)
         if is_peft_model(policy) and args.gradient_checkpointing:
             policy.enable_input_require_grads()  # frozen embeddings: checkpointed blocks still need a grad path
         return policy, fresh

@@ -143,6 +143,20 @@ class OnlineConfig(TrainingArguments):
     model_init_kwargs: dict[str, Any] | None = field(
         default=None, metadata={"help": "Keyword arguments of `from_pretrained` when `model` is a name."}
     )
+    base_model: str | None = field(
+        default=None,
+        metadata={
+            "help": "The base model that a PEFT adapter given as `model` loads onto, a Hub id or a path (default: "
+            "the base its adapter_config.json records, which may be a private path). Only for adapters."
+        },
+    )
+    bf16: bool | None = field(  # type: ignore[assignment]
+        default=None,
+        metadata={
+            "help": "bf16 mixed precision (float32 weights, bfloat16 autocast). Default: on where a CUDA GPU "
+            "supports bfloat16 and neither fp16 nor use_cpu is set, off on the CPU (hfrl.trainers.devices)."
+        },
+    )
 
     # ---- TrainingArguments defaults that differ for RL ----
     learning_rate: float = field(default=1e-6, metadata={"help": "Learning rate (GRUE: 1e-6 to 2e-6)."})

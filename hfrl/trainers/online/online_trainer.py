@@ -33,8 +33,8 @@ from hfrl.core.action_space import FULL_VOCABULARY, ActionSpace
 from hfrl.core.capture import CaptureSettings
 from hfrl.core.kl import make_kl_controller
 from hfrl.core.minibatches import plan_epoch, whiten_per_minibatch
-from hfrl.core.models import fix_tokenizer, load_model, load_pretrained_weights, load_tokenizer
-from hfrl.core.policies import ActorCritic, ReferencePolicy, disable_dropout, tempered
+from hfrl.core.models import fix_tokenizer, load_pretrained_weights, load_tokenizer_for, load_trainable
+from hfrl.core.policies import ActorCritic, ReferencePolicy, disable_dropout, is_peft_model, tempered
 from hfrl.core.rollout import (
     Completions,
     Rollout,
@@ -97,10 +97,15 @@ class OnlineTrainer(CrashSafeMixin, EvaluationMixin, HubMixin, Trainer):
         self.reward_funcs, self.reward_weights = reward_list(reward_funcs, args.reward_weights)
         self.metrics = dict(metrics or {})
 
-        policy, processing_class = _load_policy(model, args, processing_class, peft_config)
-        # No reference model at all when the KL penalty is off for good.
+        policy, processing_class, fresh = _load_policy(model, args, processing_class, peft_config)
+        # No reference model at all when the KL penalty is off for good. A starting adapter (not a
+        # fresh one) is part of pi_ref: the reference keeps a frozen copy of it.
         needs_reference = args.kl_coef > 0 or args.kl_target is not None
-        self.reference = ReferencePolicy(policy, ref_model) if needs_reference else None
+        self.reference = (
+            ReferencePolicy(policy, ref_model, adapter_is_start=is_peft_model(policy) and not fresh)
+            if needs_reference
+            else None
+        )
         wrapped = ActorCritic(policy, separate_critic=args.separate_critic)
         self.is_encoder_decoder = wrapped.is_encoder_decoder
         self.tokenizer = processing_class
@@ -508,7 +513,8 @@ class OnlineTrainer(CrashSafeMixin, EvaluationMixin, HubMixin, Trainer):
         os.makedirs(output_dir, exist_ok=True)
         model: ActorCritic = self.accelerator.unwrap_model(self.model)
         parts = _split_state_dict(state_dict, ("policy", "value_head", "critic")) if state_dict else {}
-        model.policy.save_pretrained(output_dir, state_dict=parts.get("policy"))
+        only_trained = {"selected_adapters": [model.policy.active_adapter]} if is_peft_model(model.policy) else {}
+        model.policy.save_pretrained(output_dir, state_dict=parts.get("policy"), **only_trained)
         head = parts.get("value_head") or model.value_head.state_dict()
         save_file({k: v.contiguous() for k, v in head.items()}, os.path.join(output_dir, VALUE_HEAD_NAME))
         if model.critic is not None:
@@ -555,24 +561,24 @@ class OnlineTrainer(CrashSafeMixin, EvaluationMixin, HubMixin, Trainer):
 
 def _load_policy(
     model: str | PreTrainedModel, args: OnlineConfig, tokenizer: PreTrainedTokenizerBase | None, peft_config: Any
-) -> tuple[Any, PreTrainedTokenizerBase]:
-    """The policy (wrapped in a PEFT model with ``peft_config``) and its tokenizer, with a pad token
-    and an EOS id. Seeded before anything is initialised (value head, PEFT adapter): the Trainer only
-    seeds in its own ``__init__``, after the model exists, so the same seed gave different value heads."""
+) -> tuple[Any, PreTrainedTokenizerBase, bool]:
+    """The policy (a PEFT adapter named by ``model`` on ``args.base_model``, or wrapped in a fresh
+    one with ``peft_config``; 4/8-bit loading prepared: :func:`hfrl.core.models.load_trainable`), its
+    tokenizer with a pad token and an EOS id, and whether the adapter is fresh. Seeded before anything
+    is initialised (value head, PEFT adapter): the Trainer only seeds in its own ``__init__``, after
+    the model exists, so the same seed gave different value heads."""
     from transformers.trainer_utils import enable_full_determinism, set_seed
 
     enable_full_determinism(args.seed) if args.full_determinism else set_seed(args.seed)
-    policy = load_model(model, args.model_init_kwargs)
+    policy, fresh = load_trainable(
+        model, args.model_init_kwargs, args.base_model, peft_config, args.gradient_checkpointing
+    )
     if tokenizer is None:
-        tokenizer = load_tokenizer(policy.config._name_or_path)
+        tokenizer = load_tokenizer_for(model, policy)
     fix_tokenizer(tokenizer, policy)
-    if peft_config is not None:
-        from peft import get_peft_model
-
-        policy = get_peft_model(policy, peft_config)
     if args.disable_dropout:
         disable_dropout(policy)
-    return policy, tokenizer
+    return policy, tokenizer, fresh
 
 
 def _cycle(examples: list, start: int, count: int) -> list:

@@ -1,0 +1,59 @@
+"""benchmarks/gpu_check.py, as far as a CPU machine can take it: without CUDA it stops with one line;
+``--dry-run`` runs the same code (PPO and NLPO, full and LoRA in QLoRA's place, TRL's GRPO beside
+them) on the tiny model and passes its own checks. (The GPU run itself: see the script.)"""
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "gpu_check.py"
+
+
+@pytest.fixture(scope="module")
+def gpu_check():
+    spec = importlib.util.spec_from_file_location("gpu_check", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["gpu_check"] = module
+    spec.loader.exec_module(module)
+    yield module
+    sys.modules.pop("gpu_check", None)
+
+
+def test_without_cuda_one_line_and_exit_code_2(gpu_check, monkeypatch, capsys):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert gpu_check.main([]) == 2
+    err = capsys.readouterr().err
+    assert err == (
+        "gpu_check: no CUDA GPU is visible (torch.cuda.is_available() is False): run it on a CUDA machine, or pass "
+        "--dry-run to run the same code on the tiny model on the CPU\n"
+    )
+
+
+def test_on_cuda_without_bitsandbytes_one_line(gpu_check, monkeypatch, capsys):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "bitsandbytes" else object())
+    assert gpu_check.main([]) == 2
+    assert capsys.readouterr().err == (
+        "gpu_check: the QLoRA runs need bitsandbytes: pip install bitsandbytes (or --skip qlora)\n"
+    )
+
+
+def test_dry_run_trains_every_arm_and_passes_its_checks(gpu_check, tmp_path, tiny_causal_dir, capsys):
+    out = tmp_path / "gpu.json"
+    assert gpu_check.main(["--dry-run", "--json", str(out)]) == 0, capsys.readouterr().out[-2000:]
+    results = json.loads(out.read_text())
+    assert [(r["alg"], r["mode"]) for r in results["runs"]] == [
+        ("ppo", "full"),
+        ("nlpo", "full"),
+        ("ppo", "lora"),
+        ("nlpo", "lora"),
+    ]
+    for run in results["runs"]:
+        assert run["ok"] and run["iterations"] == 3 and not run["non_finite"]
+        assert run["tokens_per_s"] > 0 and run["bf16"] is False and run["attention"] == "sdpa"  # the CPU rule
+    assert results["trl_grpo"]["tokens_per_s"] > 0
+    assert "tokens/s ppo full / trl grpo:" in capsys.readouterr().out
