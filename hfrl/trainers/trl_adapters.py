@@ -70,14 +70,23 @@ class _PromptTruncation:
         super().__post_init__()  # type: ignore[misc]  # TRL's config, next in the MRO
 
 
+# TRL derives each of these two from the other in ``__post_init__`` and refuses both set: a run's
+# config.yaml records them as given (None when derived), so that ``--config`` and ``--resume`` read it back.
+GENERATION_BATCH_FIELDS = ("generation_batch_size", "steps_per_generation")
+
+
 @dataclass
 class GRPOConfig(_PromptTruncation, trl.GRPOConfig):
     """TRL's ``GRPOConfig`` with hfrl's CPU defaults and prompt truncation."""
+
+    derived_fields = GENERATION_BATCH_FIELDS
 
 
 @dataclass
 class RLOOConfig(_PromptTruncation, trl.RLOOConfig):
     """TRL's ``RLOOConfig`` with hfrl's CPU defaults and prompt truncation."""
+
+    derived_fields = GENERATION_BATCH_FIELDS
 
 
 @dataclass
