@@ -19,7 +19,7 @@ from typing import Any
 import yaml
 
 from hfrl.cards.algorithm import algorithm_info
-from hfrl.cards.curve import CURVE_NAME, plot_reward_curve
+from hfrl.cards.curve import CURVE_NAME, plot_reward_curve, training_series
 from hfrl.cards.lineage import lineage_text, root_model
 from hfrl.runs.run_config import PREDICTIONS_DIR, plain_values, sanitize_config, task_kwargs
 from hfrl.runs.run_dir import Run, is_hub_id, open_run
@@ -260,6 +260,22 @@ def reward_summary(iterations: list[dict[str, Any]], window: int = 10) -> str:
     )
 
 
+def step_summary(series: dict[str, Any]) -> str:
+    """The headline of a curve over optimizer steps (TRL's GRPO / RLOO reward, or a training loss).
+
+    >>> step_summary({"x": [10.0, 20.0, 30.0], "y": [2.0, 1.5, 1.0], "y_label": "training loss"})
+    'training loss 2.0000 at step 10, 1.0000 at step 30 (mean of the last 3 logged steps 1.5000)'
+    """
+    x, y = series["x"], series["y"]
+    if not x:
+        return ""
+    last = y[-10:]
+    return (
+        f"{series['y_label']} {y[0]:.4f} at step {x[0]:.0f}, {y[-1]:.4f} at step {x[-1]:.0f} "
+        f"(mean of the last {len(last)} logged steps {sum(last) / len(last):.4f})"
+    )
+
+
 def install_command() -> str:
     """``pip install`` of the hfrl that is writing the card: its git commit when it runs from a git
     checkout or a git install (hfrl is not on PyPI), else its version."""
@@ -341,6 +357,7 @@ def card_context(
     ref = repo_id or model_ref or local_ref(run.model_ref)
     history = log_history if log_history is not None else run.log_history()
     iterations = [h for h in history if "reward" in h and "iteration" in h]
+    series = training_series(history)  # what the curve draws: rewards per iteration or step, else the loss
     pipeline_tag = "text2text-generation" if seq2seq else "text-generation"
     config = plain_values(sanitize_config(hyperparameters if hyperparameters is not None else run.config))
     config = {k: v for k, v in config.items() if k not in MACHINE_PATHS}
@@ -430,9 +447,15 @@ def card_context(
         "alg": alg,
         "task": task,
         "hfrl_url": HFRL_URL,
-        "curve": curve if iterations else None,
+        "curve": curve if series["x"] else None,
+        "curve_title": "Reward curve" if series["y_label"] == "reward" else "Training curve",
+        "curve_alt": (
+            "Mean reward per iteration" if iterations else f"{series['y_label'].capitalize()} per optimizer step"
+        ),
         "iterations": len(iterations),
         "reward_summary": reward_summary(iterations),
+        "steps": int(series["x"][-1]) if series["x"] and not iterations else 0,
+        "step_summary": step_summary(series) if not iterations else "",
         "hyperparameters": yaml.safe_dump(config, sort_keys=False).strip() if config else "",
         "has_config_file": has_config_file,
         "reproduce": reproduce,
