@@ -15,12 +15,23 @@ def algorithm_info(algorithm: Any = None, alg: str | None = None) -> dict[str, A
     from hfrl.utils.registry import UnknownNameError, describe
 
     if algorithm is None and alg:
+        from hfrl.trainers.offline.alol_config import DISPLAY_NAMES
+
         try:
-            from hfrl.trainers import algorithm_trainer
+            from hfrl.trainers import SUMMARIES, algorithm_trainer
 
             algorithm = algorithm_trainer(alg)
         except UnknownNameError:
             algorithm = {"name": alg.upper(), "tags": ["hfrl", alg]}
+        else:
+            if alg in DISPLAY_NAMES:  # one trainer, several algorithms (the A-LoL family): the run's own
+                loss = SUMMARIES.get(alg, "").removeprefix("offline: ")
+                algorithm = {
+                    "name": DISPLAY_NAMES[alg],
+                    "tags": [*getattr(algorithm, "_tag_names", ["hfrl"]), alg.replace("_", "-")],
+                    "paper": dict(getattr(algorithm, "_paper", {}) or {}),
+                    "description": f"offline RL on (prompt, completion, reward) data; the loss: {loss}",
+                }
     if algorithm is None:
         return {"name": "RL", "tags": ["hfrl"], "paper": {}, "description": ""}
     if isinstance(algorithm, dict):

@@ -320,14 +320,15 @@ class ALoLTrainer(CrashSafeMixin, EvaluationMixin, HubMixin, Trainer):
     # ---- model card -------------------------------------------------------------------------
     def _card_kwargs(self) -> dict[str, Any]:
         """The card names the run's own algorithm of the family (A-LoL seq, R-LoL, ...)."""
-        from hfrl.utils.registry import describe
+        from hfrl.trainers import SUMMARIES
 
         kwargs = super()._card_kwargs()
         algorithm = self.args.algorithm
+        loss = SUMMARIES.get(algorithm, "").removeprefix("offline: ")
         kwargs["algorithm"] = {
             "name": DISPLAY_NAMES[algorithm],
             "tags": [*self._tag_names, algorithm.replace("_", "-")],
             "paper": dict(self._paper),
-            "description": describe(type(self)),
+            "description": f"offline RL on (prompt, completion, reward) data; the loss: {loss}",
         }
         return kwargs
