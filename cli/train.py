@@ -135,16 +135,19 @@ def _train(
     if base_model:  # the config field base_model: the base a PEFT adapter given as --model loads onto
         overrides["base_model"] = base_model
     if resume:
-        out = output_dir or _run_dir(task, alg)
+        out = output_dir or _run_dir(task, alg, model)
         asked = {"task": task, "alg": alg, "model": model, "seed": seed, "task_args": task_args}
         run = experiment.resolve_resume(out, config_file=config, overrides=overrides, **asked)
     else:
         run = experiment.resolve_run(task, alg, model, config, overrides, output_dir, seed, task_args=task_args)
     if eval_test:
         run["eval_test"] = True
+    default = run["output_dir"]
     folder = RunFolder(run["output_dir"], overwrite=overwrite_output_dir, resume=resume,
-                       from_file=getattr(run, "output_dir_from", None))  # fmt: skip
+                       from_file=getattr(run, "output_dir_from", None),
+                       number=getattr(run, "output_dir_default", False))  # fmt: skip
     with folder:  # locked; a start that fails leaves it as it was; one run per folder
+        run["output_dir"] = str(folder.path)  # a default folder that was taken gives way to the next number
         checkpoint = (
             experiment.last_checkpoint(run["output_dir"]) if resume else run.pop("resume_from_checkpoint", None)
         )
@@ -154,29 +157,95 @@ def _train(
         set_cpu_threads(trainer.model, threads, use_cpu=trainer.args.use_cpu or trainer.args.device.type == "cpu")
         experiment.save_run_config(run, trainer)
         trainer.add_callback(folder.callback)
-        trainer.train(resume_from_checkpoint=checkpoint)
+        main = trainer.is_world_process_zero()
+        if main:
+            from hfrl.runs.run_report import start_line
+
+            typer.echo(start_line(trainer, run, earlier=default, resumed=resume))
+        with _resume_said(main):
+            trainer.train(resume_from_checkpoint=checkpoint)
         trainer.save_model()
-    rewards = [h["reward"] for h in trainer.state.log_history if "reward" in h]
-    if trainer.is_world_process_zero() and rewards:
-        last = rewards[-10:]
-        typer.echo(
-            f"reward: first iteration {rewards[0]:.3f}, mean of the last {len(last)} {sum(last) / len(last):.3f}; "
-            f"saved to {trainer.args.output_dir}"
-        )
-    elif trainer.is_world_process_zero():  # no reward logged (SFT, DPO): the loss
-        losses = [h["loss"] for h in trainer.state.log_history if "loss" in h]
-        loss = f"loss: first {losses[0]:.3f}, last {losses[-1]:.3f}; " if losses else ""
-        typer.echo(f"{loss}saved to {trainer.args.output_dir}")
+    if main:
+        from hfrl.runs.run_report import end_lines
+
+        if run.get("eval_test"):
+            _echo_eval_table(trainer.args.output_dir, "test")
+        for line in end_lines(trainer.args.output_dir, trainer.state.log_history, evaluated=bool(run.get("eval_test"))):
+            typer.echo(line)
 
 
-def _run_dir(task: str | None, alg: str | None) -> str:
-    """The folder --resume continues without --output-dir: runs/TASK-ALG (a path read from a file never
-    chooses the folder a command writes into)."""
+def _echo_eval_table(output_dir: str, split: str) -> None:
+    """``--eval-test``: the before / after table of the test split, as ``hfrl eval`` prints it."""
+    import json
+    from pathlib import Path
+
+    from hfrl.runs.run_config import BASE_SUFFIX, EVAL_DIR
+    from hfrl.runs.run_eval import format_table
+
+    columns = {}
+    for name, file in (("before", f"{split}{BASE_SUFFIX}.json"), ("after", f"{split}.json")):
+        path = Path(output_dir) / EVAL_DIR / file
+        if path.is_file():
+            columns[name] = json.loads(path.read_text())
+    if columns:
+        first = next(iter(columns.values()))
+        typer.echo(f"{first.get('task')} / {split} ({first.get('num_samples')} prompts), before and after training:")
+        typer.echo(format_table(columns))
+
+
+class _resume_said:
+    """While training: the INFO line in which the trainer names the checkpoint it resumes from
+    (:mod:`hfrl.trainers.crash_safe`) is printed on the console (main process only)."""
+
+    def __init__(self, main: bool) -> None:
+        import logging
+
+        self.logger = logging.getLogger("hfrl.trainers.crash_safe")
+        self.handler = logging.StreamHandler() if main else None
+        self.level = self.logger.level
+
+    def __enter__(self):
+        import logging
+
+        if self.handler is not None:
+            self.handler.setFormatter(logging.Formatter("%(message)s"))
+            self.logger.addHandler(self.handler)
+            self.logger.setLevel(logging.INFO)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self.handler is not None:
+            self.logger.removeHandler(self.handler)
+            self.logger.setLevel(self.level)
+
+
+def _run_dir(task: str | None, alg: str | None, model: str | None = None) -> str:
+    """The folder --resume continues without --output-dir: the newest run of runs/TASK-ALG (or
+    runs/TASK-ALG-N, the numbered ones) that has a checkpoint (a path read from a file never chooses
+    the folder a command writes into)."""
     from hfrl.runs.experiment import default_output_dir
+    from hfrl.runs.run_folder import numbered_runs, resumable_runs
 
     if not task:
         raise ValueError("--resume: which run? pass --output-dir DIR (or --task, for runs/TASK-ALG)")
-    return default_output_dir(task, alg or "ppo")
+    base = default_output_dir(task, alg or "ppo")
+    found = resumable_runs(base)
+    if model is not None:  # the runs of that model only
+        from hfrl.runs.run_config import CONFIG_NAME, read_config_file
+
+        found = [p for p in found if str(read_config_file(p / CONFIG_NAME).get("model")) == model]
+    if found:
+        if len(found) > 1:
+            others = ", ".join(str(p) for p in found[1:4])
+            typer.echo(f"--resume: {found[0]} holds the newest checkpoint (also resumable: {others}; -o DIR picks one)")
+        return str(found[0])
+    runs = numbered_runs(base)
+    if not runs:
+        raise ValueError(f"--resume: no run in {base} to resume; train without --resume, or pass --output-dir DIR")
+    raise ValueError(
+        f"--resume: no checkpoint-* folder in {', '.join(str(p) for p in runs[:3])}; train with --save_every N "
+        "(or --save_steps N) first, or pass --output-dir DIR"
+    )
 
 
 def parse_task_args(items: list[str]) -> dict:

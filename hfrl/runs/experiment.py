@@ -77,6 +77,7 @@ class ResolvedRun(dict):
     task: Task | None = None
     task_kwargs: dict[str, Any] | None = None
     output_dir_from: str | None = None  # the file that named output_dir, when no command-line option did
+    output_dir_default: bool = False  # nothing named output_dir: runs/TASK-ALG, numbered when taken
 
 
 def resolve_run(
@@ -153,6 +154,7 @@ def resolve_run(
         merged["output_dir"] = output_dir
     elif "output_dir" in file_cfg and "output_dir" not in overrides:
         from_file = f"config file {config_file}"
+    defaulted = "output_dir" not in merged
     merged.setdefault("output_dir", default_output_dir(run["task"], run["alg"]))
     if seed is not None:
         merged["seed"] = seed
@@ -160,16 +162,23 @@ def resolve_run(
         merged.setdefault("algorithm", run["alg"])
     resolved = ResolvedRun({**run, **merged})
     resolved.task, resolved.task_kwargs, resolved.output_dir_from = built, built_with, from_file
+    resolved.output_dir_default = defaulted
     return resolved
 
 
+DATA_SUFFIXES = (".jsonl", ".json", ".csv", ".tsv", ".parquet")  # own data (hfrl.tasks.own_data.FORMATS)
+
+
 def default_output_dir(task: str, alg: str) -> str:
-    """``runs/TASK-ALG``; for a data file its whole name (``my.jsonl`` and ``my.csv`` are two runs).
+    """``runs/TASK-ALG``; for a data file its name without the extension. A run that finds this folder
+    taken numbers its own (``runs/TASK-ALG-2``...: :class:`~hfrl.runs.run_folder.RunFolder`), so
+    ``my.jsonl`` and ``my.csv`` are two runs all the same.
 
     >>> default_output_dir("numbers", "ppo"), default_output_dir("data/my.jsonl", "ppo")
-    ('runs/numbers-ppo', 'runs/my.jsonl-ppo')
+    ('runs/numbers-ppo', 'runs/my-ppo')
     """
-    return os.path.join("runs", f"{Path(str(task).rstrip('/')).name}-{alg}")
+    name = Path(str(task).rstrip("/"))
+    return os.path.join("runs", f"{name.stem if name.suffix.lower() in DATA_SUFFIXES else name.name}-{alg}")
 
 
 def resolve_resume(output_dir: str | os.PathLike, **asked: Any) -> dict[str, Any]:
@@ -270,14 +279,18 @@ def build_trainer(run: dict[str, Any], **trainer_kwargs: Any):
 
 def save_run_config(run: dict[str, Any], trainer) -> str:
     """``config.yaml``: the run keys, then every field of the algorithm's own config (its resolved
-    values) and every TrainingArguments field that was set explicitly."""
+    values) and every TrainingArguments field that was set explicitly. Fields the config derives from
+    others (its class's ``derived_fields``: TRL's GRPO ``generation_batch_size`` / ``steps_per_generation``,
+    which it refuses both set) are recorded as given, so that the file reads back as the same config."""
     run_keys, explicit = split_run(run)
     args = trainer.args
     own = {f.name for f in dataclasses.fields(type(args))} - {
         f.name for f in dataclasses.fields(__import__("transformers").TrainingArguments)
     }
+    derived = set(getattr(type(args), "derived_fields", ()))  # set by the config itself: recorded as given
     resolved = {  # ModelConfig flags are not args: their values are the run's
-        name: getattr(args, name) if hasattr(args, name) else explicit[name] for name in sorted(own | set(explicit))
+        name: explicit.get(name) if name in derived or not hasattr(args, name) else getattr(args, name)
+        for name in sorted(own | set(explicit))
     }
     path = os.path.join(args.output_dir, CONFIG_NAME)
     os.makedirs(args.output_dir, exist_ok=True)

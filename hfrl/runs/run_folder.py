@@ -17,6 +17,12 @@ never lost, never mixed.
   (``.hfrl-replaced/``) and deletes it only once the new run has started; a failed start restores it.
 - **A folder named by a file** (``output_dir`` in a ``--config`` file, not on the command line) must be
   new or empty: a downloaded config never chooses to write over a folder of yours.
+- **The default folder is numbered** (``number=True``: ``hfrl train`` without ``--output-dir``): when
+  ``runs/numbers-ppo`` holds a run, or another command holds it, the run takes the first free of
+  ``runs/numbers-ppo-2``, ``-3``, ... (``folder.path`` says which). Numbers, not the model or a variant
+  in the name: only a number keeps every new run apart whatever differs (a learning rate, a seed),
+  and the first run of a task keeps the short name. ``--resume`` without a folder continues the newest
+  of these that holds a checkpoint (:func:`resumable_runs`).
 
 Only the main process (rank 0 of ``accelerate launch``) holds the folder; the others write only
 what the Trainer has them write.
@@ -25,7 +31,9 @@ what the Trainer has them write.
 from __future__ import annotations
 
 import os
+import re
 import shutil
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -46,18 +54,56 @@ def run_marks(path: Path) -> list[str]:
     return [p.name for p in sorted(path.iterdir()) if p.name in RUN_FILES or p.name.startswith("checkpoint-")]
 
 
+def numbered(base: str | os.PathLike) -> Iterator[Path]:
+    """``base``, then ``base-2``, ``base-3``, ...: the default folders of a task and algorithm."""
+    base = Path(base)
+    yield base
+    n = 2
+    while True:
+        yield base.with_name(f"{base.name}-{n}")
+        n += 1
+
+
+def numbered_runs(base: str | os.PathLike) -> list[Path]:
+    """The existing folders ``base`` and ``base-N`` that hold a run (a ``config.yaml``), in number order."""
+    base = Path(base)
+    if not base.parent.is_dir():
+        return []
+    pattern = re.compile(rf"^{re.escape(base.name)}(?:-(\d+))?$")
+    found = []
+    for path in base.parent.iterdir():
+        match = pattern.match(path.name)
+        if match and (path / CONFIG_NAME).is_file():
+            found.append((int(match.group(1) or 1), path))
+    return [path for _, path in sorted(found)]
+
+
+def resumable_runs(base: str | os.PathLike) -> list[Path]:
+    """The runs of :func:`numbered_runs` that have a checkpoint, the most recently checkpointed first."""
+    from hfrl.trainers.checkpoints import checkpoints_newest_first
+
+    newest = {}
+    for path in numbered_runs(base):
+        checkpoints = checkpoints_newest_first(str(path))
+        if checkpoints:
+            newest[path] = max(os.path.getmtime(c) for c in checkpoints)
+    return sorted(newest, key=lambda p: newest[p], reverse=True)
+
+
 def _is_main_process() -> bool:
     return int(os.environ.get("RANK", os.environ.get("LOCAL_RANK", "0")) or 0) == 0
 
 
 class RunFolder:
     """See the module docstring. ``resume``: the folder holds the run to continue (locked only: a
-    resumed run keeps what it wrote). ``from_file``: the path came from a file, not the user."""
+    resumed run keeps what it wrote). ``from_file``: the path came from a file, not the user.
+    ``number``: the path is a default; a taken one gives way to the next free number."""
 
     def __init__(self, path: str | os.PathLike, *, overwrite: bool = False, resume: bool = False,
-                 from_file: str | None = None) -> None:  # fmt: skip
-        self.path = Path(path)
+                 from_file: str | None = None, number: bool = False) -> None:  # fmt: skip
+        self.path = self.asked = Path(path)
         self.overwrite, self.resume, self.from_file = overwrite, resume, from_file
+        self.number = number and not overwrite and not resume
         self.started = False
         self._fd: int | None = None
         self._created: Path | None = None
@@ -66,8 +112,24 @@ class RunFolder:
 
     # ---- entering: lock, then check ---------------------------------------------------------------
     def __enter__(self) -> RunFolder:
-        if not self.main:
-            return self
+        if not self.number:
+            return self._enter() if self.main else self
+        # the first that holds no run and that no other command holds. The other processes of a launch
+        # choose as the main one does: it writes the run's files only after the Trainer is built, once
+        # every process has passed the launch's rendezvous (and so chosen).
+        for path in numbered(self.asked):
+            if path.exists() and (not path.is_dir() or run_marks(path)):
+                continue
+            self.path = path
+            if not self.main:
+                return self
+            try:
+                return self._enter()
+            except FolderInUseError:
+                continue
+        raise AssertionError("unreachable")  # numbered() never ends
+
+    def _enter(self) -> RunFolder:
         if self.path.exists() and not self.path.is_dir():
             raise ValueError(f"--output-dir {self.path} is a file; give a directory")
         self._created = self.path
@@ -188,4 +250,13 @@ class RunFolder:
             self._fd = None
 
 
-__all__ = ["REPLACED", "RUN_FILES", "FolderInUseError", "RunFolder", "run_marks"]
+__all__ = [
+    "REPLACED",
+    "RUN_FILES",
+    "FolderInUseError",
+    "RunFolder",
+    "numbered",
+    "numbered_runs",
+    "resumable_runs",
+    "run_marks",
+]

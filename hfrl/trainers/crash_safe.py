@@ -106,7 +106,10 @@ class CrashSafeMixin:
                     f"cannot resume from {resume_from_checkpoint}: {problem}; resume with the settings it was written "
                     "with, or start a new run in another --output-dir"
                 )
-            logger.info("resuming from %s", resume_from_checkpoint)
+            step = _global_step(resume_from_checkpoint)
+            per_iteration = getattr(self.args, "steps_per_iteration", None)  # type: ignore[attr-defined]
+            where = f"iteration {step // per_iteration}, step {step}" if per_iteration else f"step {step}"
+            logger.info("resuming from %s (%s)", resume_from_checkpoint, where)
         if self.is_world_process_zero():  # type: ignore[attr-defined]
             restart_log(output_dir, _global_step(resume_from_checkpoint) if resume_from_checkpoint else None)
         return super().train(resume_from_checkpoint, *args, **kwargs)  # type: ignore[misc]

@@ -1,0 +1,134 @@
+"""What ``hfrl train`` says on the console before and after a run: one line before the progress bar
+(algorithm, task, model and its size, how long, the output folder) and, at the end, the result, where
+the run is and the commands that evaluate, chat with and push it.
+
+    PPO on numbers: model tiny (0.1M parameters), 500 iterations x 64 completions (32,000 samples) -> runs/numbers-ppo
+    ...
+    reward: 0.095 in the first iteration, 0.412 mean of the last 10 iterations
+    saved to runs/numbers-ppo: the model, config.yaml, the model card README.md, reward_curve.png
+    next: hfrl eval runs/numbers-ppo --split test   (add --base for the model it started from)
+          hfrl chat runs/numbers-ppo
+          hfrl push runs/numbers-ppo --repo-id YOUR_NAME/numbers-ppo
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import shlex
+from typing import Any
+
+
+def parameters(count: int) -> str:
+    """``0.1M`` / ``135M`` / ``1.2B`` parameters.
+
+    >>> parameters(98_000), parameters(134_515_008), parameters(1_234_000_000)
+    ('0.1M', '135M', '1.2B')
+    """
+    if count >= 1e9:
+        return f"{count / 1e9:.1f}B"
+    return f"{count / 1e6:.0f}M" if count >= 1e7 else f"{count / 1e6:.1f}M"
+
+
+def model_size(model: Any) -> str:
+    """``0.1M parameters``, or for a PEFT model ``0.1M parameters, 4,096 trained (LoRA)``."""
+    params = list(model.parameters())
+    total = sum(p.numel() for p in params)
+    text = f"{parameters(total)} parameters"
+    if hasattr(model, "peft_config"):
+        trained = sum(p.numel() for p in params if p.requires_grad)
+        text += f", {trained:,} trained (PEFT adapter)"
+    return text
+
+
+def _world(args: Any) -> int:
+    return max(int(getattr(args, "world_size", 1) or 1), 1)
+
+
+def length_text(trainer: Any) -> str:
+    """How long the run goes on and how many samples it sees, in the trainer's own units."""
+    args = trainer.args
+    world = _world(args)
+    if hasattr(args, "num_iterations") and hasattr(args, "rollout_batch_size"):  # hfrl's online trainers
+        n, size = args.num_iterations, args.rollout_batch_size * world
+        return f"{n:,} iterations x {size:,} completions ({n * size:,} samples)"
+    batch = args.per_device_train_batch_size * args.gradient_accumulation_steps * world
+    unit = "completions" if hasattr(args, "num_generations") else "examples"
+    if args.max_steps and args.max_steps > 0:
+        return f"{args.max_steps:,} steps x {batch:,} {unit} ({args.max_steps * batch:,} samples)"
+    rows = len(trainer.train_dataset) if trainer.train_dataset is not None else 0
+    epochs = args.num_train_epochs
+    if unit == "completions":  # TRL's GRPO / RLOO: each prompt num_generations times
+        rows *= args.num_generations
+    steps = math.ceil(epochs * rows / batch) if batch else 0
+    return f"{epochs:g} epoch{'s' if epochs != 1 else ''} over {rows:,} {unit} (about {steps:,} steps of {batch:,})"
+
+
+def start_line(trainer: Any, run: dict[str, Any], earlier: str | None = None, resumed: bool = False) -> str:
+    """The line before the progress bar. ``earlier``: the default folder the run did not take
+    (it holds another run)."""
+    from hfrl.cards.algorithm import algorithm_name
+
+    alg = algorithm_name(str(run.get("alg", "ppo")))
+    folder = trainer.args.output_dir
+    moved = (
+        f" ({earlier} holds an earlier run)"
+        if earlier and os.path.normpath(earlier) != os.path.normpath(folder)
+        else ""
+    )
+    verb = "resuming" if resumed else "output folder"
+    return (
+        f"{alg} on {run.get('task')}: model {run.get('model')} ({model_size(trainer.model)}), "
+        f"{length_text(trainer)}; {verb} {folder}{moved}"
+    )
+
+
+def result_line(log_history: list[dict[str, Any]]) -> str | None:
+    """The reward the run reached (per iteration, or per logging step for TRL's GRPO / RLOO), else its
+    training loss; None when nothing was logged.
+
+    >>> result_line([{"reward": 0.1, "iteration": 1}, {"reward": 0.3, "iteration": 2}])
+    'reward: 0.100 in the first iteration, 0.200 mean of the last 2 iterations'
+    >>> result_line([{"loss": 2.5, "step": 10}, {"loss": 1.25, "step": 20}])
+    'loss: 2.500 at step 10, 1.250 at step 20'
+    """
+    iterations = [h for h in log_history if "reward" in h and "iteration" in h]
+    if iterations:
+        last = [h["reward"] for h in iterations[-10:]]
+        over = f"the last {len(last)} iterations" if len(last) > 1 else "the last iteration"
+        return (
+            f"reward: {iterations[0]['reward']:.3f} in the first iteration, {sum(last) / len(last):.3f} mean of {over}"
+        )
+    steps = [h for h in log_history if "reward" in h and "step" in h]
+    if steps:
+        last = [h["reward"] for h in steps[-10:]]
+        return (
+            f"reward: {steps[0]['reward']:.3f} at step {steps[0]['step']}, {sum(last) / len(last):.3f} mean of the "
+            f"last {len(last)} logged step{'s' if len(last) > 1 else ''} (step {steps[-1]['step']})"
+        )
+    losses = [h for h in log_history if "loss" in h and "step" in h]
+    if losses:
+        first, last = losses[0], losses[-1]
+        return f"loss: {first['loss']:.3f} at step {first['step']}, {last['loss']:.3f} at step {last['step']}"
+    return None
+
+
+def end_lines(output_dir: str, log_history: list[dict[str, Any]], evaluated: bool = False) -> list[str]:
+    """The lines after the run: its result, what was saved where, and the next commands."""
+    from hfrl.cards.curve import CURVE_NAME
+
+    path = shlex.quote(str(output_dir))
+    saved = ["the model", "config.yaml", "the model card README.md"]
+    if os.path.isfile(os.path.join(output_dir, CURVE_NAME)):
+        saved.append(CURVE_NAME)
+    lines = [line] if (line := result_line(log_history)) else []
+    lines.append(f"saved to {output_dir}: {', '.join(saved)}")
+    name = os.path.basename(os.path.normpath(str(output_dir)))
+    commands = [] if evaluated else [f"hfrl eval {path} --split test   (add --base for the model it started from)"]
+    commands += [f"hfrl chat {path}", f"hfrl push {path} --repo-id YOUR_NAME/{name}"]
+    lines.append(f"next: {commands[0]}")
+    lines += [f"      {c}" for c in commands[1:]]
+    return lines
+
+
+__all__ = ["end_lines", "length_text", "model_size", "parameters", "result_line", "start_line"]
