@@ -269,6 +269,8 @@ def step_summary(series: dict[str, Any]) -> str:
     x, y = series["x"], series["y"]
     if not x:
         return ""
+    if len(x) == 1:
+        return f"{series['y_label']} {y[0]:.4f} at step {x[0]:.0f}"
     last = y[-10:]
     return (
         f"{series['y_label']} {y[0]:.4f} at step {x[0]:.0f}, {y[-1]:.4f} at step {x[-1]:.0f} "

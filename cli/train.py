@@ -35,6 +35,8 @@ lists the algorithm's fields with their defaults (hfrl.PPOConfig, trl.GRPOConfig
 ...); every transformers.TrainingArguments field works too, e.g. --report_to tensorboard (or wandb,
 trackio; default none) and --logging_dir DIR. LoRA and 4/8-bit loading take TRL's ModelConfig flags:
 --use_peft --lora_r 16 --lora_alpha 32 --lora_dropout 0.05 --lora_target_modules "[q_proj, v_proj]".
+TRL's script names work too: --model_name_or_path is --model, --dataset_name is --task (a Hub
+dataset id or a data file), --dataset_config its subset.
 Precedence: task defaults < --config < flags.
 
 Online algorithms count in iterations (one rollout and its updates): --num_iterations, --save_every,
@@ -131,6 +133,7 @@ def _train(
         {k: v for k, v in (("prompt_column", prompt_column), ("references_column", references_column)) if v}
     )
     overrides = check_command_line(experiment.parse_overrides(extra))
+    task, model = trl_script_names(overrides, task, model, task_args)
     check_command_line({"task_arg": task_args})
     if base_model:  # the config field base_model: the base a PEFT adapter given as --model loads onto
         overrides["base_model"] = base_model
@@ -246,6 +249,38 @@ def _run_dir(task: str | None, alg: str | None, model: str | None = None) -> str
         f"--resume: no checkpoint-* folder in {', '.join(str(p) for p in runs[:3])}; train with --save_every N "
         "(or --save_steps N) first, or pass --output-dir DIR"
     )
+
+
+# TRL's example scripts' flags (trl.ModelConfig, trl.ScriptArguments) -> hfrl train's options
+TRL_SCRIPT_NAMES = {"model_name_or_path": "--model", "dataset_name": "--task", "dataset_config": "--task-arg subset="}
+
+
+def trl_script_names(
+    overrides: dict, task: str | None, model: str | None, task_args: dict
+) -> tuple[str | None, str | None]:
+    """TRL's script flags taken for what they name: ``--model_name_or_path`` is ``--model``,
+    ``--dataset_name`` is ``--task`` (a Hub dataset id, a data file or folder, or an hfrl task),
+    ``--dataset_config`` the own-data task's ``subset``. Removed from ``overrides``; ``(task, model)``.
+
+    >>> over, args = {"model_name_or_path": "gpt2", "dataset_name": "me/data", "dataset_config": "en"}, {}
+    >>> trl_script_names(over, None, None, args), over, args
+    (('me/data', 'gpt2'), {}, {'subset': 'en'})
+    """
+    for name, ours, current in (("model_name_or_path", "--model", model), ("dataset_name", "--task", task)):
+        if name not in overrides:
+            continue
+        value = overrides.pop(name)
+        if not isinstance(value, str) or not value:
+            raise ValueError(f"--{name} (TRL's name for {ours}) takes a name or a path, got {value!r}")
+        if current is not None and current != value:
+            raise ValueError(f"--{name} is TRL's name for {ours}: give one of them ({current!r} or {value!r})")
+        if name == "model_name_or_path":
+            model = value
+        else:
+            task = value
+    if "dataset_config" in overrides:
+        task_args.setdefault("subset", overrides.pop("dataset_config"))
+    return task, model
 
 
 def parse_task_args(items: list[str]) -> dict:

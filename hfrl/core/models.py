@@ -86,9 +86,10 @@ def builtin_name(name_or_path: str) -> str:
     """The built-in name (``tiny``, ``tiny-t5``, ``smollm2``) of the folder or file a built-in model
     was loaded from, else the argument unchanged."""
     from hfrl.core.tiny import _VERSION
+    from hfrl.utils.cache import cache_root
 
     real = os.path.realpath(name_or_path)
-    root = Path(os.environ.get("HFRL_CACHE", Path.home() / ".cache" / "hfrl"))
+    root = cache_root()  # where tiny_model_path builds them
     for name in ("tiny", "tiny-t5"):
         if real == os.path.realpath(root / f"{name}-{_VERSION}"):
             return name
@@ -182,6 +183,9 @@ def load_model(model: Any, init_kwargs: dict | None = None, base_model: str | No
     ``base_model`` is only for adapters."""
     if not isinstance(model, (str, os.PathLike)):
         return model
+    from hfrl.utils.quiet import quiet
+
+    quiet()  # transformers' loading bar, and the deprecations PEFT triggers: not the user's business
     adapter = adapter_config(model)
     if adapter is not None:
         return _with_adapter(str(model), adapter, base_model, init_kwargs, trainable=False)

@@ -14,7 +14,7 @@ import random
 from pathlib import Path
 
 TINY_MODELS = ("tiny", "tiny-t5")
-_VERSION = "v1"  # bump when the recipe below changes, so that stale caches are rebuilt
+_VERSION = "v2"  # bump when the recipe below changes, so that stale caches are rebuilt (v2: tiny-t5's BOS id)
 _WORDS = [
     "the",
     "a",
@@ -123,6 +123,7 @@ def _build(kind: str, out: Path, seed: int = 0) -> None:
         model = _random_model(kind, tokenizer)
     model.generation_config.pad_token_id = tokenizer.pad_token_id
     model.generation_config.eos_token_id = tokenizer.eos_token_id
+    model.generation_config.bos_token_id = tokenizer.bos_token_id
     tmp = out.with_name(out.name + f".tmp{os.getpid()}")
     model.save_pretrained(tmp)
     tokenizer.save_pretrained(tmp)
@@ -146,7 +147,10 @@ def _random_model(kind: str, tokenizer):
     else:
         tokenizer.padding_side = "right"
         sizes = dict(d_model=64, d_ff=128, d_kv=16, num_heads=4, num_layers=2, num_decoder_layers=2)
-        config = T5Config(decoder_start_token_id=tokenizer.pad_token_id, **sizes, **common)
+        # the tokenizer's BOS id in the config too: else the Trainer aligns it, with a note, at every run
+        config = T5Config(
+            decoder_start_token_id=tokenizer.pad_token_id, bos_token_id=tokenizer.bos_token_id, **sizes, **common
+        )
         model = T5ForConditionalGeneration(config)
     return model
 

@@ -13,7 +13,6 @@ the run is and the commands that evaluate, chat with and push it.
 
 from __future__ import annotations
 
-import math
 import os
 import shlex
 from typing import Any
@@ -51,7 +50,7 @@ def length_text(trainer: Any) -> str:
     world = _world(args)
     if hasattr(args, "num_iterations") and hasattr(args, "rollout_batch_size"):  # hfrl's online trainers
         n, size = args.num_iterations, args.rollout_batch_size * world
-        return f"{n:,} iterations x {size:,} completions ({n * size:,} samples)"
+        return f"{n:,} iteration{'s' if n != 1 else ''} x {size:,} completions ({n * size:,} samples)"
     batch = args.per_device_train_batch_size * args.gradient_accumulation_steps * world
     unit = "completions" if hasattr(args, "num_generations") else "examples"
     if args.max_steps and args.max_steps > 0:
@@ -60,8 +59,7 @@ def length_text(trainer: Any) -> str:
     epochs = args.num_train_epochs
     if unit == "completions":  # TRL's GRPO / RLOO: each prompt num_generations times
         rows *= args.num_generations
-    steps = math.ceil(epochs * rows / batch) if batch else 0
-    return f"{epochs:g} epoch{'s' if epochs != 1 else ''} over {rows:,} {unit} (about {steps:,} steps of {batch:,})"
+    return f"{epochs:g} epoch{'s' if epochs != 1 else ''} over {rows:,} {unit} in batches of {batch:,}"
 
 
 def start_line(trainer: Any, run: dict[str, Any], earlier: str | None = None, resumed: bool = False) -> str:
@@ -109,7 +107,8 @@ def result_line(log_history: list[dict[str, Any]]) -> str | None:
     losses = [h for h in log_history if "loss" in h and "step" in h]
     if losses:
         first, last = losses[0], losses[-1]
-        return f"loss: {first['loss']:.3f} at step {first['step']}, {last['loss']:.3f} at step {last['step']}"
+        text = f"loss: {first['loss']:.3f} at step {first['step']}"
+        return text + (f", {last['loss']:.3f} at step {last['step']}" if len(losses) > 1 else "")
     return None
 
 

@@ -88,9 +88,9 @@ class HubMixin:
     _checkpointing = False  # inside _save_checkpoint: the run directory holds no final model yet
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
-        from hfrl.trainers.quiet import quiet_dependency_warnings
+        from hfrl.utils.quiet import quiet
 
-        quiet_dependency_warnings()
+        quiet()
         super().__init__(*args, **kwargs)
 
     # ---- model card and Hub (hfrl.cards, hfrl.runs.hub) -------------------------------------------

@@ -7,7 +7,9 @@ one line per iteration (with its ``iteration``), for the offline and TRL trainer
 logging step, and evaluations and the final summary as lines of their own. RL4LMs kept such logs.
 
 Beside it, the other callbacks that report a run as it goes: ``SaveStateAtEnd`` (``trainer_state.json``
-at the end of training) and the online trainers' progress bar over iterations (``IterationProgress``).
+at the end of training), the online trainers' progress bar over iterations (``IterationProgress``)
+and the other trainers' bar over optimizer steps (``StepProgress``: TRL's, A-LoL, PRO), each with
+the few numbers that matter instead of the Trainer's raw log dict at every logging step.
 """
 
 from __future__ import annotations
@@ -94,3 +96,65 @@ class IterationProgress(TrainerCallback):
         if self.bar is not None:
             self.bar.close()
             self.bar = None
+
+
+class StepProgress(TrainerCallback):
+    """The progress bar of the trainers that count optimizer steps (TRL's GRPO / RLOO / SFT / DPO, the
+    A-LoL family, PRO), in place of transformers' ``ProgressCallback``, which writes every log entry as a
+    raw dict under the bar: one bar over the steps, showing the latest reward (and KL) or loss."""
+
+    SHOWN = (("reward", "reward"), ("kl", "kl"), ("loss", "loss"), ("eval_loss", "eval loss"))
+
+    def __init__(self) -> None:
+        self.bar = None
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        if state.is_world_process_zero:
+            from tqdm.auto import tqdm
+
+            self.bar = tqdm(total=state.max_steps, initial=state.global_step, desc="steps", dynamic_ncols=True)
+
+    def on_step_end(self, args, state, control, **kwargs):
+        if self.bar is not None:
+            self.bar.update(state.global_step - self.bar.n)
+
+    def on_log(self, args, state, control, logs=None, **kwargs):
+        if self.bar is None or not logs:
+            return
+        postfix = {}
+        for key, label in self.SHOWN:
+            value = logs.get(key)
+            if (
+                isinstance(value, (int, float))
+                and not isinstance(value, bool)
+                and not (key == "loss" and "reward" in logs)
+            ):
+                postfix[label] = f"{value:.4g}"
+        if postfix:
+            self.bar.set_postfix(postfix, refresh=True)
+
+    def on_train_end(self, args, state, control, **kwargs):
+        if self.bar is not None:
+            self.bar.close()
+            self.bar = None
+
+
+class LogAtEpochEnd(TrainerCallback):
+    """A log entry at the end of each epoch for the steps since the last one: a run shorter than
+    ``logging_steps`` (or one whose sampler ends before the step budget, as A-LoL's drops the samples
+    with a negative advantage) still logs its loss, and so gets its curve."""
+
+    def on_epoch_end(self, args, state, control, **kwargs):
+        control.should_log = True
+
+
+def report_steps(trainer: Any) -> None:
+    """For a trainer that counts optimizer steps: transformers' ``ProgressCallback`` replaced by
+    :class:`StepProgress` (a run with ``disable_tqdm`` keeps transformers' ``PrinterCallback``: its log
+    entries, one per line), and :class:`LogAtEpochEnd`."""
+    from transformers.trainer_callback import ProgressCallback
+
+    if any(isinstance(c, ProgressCallback) for c in trainer.callback_handler.callbacks):
+        trainer.remove_callback(ProgressCallback)
+        trainer.add_callback(StepProgress())
+    trainer.add_callback(LogAtEpochEnd())

@@ -27,7 +27,7 @@ import trl
 
 from hfrl.trainers.crash_safe import CrashSafeMixin
 from hfrl.trainers.hub_mixin import HubMixin
-from hfrl.trainers.iteration_log import SaveStateAtEnd
+from hfrl.trainers.iteration_log import SaveStateAtEnd, report_steps
 from hfrl.trainers.task_defaults import lengths_to_max_length, online_defaults_to_trl
 
 
@@ -232,6 +232,7 @@ class _TRLAdapter:
             **self._task_inputs(args, reward_funcs, train_dataset, eval_dataset, tokenizer),
             **kwargs,
         )
+        report_steps(self)  # one bar with the reward or loss, not a raw log dict per logging step
 
     def _task_inputs(self, args: Any, reward_funcs: Any, train: Any, evaluation: Any, tokenizer: Any) -> dict:
         raise NotImplementedError

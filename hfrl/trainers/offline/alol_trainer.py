@@ -35,7 +35,7 @@ from hfrl.rewards import reward_list
 from hfrl.trainers.crash_safe import CrashSafeMixin
 from hfrl.trainers.evaluation import EvaluationMixin, completer, eval_mode, generate_and_score
 from hfrl.trainers.hub_mixin import HubMixin
-from hfrl.trainers.iteration_log import SaveStateAtEnd
+from hfrl.trainers.iteration_log import SaveStateAtEnd, report_steps
 from hfrl.trainers.offline.alol_config import DISPLAY_NAMES, ALoLConfig
 from hfrl.trainers.offline.preparation import (
     INTERNAL_COLUMNS,
@@ -156,6 +156,7 @@ class ALoLTrainer(CrashSafeMixin, EvaluationMixin, HubMixin, Trainer):
             self.ref_model.to(self.accelerator.device)
         self.add_callback(SaveStateAtEnd())
         self.add_callback(_LogPreparation(self))
+        report_steps(self)  # one bar with the loss, not a raw log dict per logging step
 
         # ---- preparation: once per dataset, cached -------------------------------------------
         self.preparation: Preparation = self.prepare(train_dataset, self._value_dataset(eval_dataset))
