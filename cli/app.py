@@ -69,8 +69,31 @@ RUN_FAILURE: tuple[type[BaseException], ...] = (FloatingPointError, OSError, Imp
 DAMAGED_FILE = ("SafetensorError", "UnpicklingError")
 
 
+# The HTTP client's own errors (httpx's are no OSError): the network failed, not hfrl
+NETWORK_MODULES = ("httpx", "httpcore", "httpx2", "httpcore2", "requests", "urllib3")
+
+
+def network_error(err: BaseException) -> bool:
+    """Whether ``err`` (or what it was raised from) is the HTTP client's error: the network failed."""
+    seen = 0
+    cause: BaseException | None = err
+    while cause is not None and seen < 5:
+        if any(c.__module__.split(".")[0] in NETWORK_MODULES for c in type(cause).__mro__[:-2]):
+            return True
+        cause, seen = cause.__cause__ or cause.__context__, seen + 1
+    return False
+
+
+NETWORK_HINT = (
+    "offline, set HF_HUB_OFFLINE=1 and use cached or local models and data (`hfrl check --task TASK` lists what a "
+    "run needs; HFRL_DATA_DIR points the tasks at local copies)"
+)
+
+
 def exit_code(err: BaseException) -> int | None:
     """2 for bad input, 1 for a failure while running, None for a bug (show the traceback)."""
+    if network_error(err) and not isinstance(err, BAD_INPUT):
+        return 1
     if isinstance(err, BAD_INPUT):
         return 2
     if type(err).__name__ in DAMAGED_FILE:  # raised by a library reading a damaged file: not hfrl's bug
@@ -87,5 +110,7 @@ def main(argv: list[str] | None = None) -> None:
         if code is None or os.environ.get("HFRL_DEBUG"):
             raise  # a bug: the traceback, exit code 1
         message = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        if network_error(err) and not isinstance(err, (*BAD_INPUT, *RUN_FAILURE)):  # the client's own error
+            message = f"cannot reach the Hugging Face Hub ({type(err).__name__}: {message}); {NETWORK_HINT}"
         sys.stderr.write(f"error: {message}\n(set HFRL_DEBUG=1 for the traceback)\n")
         sys.exit(code)

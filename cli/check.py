@@ -16,10 +16,9 @@ import fnmatch
 import glob
 import importlib.util
 import os
-import socket
+import re
 from dataclasses import dataclass, field
 from typing import Annotated, Any
-from urllib.parse import urlparse
 
 import typer
 
@@ -62,17 +61,10 @@ class Report:
 
 
 def hub_reachable(timeout: float = ProbeTimeout) -> tuple[bool, str]:
-    """``(online, why not)``: HF_HUB_OFFLINE, else one TCP connection to the Hub's endpoint."""
-    from huggingface_hub import constants
+    """``(online, why not)``: :func:`hfrl.utils.hub_access.hub_reachable`."""
+    from hfrl.utils.hub_access import hub_reachable as probe
 
-    if constants.HF_HUB_OFFLINE:
-        return False, "HF_HUB_OFFLINE=1"
-    url = urlparse(constants.ENDPOINT)
-    try:
-        with socket.create_connection((url.hostname, url.port or 443), timeout=timeout):
-            return True, ""
-    except OSError as err:
-        return False, f"{url.hostname} unreachable ({type(err).__name__})"
+    return probe(timeout)
 
 
 def megabytes(n: float | None) -> str:
@@ -87,17 +79,10 @@ def megabytes(n: float | None) -> str:
 
 
 def _cached_revisions(repo_type: str, repo_id: str) -> dict[str, str]:
-    """Commit -> snapshot folder of ``repo_id`` in huggingface_hub's cache (its own cache scan)."""
-    from huggingface_hub import constants, scan_cache_dir
+    """Commit -> snapshot folder of ``repo_id`` in huggingface_hub's cache."""
+    from hfrl.utils.hub_access import cached_revisions
 
-    try:
-        info = scan_cache_dir(constants.HF_HUB_CACHE)  # the cache hf_hub_download writes to now
-    except Exception:  # noqa: BLE001 - no cache folder yet (CacheNotFound) or an unreadable one: nothing cached
-        return {}
-    for repo in info.repos:
-        if repo.repo_type == repo_type and repo.repo_id == repo_id:
-            return {rev.commit_hash: str(rev.snapshot_path) for rev in repo.revisions}
-    return {}
+    return cached_revisions(repo_type, repo_id)
 
 
 def _patterns(files: dict[str, Any]) -> list[str]:
@@ -334,6 +319,90 @@ def run_check(
             check_model(report, name, "reward/metric model", online)
     check_optional(report, declared, model, quantized)
     return report
+
+
+# --report_to integrations -> (modules any of which serves it, what to install)
+REPORTERS = {
+    "tensorboard": (("tensorboard", "tensorboardX"), "pip install tensorboard"),
+    "wandb": (("wandb",), "pip install wandb"),
+    "trackio": (("trackio",), "pip install trackio"),
+    "mlflow": (("mlflow",), "pip install mlflow"),
+    "comet_ml": (("comet_ml",), "pip install comet_ml"),
+    "clearml": (("clearml",), "pip install clearml"),
+    "dvclive": (("dvclive",), "pip install dvclive"),
+    "swanlab": (("swanlab",), "pip install swanlab"),
+}
+
+
+def reporter_problems(report_to: Any) -> list[str]:
+    """A ``--report_to`` integration whose package is missing: what to install (transformers' own
+    message asked to update PyTorch or install tensorboardX, and came after the model had loaded).
+
+    >>> reporter_problems("none"), reporter_problems(["all"])
+    ([], [])
+    """
+    names = [report_to] if isinstance(report_to, str) else list(report_to or [])
+    out = []
+    for name in names:
+        modules, install = REPORTERS.get(str(name), ((), ""))
+        if modules and not any(importlib.util.find_spec(m) is not None for m in modules):
+            out.append(f"--report_to {name} needs the {modules[0]} package: {install} (or --report_to none)")
+    return out
+
+
+def run_problems(run: dict[str, Any]) -> list[str]:
+    """What stops a resolved run of ``hfrl train`` before anything loads, one line each: offline (no
+    network, or ``HF_HUB_OFFLINE=1``), a dataset, the model or a reward model that is not cached; WordNet
+    for a reward that reads it; gguf, bitsandbytes and CUDA where the run needs them; a ``--report_to``
+    package. The task's metrics are left out: a metric that cannot run is reported and skipped. Online,
+    what is not cached is downloaded: nothing is listed (no network call but the reachability probe)."""
+    from hfrl.runs.run_config import task_kwargs
+    from hfrl.tasks import describe_task
+
+    problems = reporter_problems(run.get("report_to"))
+    kwargs = task_kwargs(run)
+    spec = describe_task(str(run["task"]), **{k: v for k, v in kwargs.items() if k != "rewards"})
+    if spec is None:  # a builder of your own: it was built while resolving, nothing to foresee
+        return problems
+    declared = spec.declared
+    rewards = kwargs.get("rewards") or declared.get("rewards")
+    model = str(run.get("model") or spec.default_model)
+    from hfrl.tasks.data import local_data_dir
+
+    report = Report()
+    task_args = dict(run.get("task_args") or {})
+    models = [model, *(m for m in spec_models(rewards) if m != model)]
+    hub_models = [m for m in models if m not in ("tiny", "tiny-t5", "smollm2") and not os.path.exists(m)]
+    sources = [declared.get(key) for key in ("dataset", "faithdial")]
+    hub_data = [s for s in sources if isinstance(s, dict) and s.get("path") and s.get("files")]
+    if local_data_dir(spec.name, task_args.get("data_dir")) is not None:  # read from a folder: no network
+        for source in hub_data:
+            check_dataset(report, spec.name, source, False, task_args)
+        hub_data = []
+    task = str(run["task"])
+    own_hub = None  # your own data as a Hub dataset id
+    if (
+        not declared.get("dataset")
+        and not os.path.exists(task)
+        and re.match(r"^(hf://datasets/)?[\w.-]+/[\w.-]+$", task)
+    ):
+        own_hub = task.removeprefix("hf://datasets/")
+    if (hub_models or hub_data or own_hub) and not hub_reachable()[0]:  # offline: what is not cached stops the run
+        for source in hub_data:
+            check_dataset(report, spec.name, source, False, task_args)
+        if own_hub and not _cached_revisions("dataset", own_hub):
+            report.add(
+                f"dataset {own_hub}: not cached",
+                f"dataset {own_hub} is not cached and the Hub cannot be reached: download it where it can, or give "
+                "a local data file or folder as --task",
+            )
+        for name in hub_models:
+            check_model(report, name, "model" if name == model else "reward model", False)
+    if "meteor" in spec_ids(rewards):
+        check_optional(report, {"rewards": ["meteor"]}, model, quantized=False)
+    quantized = bool(run.get("load_in_4bit") or run.get("load_in_8bit"))
+    check_optional(report, {}, model, quantized)  # gguf; bitsandbytes and CUDA
+    return problems + report.problems
 
 
 def check(

@@ -145,6 +145,7 @@ def _train(
         run = experiment.resolve_run(task, alg, model, config, overrides, output_dir, seed, task_args=task_args)
     if eval_test:
         run["eval_test"] = True
+    _preflight(run)
     default = run["output_dir"]
     folder = RunFolder(run["output_dir"], overwrite=overwrite_output_dir, resume=resume,
                        from_file=getattr(run, "output_dir_from", None),
@@ -175,6 +176,21 @@ def _train(
             _echo_eval_table(trainer.args.output_dir, "test")
         for line in end_lines(trainer.args.output_dir, trainer.state.log_history, evaluated=bool(run.get("eval_test"))):
             typer.echo(line)
+
+
+def _preflight(run: dict) -> None:
+    """What would stop the run, said before anything loads (:func:`hfrl.cli.check.run_problems`): the
+    first problem, and how to list them all."""
+    from hfrl.cli.check import run_problems
+
+    problems = run_problems(run)
+    if problems:
+        import shlex
+
+        more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+        check = ["hfrl", "check", "--task", str(run["task"]), "--alg", str(run["alg"]), "--model", str(run["model"])]
+        check += [f"--task-arg={k}={v}" for k, v in (run.get("task_args") or {}).items()]
+        raise RuntimeError(f"cannot start: {problems[0]}{more}; `{shlex.join(check)}` lists what the run needs")
 
 
 def _echo_eval_table(output_dir: str, split: str) -> None:

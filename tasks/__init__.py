@@ -52,6 +52,10 @@ def check_task_name(name: str) -> None:
 
     if name not in TASKS and not own_data.is_own_data(name) and not is_code_path(name):
         raise unknown("task", name, TASKS, hint=UNKNOWN_HINT)
+    from hfrl.utils.hub_access import missing_local_path
+
+    if name not in TASKS and not is_code_path(name) and missing_local_path(name):
+        raise FileNotFoundError(f"--task {name}: no such data file or folder (see `hfrl list tasks` for the tasks)")
 
 
 def task_builder(name: str) -> Any:

@@ -168,7 +168,16 @@ def load_hh(root: str, subsets: list[str], validation_size: int = 500, seed: int
             raise FileNotFoundError(
                 f"task 'hh': no file matches {missing[0]} (expected {{subset}}/{{split}}.jsonl[.gz])"
             )
-    raw = load_dataset("json", data_files=files)
+    try:
+        raw = load_dataset("json", data_files=files)
+    except Exception as err:  # noqa: BLE001 - one clear line instead of the network stack's traceback
+        if not root.startswith("hf://"):
+            raise
+        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        raise RuntimeError(
+            f"task 'hh': cannot load the Hub dataset {root.removeprefix('hf://datasets/')}: {first}; offline, point "
+            "HFRL_DATA_DIR (or --task-arg data_dir) at a folder holding the same files"
+        ) from err
     for split in ("train", "test"):
         missing = [c for c in ("chosen", "rejected") if c not in raw[split].column_names]
         if missing:

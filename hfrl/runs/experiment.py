@@ -129,6 +129,18 @@ def resolve_run(
         spec = TaskSpec.of(built)
     model_from_task = "model" not in run
     run.setdefault("model", spec.default_model)
+    from hfrl.utils.hub_access import missing_local_path
+
+    if missing_local_path(str(run["model"])):  # said at once, not after the Hub's retries for an "owner/name"
+        source = (
+            "--model"
+            if model is not None
+            else f"model (from {'config file ' + str(config_file) if config_file else 'the task'})"
+        )
+        raise FileNotFoundError(
+            f"{source} {run['model']}: no such folder or file; give a model folder, a .gguf file, a Hub id "
+            "(owner/name) or a built-in model (tiny, tiny-t5, smollm2)"
+        )
 
     fields = schema.names
     for source, cfg in ((f"config file {config_file}", file_cfg), ("command line", overrides)):

@@ -185,14 +185,40 @@ class Run:
         return lm.eval(), fix_tokenizer(load_tokenizer(tokenizer_source), lm)
 
 
+def require_hub_model(name: str) -> None:
+    """A Hub model that is neither cached nor reachable is one line at once (an ``OSError``: the CLI's
+    exit code 1), instead of the Hub client's retries."""
+    from hfrl.utils.assets import model_revision
+    from hfrl.utils.hub_access import cached_revisions, hub_reachable
+
+    revision = model_revision(name)
+    cached = cached_revisions("model", name)
+    if (revision in cached) if revision else bool(cached):
+        return
+    online, why = hub_reachable()
+    if not online:
+        raise OSError(
+            f"model {name} is not in the Hugging Face cache and the Hub cannot be reached ({why}): download it where "
+            f"it can (`hf download {name}`), or give a local folder"
+        )
+
+
 def open_run(name_or_path: str | os.PathLike) -> Run:
     """Describe a run directory, a checkpoint inside one, a model directory, a built-in model
     (tiny, tiny-t5, smollm2), a GGUF file or a Hub id. A local directory must hold a model
     (``config.json``) or an adapter."""
     from hfrl.core.models import BUILTIN_MODELS, is_gguf
+    from hfrl.utils.hub_access import missing_local_path
 
     name = str(name_or_path)
     path = Path(name)
+    if missing_local_path(name):  # said at once, not after the Hub's retries for an "owner/name"
+        raise FileNotFoundError(
+            f"no run or model at {name}: no such folder or file; give a run directory (from hfrl train), a model "
+            f"directory, a .gguf file, a Hub model id or a built-in model ({', '.join(BUILTIN_MODELS)})"
+        )
+    if not path.exists() and is_hub_id(name):
+        require_hub_model(name)
     if not path.exists() and (name in BUILTIN_MODELS or is_hub_id(name)):
         return Run(name=name, path=None, model_config=model_config_dict(name))
     if is_gguf(name) and path.is_file():
