@@ -56,3 +56,17 @@ ModelOpt = Annotated[
 TaskArgOpt = Annotated[
     list[str] | None, typer.Option("--task-arg", help="KEY=VALUE argument of the task's builder (repeatable).")
 ]
+
+
+def parse_task_args(items: list[str]) -> dict:
+    """``["reward_config=openrl", "max_samples=100"]`` -> ``{"reward_config": "openrl", "max_samples": 100}``
+    (values read as YAML)."""
+    from hfrl.runs.run_config import load_yaml
+
+    out = {}
+    for item in items:
+        key, eq, value = item.partition("=")
+        if not eq or not key.strip():
+            raise ValueError(f"--task-arg takes KEY=VALUE, got {item!r}")
+        out[key.strip().replace("-", "_")] = load_yaml(value) if value != "" else ""
+    return out

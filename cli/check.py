@@ -414,7 +414,7 @@ def check(
     load_in_8bit: Quant8Opt = False,
 ) -> None:
     """Print the report; exit 1 when there is a problem."""
-    from hfrl.cli.train import parse_task_args
+    from hfrl.cli._options import parse_task_args
 
     if not task:
         raise ValueError("hfrl check: which task? pass --task NAME (hfrl list tasks)")

@@ -19,6 +19,7 @@ from hfrl.cli._options import (
     TaskArgOpt,
     TaskOpt,
     TrustCodeOpt,
+    parse_task_args,
 )
 
 HELP = """Train a model on a task with an RL algorithm.
@@ -297,17 +298,3 @@ def trl_script_names(
     if "dataset_config" in overrides:
         task_args.setdefault("subset", overrides.pop("dataset_config"))
     return task, model
-
-
-def parse_task_args(items: list[str]) -> dict:
-    """``["reward_config=openrl", "max_samples=100"]`` -> ``{"reward_config": "openrl", "max_samples": 100}``
-    (values read as YAML)."""
-    from hfrl.runs.run_config import load_yaml
-
-    out = {}
-    for item in items:
-        key, eq, value = item.partition("=")
-        if not eq or not key.strip():
-            raise ValueError(f"--task-arg takes KEY=VALUE, got {item!r}")
-        out[key.strip().replace("-", "_")] = load_yaml(value) if value != "" else ""
-    return out

@@ -254,6 +254,13 @@ class _OnlineAdapter(_TRLAdapter):
             "eval_dataset": prepare_prompts(evaluation, tokenizer, limit, side),
         }
 
+    def _generate(self, prompts: list):
+        """TRL's generation, without transformers' note about the attention mask its ``generate`` dropped."""
+        from hfrl.utils.quiet import dropped_mask_note_quiet
+
+        with dropped_mask_note_quiet():
+            return super()._generate(prompts)  # type: ignore[misc]
+
 
 class GRPOTrainer(CrashSafeMixin, HubMixin, _OnlineAdapter, trl.GRPOTrainer):
     """TRL's GRPOTrainer on an hfrl task: group-relative policy optimisation with the task's rewards."""

@@ -4,22 +4,24 @@
   ``gradient_checkpointing_enable`` / ``_disable`` and ``is_gradient_checkpointing``, which
   transformers 5 deprecates in favour of the ``activation_checkpointing`` names: GRPO, RLOO, A-LoL and
   LoRA runs printed FutureWarnings about code that is not the user's. Only those messages are filtered.
-- **Log lines** (:class:`_UpstreamNotes`): transformers' "We strongly recommend passing in an
-  ``attention_mask``", which its own ``generate`` triggers at a decoding step whose one new token is the
-  pad token (TRL's GRPO / RLOO generation).
+- **Log lines** (:func:`dropped_mask_note_quiet`, around a generation hfrl drives: TRL's GRPO / RLOO):
+  transformers' "We strongly recommend passing in an ``attention_mask``", which its own ``generate``
+  triggers after dropping an all-ones mask, at a decoding step whose one new token is the pad token.
 - **Progress bars** (:func:`quiet_loading_bars`): transformers' ``Loading weights`` and ``Writing model
   shards`` bars, one per model loaded or saved (a run loads two or three, and saves at every
   checkpoint); drawn while the training bar is open they also left ``ESC [A`` residues in logs. The
   Hub's download bars and the training bar are kept.
 
-:func:`quiet` does all three; it imports nothing heavy itself (transformers only when it is already
+:func:`quiet` does the warnings and the bars; it imports nothing heavy itself (transformers only when it is already
 being used).
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import warnings
+from collections.abc import Iterator
 from typing import Any
 
 DEPRECATED_BY_TRANSFORMERS = (
@@ -46,6 +48,17 @@ class _UpstreamNotes(logging.Filter):
 _NOTES = _UpstreamNotes()
 
 
+@contextlib.contextmanager
+def dropped_mask_note_quiet() -> Iterator[None]:
+    """Inside: transformers' "strongly recommend passing in an attention_mask" note is not shown."""
+    log = logging.getLogger("transformers.modeling_utils")
+    log.addFilter(_NOTES)
+    try:
+        yield
+    finally:
+        log.removeFilter(_NOTES)
+
+
 def _quiet_bar(factory: Any, args: tuple, kwargs: dict) -> Any:
     """transformers' tqdm hook: its per-model loading and saving bars disabled, the others as they are."""
     if kwargs.get("desc") in QUIET_BARS:
@@ -60,9 +73,6 @@ def quiet_loading_bars() -> None:
 
     if hasattr(hf_logging, "set_tqdm_hook"):
         hf_logging.set_tqdm_hook(_quiet_bar)
-    logger = logging.getLogger("transformers.modeling_utils")
-    if _NOTES not in logger.filters:
-        logger.addFilter(_NOTES)
 
 
 def quiet() -> None:
@@ -71,4 +81,11 @@ def quiet() -> None:
     quiet_loading_bars()
 
 
-__all__ = ["DEPRECATED_BY_TRANSFORMERS", "QUIET_BARS", "quiet", "quiet_dependency_warnings", "quiet_loading_bars"]
+__all__ = [
+    "DEPRECATED_BY_TRANSFORMERS",
+    "QUIET_BARS",
+    "dropped_mask_note_quiet",
+    "quiet",
+    "quiet_dependency_warnings",
+    "quiet_loading_bars",
+]
