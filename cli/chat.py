@@ -14,8 +14,8 @@ from hfrl.cli._options import BaseModelOpt, ModelArg, SeedOpt, TrustCodeOpt
 HELP = """Chat with a run or a model. The dialogue history is kept and becomes the prompt.
 
 Interactive: type a message; `reset` clears the history, `quit` (or end of input) leaves.
-With --message (repeatable) the messages are sent in order as one dialogue and each reply is
-printed on its own line. Prompt formats: chat-template (the tokenizer's), eou (RL4LMs' DailyDialog
+With --message (repeatable) the messages are sent in order as one dialogue; each is printed after
+"you> " and its reply after "bot> ", as in the interactive session. Prompt formats: chat-template (the tokenizer's), eou (RL4LMs' DailyDialog
 context: utterances joined by <EOU>), plain (one utterance per line); auto picks the chat template
 if there is one, eou for a dialogue task, else plain.
 
@@ -57,8 +57,9 @@ def chat(
         session = ChatSession.from_pretrained(model, base_model, fmt, context_size, max_new_tokens, sample)
     torch.manual_seed(seed or 0)
     if message:
-        for text in message:
-            typer.echo(session.reply(text))
+        for text in message:  # labelled as in the interactive session
+            typer.echo(f"you> {text}")
+            typer.echo(f"bot> {session.reply(text) or '(empty reply)'}")
         return
     typer.echo(f"chatting with {model} (format {session.format}); type `reset` to start over, `quit` to leave")
     chat_loop(session, read=input, write=typer.echo)

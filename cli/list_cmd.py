@@ -6,7 +6,7 @@ hfrl list tasks
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -17,6 +17,7 @@ HELP = """List the registered tasks, algorithms, rewards or metrics, or an algor
 \b
 Examples:
   hfrl list tasks
+  hfrl list tasks --json         # the same as JSON: name, description, dataset, model, rewards, metrics, configs
   hfrl list rewards
   hfrl list fields --alg nlpo    # every --FIELD of hfrl train --alg nlpo, with default and help
 """
@@ -48,35 +49,51 @@ def _rows(what: What) -> list[tuple[str, str]]:
 
 def _task_rows() -> list[tuple[str, str]]:
     """Each task: description, Hub dataset (and revision), default model, rewards, metrics, configs."""
+    return [(entry["name"], _task_text(entry)) for entry in task_entries()]
+
+
+def _task_text(entry: dict[str, Any]) -> str:
+    if "note" in entry:
+        return entry["note"]
+    return (
+        f"{entry['description']} dataset: {entry['dataset']}; model: {entry['model']}; "
+        f"reward: {', '.join(entry['rewards'])}; metrics: {', '.join(entry['metrics'])}; "
+        f"configs: {', '.join(entry['configs'])}"
+    )
+
+
+def task_entries() -> list[dict[str, Any]]:
+    """Each registered task as a mapping (``hfrl list tasks --json``), then your own data."""
     from hfrl.tasks import TASKS
     from hfrl.tasks.base import read_task_yaml, spec_id
     from hfrl.utils.registry import import_path
 
-    rows = []
+    entries: list[dict[str, Any]] = []
     for name, path in TASKS.items():
         spec = read_task_yaml(import_path(path.partition(":")[0]).__file__)
         dataset = spec.get("dataset") or {}
         source = dataset.get("source") or (
             f"{dataset['path']}@{str(dataset.get('revision', 'main'))[:10]}" if dataset else "built in"
         )  # `source`: data that is not on the Hub (a local folder in its publisher's layout)
-        rewards = ", ".join(_reward_text(r) for r in spec.get("rewards", []))
-        metrics = ", ".join(spec_id(m) for m in spec.get("metrics", []))
-        algs = ", ".join(k for k in spec.get("configs", {}) if k != "defaults")
-        rows.append(
-            (
-                name,
-                f"{spec.get('description', '')} dataset: {source}; model: {spec.get('default_model')}; "
-                f"reward: {rewards}; metrics: {metrics}; configs: {algs}",
-            )
+        entries.append(
+            {
+                "name": name,
+                "description": spec.get("description", ""),
+                "dataset": source,
+                "model": spec.get("default_model"),
+                "rewards": [_reward_text(r) for r in spec.get("rewards", [])],
+                "metrics": [spec_id(m) for m in spec.get("metrics", [])],
+                "configs": [k for k in spec.get("configs", {}) if k != "defaults"],
+            }
         )
-    rows.append(
-        (
-            "FILE|DIR|HUB_ID",
-            "Your own data (.jsonl/.json/.csv/.tsv/.parquet file, folder of them, Hub dataset id): "
+    entries.append(
+        {
+            "name": "FILE|DIR|HUB_ID",
+            "note": "Your own data (.jsonl/.json/.csv/.tsv/.parquet file, folder of them, Hub dataset id): "
             "--prompt-column, --references-column; reward rouge (rougeL) unless --rewards",
-        )
+        }
     )
-    return rows
+    return entries
 
 
 def _reward_text(spec) -> str:
@@ -112,11 +129,54 @@ def _field_rows(alg: str) -> list[tuple[str, str]]:
     return rows
 
 
+JsonOpt = Annotated[bool, typer.Option("--json", help="One JSON document instead of the table.")]
+
+
+def terminal_width() -> int:
+    """The width to wrap to: the terminal's, kept within 60-100 columns (100 when it is not a terminal)."""
+    import shutil
+
+    return max(60, min(shutil.get_terminal_size(fallback=(100, 24)).columns, 100))
+
+
+def format_rows(rows: list[tuple[str, str]], width: int) -> str:
+    """Name, then the text wrapped beside it; a name too long for the column gets a line of its own.
+
+    >>> print(format_rows([("ppo", "online: clipped-ratio policy updates with a value head."), ("x", "y")], 40))
+    ppo  online: clipped-ratio policy
+         updates with a value head.
+    x    y
+    """
+    import textwrap
+
+    column = min(max(len(name) for name, _ in rows), 24)
+    indent = " " * (column + 2)
+    lines = []
+    for name, text in rows:
+        if len(name) > column:
+            lines.append(name)
+            first = indent
+        else:
+            first = name.ljust(column) + "  "
+        lines.append(textwrap.fill(text, width, initial_indent=first, subsequent_indent=indent, break_long_words=False,
+                                   break_on_hyphens=False))  # fmt: skip
+    return "\n".join(lines)
+
+
 def list_(
     what: Annotated[What, typer.Argument(help="tasks, algs, rewards, metrics, or fields (with --alg)")],
     alg: AlgOpt = None,
+    as_json: JsonOpt = False,
 ) -> None:
+    if as_json:
+        import json
+
+        if what is What.tasks:
+            data: Any = task_entries()
+        else:
+            rows = _field_rows(alg or "ppo") if what is What.fields else _rows(what)
+            data = [{"name": name, "description": text} for name, text in rows]
+        typer.echo(json.dumps(data, indent=1))
+        return
     rows = _field_rows(alg or "ppo") if what is What.fields else _rows(what)
-    width = max(len(name) for name, _ in rows)
-    for name, text in rows:
-        typer.echo(f"{name.ljust(width)}  {text}")
+    typer.echo(format_rows(rows, terminal_width()))

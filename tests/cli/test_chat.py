@@ -89,7 +89,9 @@ def test_loop_commands(tiny, canned):
 def test_message_form_prints_one_reply_per_message(tiny_causal_dir, capsys):
     code, out, err = run_cli(["chat", tiny_causal_dir, "-m", "1 2 3", "-m", "4 5", "--max-new-tokens", "4"], capsys)
     assert code == 0, err
-    assert len(out.splitlines()) == 2
+    lines = out.splitlines()  # labelled as in the interactive session
+    assert len(lines) == 4 and lines[0] == "you> 1 2 3" and lines[2] == "you> 4 5"
+    assert lines[1].startswith("bot> ") and lines[3].startswith("bot> ")
 
 
 def test_message_replies_are_the_models_greedy_continuations(tiny_causal_dir, tiny, capsys):
@@ -101,7 +103,7 @@ def test_message_replies_are_the_models_greedy_continuations(tiny_causal_dir, ti
     with torch.no_grad():
         greedy = lm.generate(**ids, max_new_tokens=6, do_sample=False)
     expected = tokenizer.decode(greedy[0, ids["input_ids"].shape[1] :], skip_special_tokens=True)
-    assert out.splitlines()[0] == expected.lstrip("\n").split("\n")[0].strip()
+    assert out.splitlines()[1] == "bot> " + (expected.lstrip("\n").split("\n")[0].strip() or "(empty reply)")
 
 
 def test_scripted_stdin_session(tiny_causal_dir):

@@ -138,9 +138,13 @@ def test_missing_classifier_folders_say_what_to_pass(fixtures):
 
 
 def test_list_tasks_shows_data_and_rewards(capsys):
-    code, out, _ = run_cli(["list", "tasks"], capsys)
+    import json
+
+    from hfrl.cli.list_cmd import _task_text
+
+    code, out, _ = run_cli(["list", "tasks", "--json"], capsys)
     assert code == 0
-    rows = {line.split()[0]: line for line in out.splitlines() if line.strip()}
+    rows = {entry["name"]: _task_text(entry) for entry in json.loads(out)}
     assert "Kaggle 'Reddit comment scores'" in rows["reddit_pos"]
     assert "cola_fluency, offensive_safety, dialogrpt_depth, dialogrpt_updown, tfidf_diversity" in rows["reddit_neg"]
     assert "McGill-NLP/FaithDial@5e87cf8107" in rows["faithdial"] and "faithcritic" in rows["faithdial_wow"]

@@ -396,10 +396,16 @@ def test_cli_daily_dialog_offline_says_what_is_missing(tmp_path, capsys, monkeyp
 
 
 def test_list_tasks_shows_dataset_model_reward_metrics(capsys):
-    code, out, _ = run_cli(["list", "tasks"], capsys)
+    import json
+
+    code, out, _ = run_cli(["list", "tasks", "--json"], capsys)
     assert code == 0
-    line = next(line for line in out.splitlines() if line.startswith("daily_dialog "))
-    assert "dataset: OpenRL/daily_dialog@1668faf0c0" in line and "model: openai-community/gpt2" in line
-    assert "reward: weighted(0.75 intent_accuracy + 0.25 meteor)" in line and "metrics: intent_accuracy" in line
-    assert all(any(line.startswith(f"{name} ") for line in out.splitlines()) for name in GRUE)
-    assert "FILE|DIR|HUB_ID" in out
+    entries = {entry["name"]: entry for entry in json.loads(out)}
+    dialog = entries["daily_dialog"]
+    assert dialog["dataset"] == "OpenRL/daily_dialog@1668faf0c0" and dialog["model"] == "openai-community/gpt2"
+    assert dialog["rewards"] == ["weighted(0.75 intent_accuracy + 0.25 meteor)"]
+    assert dialog["metrics"][0] == "intent_accuracy"
+    assert set(GRUE) <= set(entries) and "FILE|DIR|HUB_ID" in entries
+    code, table, _ = run_cli(["list", "tasks"], capsys)  # the table: every task, within 100 columns
+    assert code == 0 and max(len(line) for line in table.splitlines()) <= 100
+    assert all(any(line.startswith(f"{name} ") for line in table.splitlines()) for name in GRUE)
