@@ -175,7 +175,8 @@ def _train(
 
         if run.get("eval_test"):
             _echo_eval_table(trainer.args.output_dir, "test")
-        for line in end_lines(trainer.args.output_dir, trainer.state.log_history, evaluated=bool(run.get("eval_test"))):
+        evaluated, splits = bool(run.get("eval_test")), getattr(trainer, "task_splits", None)
+        for line in end_lines(trainer.args.output_dir, trainer.state.log_history, evaluated, splits):
             typer.echo(line)
 
 

@@ -12,6 +12,7 @@ for ``--alg dpo``.
     hfrl train --task my.jsonl --alg ppo --model tiny
     hfrl train --task data/ --prompt-column question --references-column answers
     hfrl train --task someone/dataset --task-arg subset=en --task-arg revision=<commit>
+    hfrl train --task my.jsonl --task-arg test_size=0.1     # one file: a tenth of it held out as test
 """
 
 from __future__ import annotations
@@ -110,6 +111,23 @@ def _load_hub(source: str, subset: str | None, revision: str | None):
         raise RuntimeError(f"cannot load Hub dataset {name!r}: {first}") from err
 
 
+def _hold_out(raw, test_size: Any, source: str):
+    """``raw`` with ``test_size`` rows of train (a fraction in (0, 1) or a count) as its test split."""
+    from datasets import DatasetDict
+
+    if "test" in raw:
+        raise ValueError(f"{source} has a test split already: drop --task-arg test_size")
+    fraction = isinstance(test_size, float) and 0 < test_size < 1
+    count = isinstance(test_size, int) and not isinstance(test_size, bool) and 0 < test_size < len(raw["train"])
+    if not (fraction or count):
+        raise ValueError(
+            f"test_size takes a fraction in (0, 1) or a row count below the {len(raw['train'])} train rows, "
+            f"got {test_size!r}"
+        )
+    parts = raw["train"].train_test_split(test_size=test_size, seed=0)
+    return DatasetDict({**raw, "train": parts["train"], "test": parts["test"]})
+
+
 def _as_references(value: Any) -> list[str]:
     if value is None:
         return []
@@ -151,14 +169,18 @@ def build(
     max_samples: int | None = None,
     rewards: list[Any] | None = None,
     metrics: Any = None,
+    test_size: float | int | None = None,
 ) -> Task:
-    """The task of your data at ``source`` (see the module docstring)."""
+    """The task of your data at ``source`` (see the module docstring). ``test_size`` (a fraction or a
+    row count) holds that many rows of train out as the test split, seeded, when the data has none."""
     from datasets import DatasetDict
 
     local = not (source.startswith("hf://") or (_HUB_ID.match(source) and not os.path.exists(source)))
     raw = _load_local(source) if local else _load_hub(source, subset, revision)
     if not isinstance(raw, DatasetDict):
         raw = DatasetDict(train=raw)
+    if test_size is not None:
+        raw = _hold_out(raw, test_size, source)
     out = {}
     for split, dataset in raw.items():
         pairs = {"chosen", "rejected"} <= set(dataset.column_names)

@@ -286,6 +286,7 @@ def build_trainer(run: dict[str, Any], **trainer_kwargs: Any):
         **trainer_kwargs,
     )
     trainer.run_id = run_keys.get("run_id")  # recorded in each checkpoint, checked on resume
+    trainer.task_splits = list(task.dataset)  # what `hfrl eval RUN --split` can name (hfrl train's last lines)
     return trainer
 
 

@@ -77,7 +77,13 @@ def evaluate_model(
 
 def load_split(task, split: str, max_samples: int | None = None):
     if split not in task.dataset:
-        raise ValueError(f"task {task.name!r} has no split {split!r}; its splits: {', '.join(task.dataset)}")
+        own = "" if split != "test" or "test" in task.dataset else (
+            "; your own data: give a folder holding train.jsonl and test.jsonl (or .csv ...), or hold rows out of "
+            "train when training with --task-arg test_size=0.1 (a fraction or a row count)"
+        )  # fmt: skip
+        raise ValueError(
+            f"task {task.name!r} has no split {split!r}; its splits: {', '.join(task.dataset)} (--split NAME){own}"
+        )
     dataset = task.dataset[split]
     if max_samples is not None:
         if max_samples < 1:

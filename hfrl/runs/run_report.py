@@ -112,8 +112,11 @@ def result_line(log_history: list[dict[str, Any]]) -> str | None:
     return None
 
 
-def end_lines(output_dir: str, log_history: list[dict[str, Any]], evaluated: bool = False) -> list[str]:
-    """The lines after the run: its result, what was saved where, and the next commands."""
+def end_lines(
+    output_dir: str, log_history: list[dict[str, Any]], evaluated: bool = False, splits: list[str] | None = None
+) -> list[str]:
+    """The lines after the run: its result, what was saved where, and the next commands (``splits``:
+    the task's, for the evaluation command: test when it has one)."""
     from hfrl.cards.curve import CURVE_NAME
 
     path = shlex.quote(str(output_dir))
@@ -123,7 +126,9 @@ def end_lines(output_dir: str, log_history: list[dict[str, Any]], evaluated: boo
     lines = [line] if (line := result_line(log_history)) else []
     lines.append(f"saved to {output_dir}: {', '.join(saved)}")
     name = os.path.basename(os.path.normpath(str(output_dir)))
-    commands = [] if evaluated else [f"hfrl eval {path} --split test   (add --base for the model it started from)"]
+    splits = list(splits or ["test"])
+    split = next((s for s in ("test", "validation") if s in splits), splits[0])
+    commands = [] if evaluated else [f"hfrl eval {path} --split {split}   (add --base for the model it started from)"]
     commands += [f"hfrl chat {path}", f"hfrl push {path} --repo-id YOUR_NAME/{name}"]
     lines.append(f"next: {commands[0]}")
     lines += [f"      {c}" for c in commands[1:]]

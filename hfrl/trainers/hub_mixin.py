@@ -131,11 +131,26 @@ class HubMixin:
             own = [f.name for f in dataclasses.fields(self.args) if f.name not in inherited]
             names = [*own, "learning_rate", "lr_scheduler_type", "max_grad_norm", "seed"]
             kwargs["hyperparameters"] = {name: getattr(self.args, name) for name in names}
+            base = self._base_model_name()  # the model the run started from (no config.yaml names it)
+            if base:
+                kwargs["base_model"] = base
         if self.train_dataset is not None and len(self.train_dataset):
             prompt = self.train_dataset[0].get("prompt")  # a TRL trainer may have tokenized it away
             if isinstance(prompt, str) and prompt:
                 kwargs["prompt"] = prompt
         return kwargs
+
+    def _base_model_name(self) -> str | None:
+        """The name the trained model was loaded from (a built-in one as ``tiny``), from its config."""
+        from hfrl.core.models import builtin_name
+
+        model = self.model  # type: ignore[attr-defined]
+        for attr in ("policy", "pretrained_model"):  # hfrl's online wrapper, a value-head wrapper
+            model = getattr(model, attr, model)
+        if callable(getattr(model, "get_base_model", None)):  # a PEFT model: its base
+            model = model.get_base_model()
+        name = getattr(getattr(model, "config", None), "_name_or_path", None)
+        return builtin_name(name) if isinstance(name, str) and name else None
 
     def create_model_card(
         self,
@@ -154,14 +169,15 @@ class HubMixin:
             return
         from hfrl.cards import write_card
 
+        known = self._card_kwargs()
         write_card(
             self.args.output_dir,
             model_name=model_name,
             license=license,
             tags=[tags] if isinstance(tags, str) else tags,
-            base_model=finetuned_from,
+            base_model=finetuned_from or known.pop("base_model", None),
             datasets=dataset,
-            **self._card_kwargs(),
+            **{k: v for k, v in known.items() if k != "base_model"},
         )
 
     def push_to_hub(
