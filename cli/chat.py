@@ -15,9 +15,9 @@ HELP = """Chat with a run or a model. The dialogue history is kept and becomes t
 
 Interactive: type a message; `reset` clears the history, `quit` (or end of input) leaves.
 With --message (repeatable) the messages are sent in order as one dialogue; each is printed after
-"you> " and its reply after "bot> ", as in the interactive session. Prompt formats: chat-template (the tokenizer's), eou (RL4LMs' DailyDialog
-context: utterances joined by <EOU>), plain (one utterance per line); auto picks the chat template
-if there is one, eou for a dialogue task, else plain.
+"you> " and its reply after "bot> ", as in the interactive session. Prompt formats: chat-template
+(the tokenizer's), eou (RL4LMs' DailyDialog context: utterances joined by <EOU>), plain (one
+utterance per line); auto picks the chat template if there is one, eou for a dialogue task, else plain.
 
 \b
 Examples:
