@@ -41,7 +41,7 @@ def test_online_training_in_two_processes(alg, tmp_path, tiny_causal_dir):
         assert len(rows) == 16 and log["num_completions"] == 16
         # the logged reward is the mean over both processes' completions
         assert log["reward"] == pytest.approx(sum(r["reward"] for r in rows) / len(rows), abs=1e-6)
-    assert proc.stdout.count("reward: first iteration") == 1  # the summary (and the save) happen once
+    assert proc.stdout.count(" in the first iteration") == 1  # the summary (and the save) happen once
     # the checkpoint is marked complete once both processes wrote their files (one RNG state each)
     files = json.loads((out / "checkpoint-4" / "checkpoint_complete.json").read_text())["files"]
     assert {"rng_state_0.pth", "rng_state_1.pth", "online_state.json", "optimizer.pt"} <= set(files)
