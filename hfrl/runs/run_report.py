@@ -106,9 +106,9 @@ def result_line(log_history: list[dict[str, Any]]) -> str | None:
         )
     losses = [h for h in log_history if "loss" in h and "step" in h]
     if losses:
-        first, last = losses[0], losses[-1]
-        text = f"loss: {first['loss']:.3f} at step {first['step']}"
-        return text + (f", {last['loss']:.3f} at step {last['step']}" if len(losses) > 1 else "")
+        start, end = losses[0], losses[-1]
+        text = f"loss: {start['loss']:.3f} at step {start['step']}"
+        return text + (f", {end['loss']:.3f} at step {end['step']}" if len(losses) > 1 else "")
     return None
 
 
