@@ -1,7 +1,10 @@
 """The README, run as a new user runs it: every fenced ``bash`` and ``python`` block, read from README.md
 itself, in order, in one fresh folder (a shell's exports carried from block to block, as in one terminal).
 
-What the test changes, as the README says under "Tests by layer": ``pip install`` is left out (the test
+A bare ``hfrl ...`` line runs through the CLI's entry point in this process (the same code, without
+importing torch again for each line); any other line (an assignment before it, ``$(...)``, ``&&``,
+a redirection, ``accelerate launch``, ``python -c``) runs in bash. What the test changes, as the
+README says under "Tests by layer": ``pip install`` is left out (the test
 runs in that install), and so is the test suite itself; each ``hfrl train`` gets ``--num_iterations 1``
 (online algorithms) or ``--max_steps 2`` (TRL's trainers) appended; the offline trainers' commands
 run as printed. A block preceded by ``<!-- readme-test: skip: REASON -->`` (the network, a GPU, a
@@ -30,7 +33,7 @@ MARKER = re.compile(r"^<!-- readme-test: (skip|requires): (.+?) -->$")
 ONLINE = {"ppo", "nlpo", "a2c", "trpo"}
 TRL = {"grpo", "rloo", "sft", "dpo"}
 FAST = {"online": ["--num_iterations", "1"], "trl": ["--max_steps", "2"]}
-ASSIGNMENT = re.compile(r"^(export\s+)?[A-Za-z_][A-Za-z0-9_]*=\S")  # `export X=...` or `X=...` alone on a line
+ASSIGNMENT = re.compile(r"^(export\s+)?[A-Za-z_][A-Za-z0-9_]*=(?P<value>.*)$")
 
 pytestmark = pytest.mark.slow
 
@@ -73,6 +76,32 @@ def readme_blocks(text: str | None = None) -> list[Block]:
             blocks.append(Block(lang, "".join(lines[start + 1 : j]), start + 1, marker.groups() if marker else None))
         i = j + 1
     return blocks
+
+
+def is_assignment(line: str) -> bool:
+    """A shell variable set on a line of its own (``export X=...``, ``X=$(...)``), not a command run
+    with a variable (``OMP_NUM_THREADS=1 python -m pytest``): kept for the lines that follow.
+
+    >>> is_assignment("export HF_HUB_OFFLINE=1"), is_assignment('D=$(python -c "print(1)")')
+    (True, True)
+    >>> is_assignment("OMP_NUM_THREADS=1 python -m pytest")
+    False
+    """
+    match = ASSIGNMENT.match(_strip_comment(line))
+    if match is None:
+        return False
+    value = match.group("value").strip()
+    if value.startswith("$(") and value.endswith(")"):
+        return True
+    quote = None
+    for ch in value:
+        if quote:
+            quote = None if ch == quote else quote
+        elif ch in "'\"":
+            quote = ch
+        elif ch.isspace():
+            return False
+    return True
 
 
 def _strip_comment(line: str) -> str:
@@ -165,8 +194,34 @@ def test_the_readme_has_its_blocks():
     assert all(b.marker is None or b.marker[0] in ("skip", "requires") for b in BLOCKS)
 
 
+PLAIN = re.compile(r"^hfrl [^$|&;<>`*]*$")  # a bare hfrl command: run in this process (no import time per line)
+
+
+def _exported(session) -> dict[str, str]:
+    """The variables the README's assignments so far export (evaluated by bash, as the user's shell does)."""
+    if not session["assignments"]:
+        return {}
+    script = "set -e\n" + "\n".join(session["assignments"]) + "\nenv -0\n"
+    proc = subprocess.run(["bash", "-c", script], cwd=session["dir"], env=session["env"], capture_output=True,
+                          text=True, check=True)  # fmt: skip
+    pairs = (item.partition("=") for item in proc.stdout.split("\0") if "=" in item)
+    return {k: v for k, _, v in pairs if session["env"].get(k) != v and k not in ("_", "SHLVL", "PWD", "OLDPWD")}
+
+
+def _run_in_process(command: str, session, monkeypatch, capsys) -> tuple[int, str]:
+    """A bare ``hfrl ...`` line through the CLI's entry point, in the README's folder and environment."""
+    from hfrl.testing import run_cli
+
+    with monkeypatch.context() as patch:
+        patch.chdir(session["dir"])
+        for key, value in _exported(session).items():
+            patch.setenv(key, value)
+        code, out, err = run_cli(shlex.split(command)[1:], capsys)
+    return code, out[-3000:] + "\n" + err[-3000:]
+
+
 @pytest.mark.parametrize("block", BLOCKS, ids=[b.id for b in BLOCKS])
-def test_readme_block(block: Block, session):
+def test_readme_block(block: Block, session, monkeypatch, capsys):
     if block.marker is not None and block.marker[0] == "skip":
         pytest.skip(f"README line {block.line}: {block.marker[1]}")
     if block.marker is not None and block.marker[0] == "requires":
@@ -186,18 +241,22 @@ def test_readme_block(block: Block, session):
         )
         return
     for offset, line in enumerate(block.code.splitlines()):
-        if ASSIGNMENT.match(line) and " " not in line.split("=", 1)[0]:  # `export X=$(...)`: kept for what follows
+        if is_assignment(line):  # `export X=$(...)`: kept for what follows, as in one terminal
             session["assignments"].append(line)
             continue
         command = fast_variant(line, folder)
         if command is None:
+            continue
+        where = f"README line {block.line + 1 + offset}: {command}"
+        if PLAIN.match(command):
+            code, output = _run_in_process(command, session, monkeypatch, capsys)
+            assert code == 0, f"{where}\nexit {code}\n{output}"
             continue
         script = "set -e\n" + "\n".join(session["assignments"]) + "\n" + command + "\n"
         proc = subprocess.run(
             ["bash", "-c", script], cwd=folder, env=env, capture_output=True, text=True,
             stdin=subprocess.DEVNULL, timeout=900,
         )  # fmt: skip
-        where = f"README line {block.line + 1 + offset}: {command}"
         assert proc.returncode == 0, f"{where}\nexit {proc.returncode}\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
 
 
