@@ -23,8 +23,8 @@ OutputDirOpt = Annotated[
     typer.Option(
         "--output-dir",
         "-o",
-        help="Where to write (train: the run directory, default runs/TASK-ALG; eval: default the run's directory, "
-        "or runs/eval-NAME).",
+        help="Where to write (train: the run directory, default runs/TASK-ALG, or runs/TASK-ALG-2, -3... when that "
+        "holds a run; eval: default the run's directory, or runs/eval-NAME).",
     ),
 ]
 AlgOpt = Annotated[

@@ -40,6 +40,11 @@ TRL's script names work too: --model_name_or_path is --model, --dataset_name is 
 dataset id or a data file), --dataset_config its subset.
 Precedence: task defaults < --config < flags.
 
+Without --output-dir a run writes runs/TASK-ALG, or the first free of runs/TASK-ALG-2, -3, ... when
+that holds a run (never over another run). Before anything loads, the run is checked as `hfrl check`
+does: offline, what is neither cached nor local stops it at once, and so does a missing WordNet (for a
+METEOR reward) or a --report_to package.
+
 Online algorithms count in iterations (one rollout and its updates): --num_iterations, --save_every,
 --eval_every. Checkpoints and logging steps keep the Trainer's optimizer-step numbering: iteration k
 ends at step k x steps_per_iteration (num_ppo_epochs x rollout_batch_size / mini_batch_size), and
@@ -49,8 +54,10 @@ each log entry carries its `iteration`.
 Examples:
   hfrl train --task numbers --alg ppo --model tiny
   hfrl train --task numbers --alg ppo --model tiny --learning_rate 5e-4 --num_iterations 50
-  hfrl train --config runs/numbers-ppo/config.yaml --save_every 10
+  hfrl train --config runs/numbers-ppo/config.yaml -o runs/numbers-again --save_every 10
   hfrl train --task numbers --output-dir runs/n --resume
+  hfrl train --task numbers --resume      # the newest checkpointed run of runs/numbers-ppo, -2, ...
+  hfrl train --model_name_or_path tiny --dataset_name numbers --alg grpo   # TRL's script names
   hfrl train --task numbers --eval-test   # test-split metrics before/after, in the model card
   hfrl train --task daily_dialog --alg nlpo --task-arg reward_config=openrl
   hfrl train --task my.jsonl --alg ppo --model tiny --prompt-column question
