@@ -350,45 +350,43 @@ def reporter_problems(report_to: Any) -> list[str]:
     return out
 
 
+# algorithms that call no reward while training (their rewards only evaluate the run)
+REWARD_FREE = ("sft", "dpo")
+
+
 def run_problems(run: dict[str, Any]) -> list[str]:
-    """What stops a resolved run of ``hfrl train`` before anything loads, one line each: offline (no
-    network, or ``HF_HUB_OFFLINE=1``), a dataset, the model or a reward model that is not cached; WordNet
-    for a reward that reads it; gguf, bitsandbytes and CUDA where the run needs them; a ``--report_to``
-    package. The task's metrics are left out: a metric that cannot run is reported and skipped. Online,
-    what is not cached is downloaded: nothing is listed (no network call but the reachability probe)."""
+    """What stops a resolved run of ``hfrl train`` for sure, said before anything loads, one line each:
+    offline (no network, or ``HF_HUB_OFFLINE=1``), the task's dataset or the model when neither is
+    cached nor local; WordNet for a reward that reads it (an algorithm that computes rewards while
+    training); a ``--report_to`` package. Left to the moment they load (one line each there): reward
+    and metric models (a task argument may replace them: ``classifier=DIR``; a metric that cannot run
+    is reported and skipped), the gguf package, bitsandbytes and CUDA. Online, what is not cached is
+    downloaded: nothing is listed (no network call but the reachability probe)."""
     from hfrl.runs.run_config import task_kwargs
     from hfrl.tasks import describe_task
+    from hfrl.tasks.data import local_data_dir
 
     problems = reporter_problems(run.get("report_to"))
     kwargs = task_kwargs(run)
-    spec = describe_task(str(run["task"]), **{k: v for k, v in kwargs.items() if k != "rewards"})
+    task = str(run["task"])
+    spec = describe_task(task, **{k: v for k, v in kwargs.items() if k != "rewards"})
     if spec is None:  # a builder of your own: it was built while resolving, nothing to foresee
         return problems
     declared = spec.declared
-    rewards = kwargs.get("rewards") or declared.get("rewards")
     model = str(run.get("model") or spec.default_model)
-    from hfrl.tasks.data import local_data_dir
-
-    report = Report()
     task_args = dict(run.get("task_args") or {})
-    models = [model, *(m for m in spec_models(rewards) if m != model)]
-    hub_models = [m for m in models if m not in ("tiny", "tiny-t5", "smollm2") and not os.path.exists(m)]
-    sources = [declared.get(key) for key in ("dataset", "faithdial")]
-    hub_data = [s for s in sources if isinstance(s, dict) and s.get("path") and s.get("files")]
-    if local_data_dir(spec.name, task_args.get("data_dir")) is not None:  # read from a folder: no network
-        for source in hub_data:
-            check_dataset(report, spec.name, source, False, task_args)
-        hub_data = []
-    task = str(run["task"])
+    report = Report()
+    hub_model = model not in ("tiny", "tiny-t5", "smollm2") and not os.path.exists(model)
+    source = declared.get("dataset")
+    hub_data = isinstance(source, dict) and bool(source.get("path") and source.get("files"))
+    if hub_data and local_data_dir(spec.name, task_args.get("data_dir")) is not None:  # read from a folder
+        check_dataset(report, spec.name, source, False, task_args)
+        hub_data = False
     own_hub = None  # your own data as a Hub dataset id
-    if (
-        not declared.get("dataset")
-        and not os.path.exists(task)
-        and re.match(r"^(hf://datasets/)?[\w.-]+/[\w.-]+$", task)
-    ):
+    if not source and not os.path.exists(task) and re.match(r"^(hf://datasets/)?[\w.-]+/[\w.-]+$", task):
         own_hub = task.removeprefix("hf://datasets/")
-    if (hub_models or hub_data or own_hub) and not hub_reachable()[0]:  # offline: what is not cached stops the run
-        for source in hub_data:
+    if (hub_model or hub_data or own_hub) and not hub_reachable()[0]:  # offline: what is not cached stops the run
+        if hub_data:
             check_dataset(report, spec.name, source, False, task_args)
         if own_hub and not _cached_revisions("dataset", own_hub):
             report.add(
@@ -396,12 +394,11 @@ def run_problems(run: dict[str, Any]) -> list[str]:
                 f"dataset {own_hub} is not cached and the Hub cannot be reached: download it where it can, or give "
                 "a local data file or folder as --task",
             )
-        for name in hub_models:
-            check_model(report, name, "model" if name == model else "reward model", False)
-    if "meteor" in spec_ids(rewards):
-        check_optional(report, {"rewards": ["meteor"]}, model, quantized=False)
-    quantized = bool(run.get("load_in_4bit") or run.get("load_in_8bit"))
-    check_optional(report, {}, model, quantized)  # gguf; bitsandbytes and CUDA
+        if hub_model:
+            check_model(report, model, "model", False)
+    rewards = kwargs.get("rewards") or declared.get("rewards")
+    if str(run.get("alg")) not in REWARD_FREE and "meteor" in spec_ids(rewards):
+        check_optional(report, {"rewards": ["meteor"]}, "", quantized=False)  # WordNet only
     return problems + report.problems
 
 

@@ -213,8 +213,8 @@ def open_run(name_or_path: str | os.PathLike) -> Run:
     name = str(name_or_path)
     path = Path(name)
     if missing_local_path(name):  # said at once, not after the Hub's retries for an "owner/name"
-        raise FileNotFoundError(
-            f"no run or model at {name}: no such folder or file; give a run directory (from hfrl train), a model "
+        raise ValueError(
+            f"no run or model at {name!r}: no such folder or file; give a run directory (from hfrl train), a model "
             f"directory, a .gguf file, a Hub model id or a built-in model ({', '.join(BUILTIN_MODELS)})"
         )
     if not path.exists() and is_hub_id(name):

@@ -32,9 +32,11 @@ def test_train_help_has_examples_and_override_form(capsys):
 
 
 def test_list_fields_of_an_algorithm(capsys):
-    code, out, _ = run_cli(["list", "fields", "--alg", "nlpo"], capsys)
+    import json
+
+    code, out, _ = run_cli(["list", "fields", "--alg", "nlpo", "--json"], capsys)
     assert code == 0
-    rows = {line.split()[0]: line for line in out.splitlines()}
+    rows = {row["name"].split()[0]: f"{row['name']}  {row['description']}" for row in json.loads(out)}
     assert "Cumulative probability of the mask policy's top-p action set" in rows["--top_mask"]
     assert rows["--top_mask"].endswith("(default: 0.9)") and "(default: 1e-06)" in rows["--learning_rate"]
     assert "lora_r" in rows["--use_peft"] and "TrainingArguments" in out and "--output_dir" not in rows
@@ -108,8 +110,8 @@ def test_list(what, expected, capsys):
         ),
         (
             ["train", "--task", "numbers", "--model", "./no/such/model"],
-            "error: unknown model './no/such/model' (known: smollm2, tiny, tiny-t5); give a local model directory, "
-            "a .gguf file, a reachable Hub model id or a built-in model",
+            "error: --model ./no/such/model: no such folder or file; give a model folder, a .gguf file, a Hub id "
+            "(owner/name) or a built-in model (tiny, tiny-t5, smollm2)",
         ),
     ],
 )

@@ -166,7 +166,10 @@ def test_bad_task_names_and_arguments(tmp_path, capsys):
 def test_hub_dataset_id_offline_is_one_clear_line(tmp_path, capsys, monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     code, _, err = run_cli(["train", "--task", "someone/their-data", "--output-dir", str(tmp_path)], capsys)
-    assert code == 1 and error_line(err).startswith("error: cannot load Hub dataset 'someone/their-data': ")
+    assert code == 1 and error_line(err).startswith(  # said before anything loads (hfrl train's pre-flight)
+        "error: cannot start: dataset someone/their-data is not cached and the Hub cannot be reached: download it "
+        "where it can, or give a local data file or folder as --task"
+    )
 
 
 def test_a_task_is_built_once_per_train_command(tmp_path, monkeypatch, capsys):

@@ -101,9 +101,19 @@ def test_a_failed_start_leaves_the_run_as_it_was(saved_run, capsys):
 
 
 def test_own_data_files_get_their_own_folders(tmp_path):
+    """runs/my-ppo for my.jsonl and my.csv alike (named after the file, not its extension): the second
+    run takes the next number, as any second run of a task does."""
     from hfrl.runs.experiment import default_output_dir
+    from hfrl.runs.run_folder import RunFolder
 
-    assert default_output_dir("data/my.jsonl", "ppo") != default_output_dir("data/my.csv", "ppo")
+    base = tmp_path / default_output_dir("data/my.jsonl", "ppo")
+    assert default_output_dir("data/my.csv", "ppo") == default_output_dir("data/my.jsonl", "ppo") == "runs/my-ppo"
+    base.mkdir(parents=True)
+    (base / "config.yaml").write_text("task: data/my.jsonl\n")
+    with RunFolder(base, number=True) as folder:
+        assert folder.path == base.with_name("my-ppo-2")
+    with RunFolder(base, number=True) as first, RunFolder(base, number=True) as second:  # another command holds -2
+        assert (first.path.name, second.path.name) == ("my-ppo-2", "my-ppo-3")
 
 
 # ---- bad input: one line each -------------------------------------------------------------------
@@ -122,9 +132,12 @@ def test_bad_inputs_are_one_line(tmp_path, capsys):
     empty.write_text("")
     broken.write_text('{"prompt": "a"\n{not json\n')
     latin.write_bytes(b"prompt,references\ncaf\xe9,x\n")
-    assert error(["--task", str(empty)]) == f"error: data file {empty} is empty: it holds no rows"
-    assert error(["--task", str(broken)]).startswith(f"error: data file {broken} cannot be read as json: JSON parse")
-    assert error(["--task", str(latin)]) == (
+    tiny = ["--model", "tiny"]  # (own data's default model is a Hub model, which the pre-flight checks first)
+    assert error(["--task", str(empty), *tiny]) == f"error: data file {empty} is empty: it holds no rows"
+    assert error(["--task", str(broken), *tiny]).startswith(
+        f"error: data file {broken} cannot be read as json: JSON parse"
+    )
+    assert error(["--task", str(latin), *tiny]) == (
         f"error: data file {latin} is not UTF-8 text (byte 0xe9 at position 3); save it as UTF-8"
     )
 

@@ -110,9 +110,9 @@ def test_a_missing_split_of_own_data_says_how(tmp_path, capsys, monkeypatch):
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["eval", "runs/doesnotexist"], "error: no run or model at runs/doesnotexist: no such folder or file;"),
-        (["chat", "runs/doesnotexist", "--message", "hi"], "error: no run or model at runs/doesnotexist: no such"),
-        (["export", "runs/doesnotexist", "--out", "x"], "error: no run or model at runs/doesnotexist: no such"),
+        (["eval", "runs/doesnotexist"], "error: no run or model at 'runs/doesnotexist': no such folder or file;"),
+        (["chat", "runs/doesnotexist", "--message", "hi"], "error: no run or model at 'runs/doesnotexist': no such"),
+        (["export", "runs/doesnotexist", "--out", "x"], "error: no run or model at 'runs/doesnotexist': no such"),
         (["train", "--task", "numbers", "--model", "./my-t5"], "error: --model ./my-t5: no such folder or file;"),
         (["train", "--task", "my.csv"], "error: --task my.csv: no such data file or folder"),
     ],
@@ -133,7 +133,7 @@ def test_without_a_network_the_run_names_the_asset_and_the_offline_way(tmp_path,
     code, _, err = run_cli(["train", "--task", "hh", "--alg", "a_lol"], capsys)
     assert code == 1 and error_line(err).startswith(
         "error: cannot start: dataset Anthropic/hh-rlhf@09be8c5 is not cached and the Hub cannot be reached: download "
-        "it where it can, or point HFRL_DATA_DIR (or --task-arg data_dir) at a copy (and 2 more); `hfrl check --task "
+        "it where it can, or point HFRL_DATA_DIR (or --task-arg data_dir) at a copy (and 1 more); `hfrl check --task "
         "hh --alg a_lol --model timdettmers/qlora-hh-rlhf-7b` lists what the run needs"
     )
     (tmp_path / "my.csv").write_text("prompt,references\n1 2,3\n")

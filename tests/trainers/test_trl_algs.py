@@ -119,12 +119,17 @@ def test_clear_errors(tmp_path, capsys, monkeypatch):
 
 
 def test_list_algs_shows_trl_trainers(capsys):
-    code, out, _ = run_cli(["list", "algs"], capsys)
+    import json
+
+    code, out, _ = run_cli(["list", "algs", "--json"], capsys)
     assert code == 0
-    names = {line.split()[0] for line in out.splitlines()}
-    assert {"ppo", "nlpo", "a2c", "trpo", "grpo", "rloo", "sft", "dpo"} <= names
-    assert "grpo            TRL's GRPOTrainer: group-relative advantages over several completions per prompt." in out
-    assert "``" not in out and all(line.endswith(".") for line in out.splitlines())  # whole sentences, plain text
+    rows = {row["name"]: row["description"] for row in json.loads(out)}
+    assert {"ppo", "nlpo", "a2c", "trpo", "grpo", "rloo", "sft", "dpo"} <= set(rows)
+    assert rows["grpo"] == "TRL's GRPOTrainer: group-relative advantages over several completions per prompt."
+    assert all("``" not in text and text.endswith(".") for text in rows.values())  # whole sentences, plain text
+    code, table, _ = run_cli(["list", "algs"], capsys)  # the table: each name, its sentence wrapped beside it
+    assert code == 0 and max(len(line) for line in table.splitlines()) <= 100
+    assert {line.split()[0] for line in table.splitlines() if not line.startswith(" ")} == set(rows)
 
 
 def test_configs_are_trls_with_cpu_defaults(tmp_path):
