@@ -409,7 +409,7 @@ def test_cli_daily_dialog_offline_says_what_is_missing(tmp_path, capsys, monkeyp
     code, _, err = run_cli(["train", "--task", "daily_dialog", "--alg", "nlpo", "--output-dir", str(tmp_path)], capsys)
     assert code == 1 and err.startswith(  # the GRUE default model
         "error: cannot start: model openai-community/gpt2@607a30d is not cached and the Hub cannot be reached: "
-        "download it where it can (`hf download openai-community/gpt2`), or pass a local folder (and "
+        "download it where it can (`hf download openai-community/gpt2`), or pass a local folder"
     )
 
 
