@@ -6,6 +6,8 @@ hfrl train --task my.jsonl --prompt-column question --references-column answers 
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from typing import Annotated
 
 import typer
@@ -221,30 +223,25 @@ def _echo_eval_table(output_dir: str, split: str) -> None:
         typer.echo(format_table(columns))
 
 
-class _resume_said:
+@contextlib.contextmanager
+def _resume_said(main: bool) -> Iterator[None]:
     """While training: the INFO line in which the trainer names the checkpoint it resumes from
     (:mod:`hfrl.trainers.crash_safe`) is printed on the console (main process only)."""
+    import logging
 
-    def __init__(self, main: bool) -> None:
-        import logging
-
-        self.logger = logging.getLogger("hfrl.trainers.crash_safe")
-        self.handler = logging.StreamHandler() if main else None
-        self.level = self.logger.level
-
-    def __enter__(self):
-        import logging
-
-        if self.handler is not None:
-            self.handler.setFormatter(logging.Formatter("%(message)s"))
-            self.logger.addHandler(self.handler)
-            self.logger.setLevel(logging.INFO)
-        return self
-
-    def __exit__(self, *exc) -> None:
-        if self.handler is not None:
-            self.logger.removeHandler(self.handler)
-            self.logger.setLevel(self.level)
+    logger = logging.getLogger("hfrl.trainers.crash_safe")
+    if not main:
+        yield
+        return
+    handler, level = logging.StreamHandler(), logger.level
+    handler.setFormatter(logging.Formatter("%(message)s"))
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+    try:
+        yield
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(level)
 
 
 def _run_dir(task: str | None, alg: str | None, model: str | None = None) -> str:
