@@ -39,11 +39,18 @@ def _rows(what: What) -> list[tuple[str, str]]:
         from hfrl.trainers import ALGORITHMS, SUMMARIES
 
         return [(name, SUMMARIES.get(name) or describe(import_path(path))) for name, path in ALGORITHMS.items()]
-    if what is What.rewards:
-        from hfrl.rewards import REWARDS as registry
-    else:
-        from hfrl.metrics import METRICS as registry
-    return [(name, describe(import_path(path))) for name, path in registry.items()]
+    from hfrl.rewards import catalogue
+
+    items = catalogue.rewards() if what is What.rewards else catalogue.metrics()
+    return [(item.name, _item_text(item)) for item in items]
+
+
+def _item_text(item) -> str:
+    """A reward's or metric's description, then what it reads, its range and what it needs."""
+    details = [f"reads {', '.join(item.inputs)}" if item.inputs else "", f"range {item.range}" if item.range else "",
+               f"needs {', '.join(item.needs)}" if item.needs else ""]  # fmt: skip
+    shown = "; ".join(d for d in details if d)
+    return f"{item.description}" + (f" [{shown}]" if shown else "")
 
 
 def _task_rows() -> list[tuple[str, str]]:
