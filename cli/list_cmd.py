@@ -96,34 +96,13 @@ def _reward_text(spec) -> str:
     return spec_id(spec)
 
 
-def _field_rows(alg: str) -> list[tuple[str, str]]:
-    """The algorithm's own config fields (default and help), TRL's ModelConfig flags, and where the
-    inherited ``TrainingArguments`` fields are documented (from the field schema: no torch import)."""
-    from hfrl.core.model_args import MODEL_KEYS
-    from hfrl.trainers.schema import config_schema, training_arguments_fields
-
-    inherited = training_arguments_fields()
-    rows = []
-    for name, f in config_schema(alg).fields.items():
-        if name in inherited and inherited[name] == f:
-            continue  # TrainingArguments' own, unchanged: listed once below
-        rows.append((f"--{name}", f"{f.help} (default: {f.default!r})"))
-    rows.append(("--use_peft ...", f"trl.ModelConfig's flags for LoRA and 4/8-bit loading: {', '.join(MODEL_KEYS)}"))
-    rows.append(
-        (
-            "...",
-            "and every transformers.TrainingArguments field (report_to, logging_dir, seed, bf16, save_total_limit, "
-            "...): https://huggingface.co/docs/transformers/main_classes/trainer#transformers.TrainingArguments",
-        )
-    )
-    return rows
-
-
 def list_(
     what: Annotated[What, typer.Argument(help="tasks, algs, rewards, metrics, or fields (with --alg)")],
     alg: AlgOpt = None,
 ) -> None:
-    rows = _field_rows(alg or "ppo") if what is What.fields else _rows(what)
+    from hfrl.trainers.schema import option_rows
+
+    rows = option_rows(alg or "ppo") if what is What.fields else _rows(what)
     width = max(len(name) for name, _ in rows)
     for name, text in rows:
         typer.echo(f"{name.ljust(width)}  {text}")

@@ -298,3 +298,20 @@ def test_eval_test_before_after_and_no_token_in_config(tmp_path, capsys):
     assert "eval_test: true" in saved and "hf_secret_value" not in saved
     card = (out_dir / "README.md").read_text()
     assert "hf_secret_value" not in card
+
+
+def test_train_help_and_list_fields_show_the_same_fields(capsys):
+    """One source: the config dataclasses' fields (hfrl.trainers.schema). `hfrl train --help` lists
+    --alg ppo's as `hfrl list fields` does, with the same defaults."""
+    from hfrl.testing import run_cli
+
+    code, listed, _ = run_cli(["list", "fields", "--alg", "ppo"], capsys)
+    assert code == 0
+    code, helped, _ = run_cli(["train", "--help"], capsys)
+    assert code == 0
+    rows = [line.split(maxsplit=1) for line in listed.splitlines() if line.startswith("--") and "(default: " in line]
+    assert len(rows) > 30 and all(f"{flag} " in helped for flag, _ in rows)
+    for flag, text in rows:
+        default = text.rpartition("(default: ")[2]
+        line = next(line for line in helped.splitlines() if line.strip().startswith(f"{flag} "))
+        assert line.rstrip().endswith(f"(default: {default}"), (flag, line)
