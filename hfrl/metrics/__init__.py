@@ -40,6 +40,7 @@ METRICS: dict[str, str] = {
     "commongen_repeat_penalty": "hfrl.metrics.commongen:CommonGenRepeatPenalty",
     # learned classifiers (learned.py)
     "learned_classifier": "hfrl.metrics.learned:LearnedClassifier",
+    "learned_judge": "hfrl.metrics.learned:LearnedJudge",
     "intent_accuracy": "hfrl.metrics.learned:IntentAccuracy",
     # lexicon sentiment, the offline stand-in for a sentiment classifier (sentiment.py)
     "vader_sentiment": "hfrl.metrics.sentiment:VaderSentiment",

@@ -36,6 +36,7 @@ REWARDS: dict[str, str] = {
     "commongen_repeat_penalty": f"{_M}:CommonGenRepeatPenalty",
     # learned classifiers
     "learned_classifier": f"{_M}:LearnedClassifier",
+    "learned_judge": f"{_M}:LearnedJudge",  # the same, under its own id: a judge beside the trained-on classifier
     # lexicon sentiment: the offline stand-in for IMDB's classifier (hfrl.metrics.sentiment)
     "vader_sentiment": f"{_M}:VaderSentiment",
     "intent_accuracy": f"{_M}:IntentAccuracy",

@@ -264,6 +264,18 @@ class LearnedClassifier(MetricReward):
         super().__init__(Metric(model=model, label=label, **args), Metric.name)
 
 
+class LearnedJudge(LearnedClassifier):
+    """``learned_classifier`` under its own id: a second classifier (an independent judge) beside the one
+    a task trains on."""
+
+    __name__ = "learned_judge"
+
+    def __init__(self, model: str, label: int | str | None = None, **args: Any) -> None:
+        from hfrl.metrics.learned import LearnedJudge as Metric
+
+        MetricReward.__init__(self, Metric(model=model, label=label, **args), Metric.name)
+
+
 class VaderSentiment(MetricReward):
     """VADER's compound sentiment in [-1, 1] (a word lexicon, no model download): the offline stand-in
     for IMDB's learned classifier. ``input``: ``completion`` or ``prompt+completion``.
