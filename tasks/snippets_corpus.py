@@ -23,7 +23,7 @@ word that carries sentiment (a word of VADER's lexicon, the ``vader_lexicon.txt`
 a negation or a contrast word, at most 8 words and leaving at least 3; an opening of fewer than 3
 words gives no prompt (so a prompt names the film, the people or the
 scene, not the verdict: "Director Roger Kumble offers just enough" -> " sweet and traditional ...").
-5,755 of the 10,603 snippets give one (train 4,591, validation 592, test 572).
+6,228 of the 10,603 snippets give one (train 5,011, validation 602, test 615).
 
     python -m hfrl.tasks.movie_snippets prepare        # download, check, parse, split, train the classifiers
 """
@@ -94,7 +94,7 @@ def download_sdist(folder: str | os.PathLike, entry: dict[str, Any] | None = Non
     target = Path(folder) / entry["file"]
     if target.is_file() and sha256_of(target) == entry["sha256"]:
         return target
-    with tempfile.NamedTemporaryFile(dir=folder, delete=False, suffix=".part") as tmp:
+    with tempfile.NamedTemporaryFile(dir=str(folder), delete=False, suffix=".part") as tmp:
         try:
             with urllib.request.urlopen(entry["url"], timeout=120) as response:  # noqa: S310 - a pinned https URL
                 for block in iter(lambda: response.read(1 << 20), b""):

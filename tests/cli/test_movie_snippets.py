@@ -26,8 +26,8 @@ def fitted(tmp_path_factory):
     from hfrl.tasks.snippets_reward import train_classifiers
 
     out = tmp_path_factory.mktemp("snippet-classifier")
-    # every fixture train row (no halves), 4 epochs: 300 snippets are little data
-    report = train_classifiers(read("train"), read("test"), out, settings={"epochs": 4}, halves={"reward": None})
+    # every fixture train row (no halves), 8 epochs: 300 snippets are little data
+    report = train_classifiers(read("train"), read("test"), out, settings={"epochs": 8}, halves={"reward": None})
     return out / "reward", report
 
 
@@ -37,9 +37,10 @@ def test_a_classifier_fitted_to_human_ratings_beats_chance_on_held_out_ones(fitt
     chance = max(sum(r > 0 for r in ratings), sum(r < 0 for r in ratings)) / len(ratings)  # the majority sign
     test = report["classifiers"]["reward"]["test"]
     assert test["snippets"] == 100 and report["classifiers"]["reward"]["train_rows"] == 300
-    # measured 0.79 / 0.64 here (chance 0.51): the margins leave room for other machines and float orders
-    assert test["sign_agreement"] >= chance + 0.12, (test, chance)
-    assert test["pearson"] >= 0.35, test
+    # chance 0.586; measured 0.73-0.77 and r 0.59-0.63 with seeds 0-2 at 1 and 2 threads: the bounds leave
+    # room for other machines and float orders
+    assert test["sign_agreement"] >= chance + 0.08, (test, chance)
+    assert test["pearson"] >= 0.4, test
     assert report["classifiers"]["reward"]["path_gap"] < 1e-3  # the training path is the model's own forward
     config = json.loads((folder / "config.json").read_text())
     assert config["architectures"] == ["BertForSequenceClassification"]
@@ -61,8 +62,8 @@ def test_one_ppo_iteration_on_real_text_through_the_cli(fitted, tiny_causal_dir,
     assert code == 0, err
     assert "reward: first iteration" in stdout
     rewards = [
-        json.loads(line)["reward"] for line in (out / "log.jsonl").read_text().splitlines() if '"reward"' in line
+        json.loads(line)["reward"] for line in (out / "iterations.jsonl").read_text().splitlines() if '"reward"' in line
     ]
     assert rewards and all(0.0 < r < 1.0 for r in rewards)  # P(POSITIVE) of the fitted classifier
     card = (out / "README.md").read_text()
-    assert "**Reward.** `learned_classifier`" in card
+    assert f"**Reward.** `learned_classifier(model={str(folder)!r}, label='POSITIVE'" in card
