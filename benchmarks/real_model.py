@@ -1,7 +1,7 @@
 """A real pretrained model learns from real human ratings: SmolLM2-135M-Instruct on movie-review snippets.
 
-The ``movie_snippets`` task (real rottentomatoes.com sentences rated by 15-20 people; prompt = a
-snippet's neutral opening; reward = P(POSITIVE) from a classifier fitted to half the train snippets'
+The ``movie_snippets`` task (real rottentomatoes.com sentences, each rated by 15 to 29 people; prompt =
+a snippet's neutral opening; reward = P(POSITIVE) from a classifier fitted to half the train snippets'
 ratings; ``python -m hfrl.tasks.movie_snippets prepare`` first) with hfrl's built-in ``smollm2`` (the
 4-bit GGUF of HuggingFaceTB/SmolLM2-135M-Instruct, dequantised). ``--task imdb`` runs the older offline
 IMDB shape (the shipped openings, VADER as the reward). Each algorithm runs with a LoRA adapter and
@@ -70,8 +70,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--task", default="movie_snippets", help="the task (imdb: the shipped openings with VADER)")
     parser.add_argument("--task-arg", action="append", default=[], metavar="KEY=VALUE",
                         help="a task argument (YAML value), e.g. classifier=DIR")  # fmt: skip
-    parser.add_argument("--judge", default="vader_sentiment",
-                        help="the task metric whose gain is judge_gain (the target is on VADER's scale)")  # fmt: skip
+    parser.add_argument("--judge", default="auto",
+                        help="the judge whose gain is judge_gain: auto (vader_sentiment, the target's scale, unless "
+                        "the run trains on it; then learned_judge), or a judge's metric id")  # fmt: skip
     parser.add_argument("--prompts", type=int, default=None, help="completions per iteration (default: the task's)")
     parser.add_argument("--new-tokens", type=int, default=None, help="tokens per completion (default: the task's)")
     parser.add_argument("--iterations", type=int, default=None, help="iterations (default: the task's)")
@@ -191,18 +192,34 @@ JUDGE_METRICS = ("learned_classifier", "learned_judge", "vader_sentiment")  # th
 
 
 def judges(task: Any) -> dict[str, Any]:
-    """The task's sentiment metrics (metric id -> metric): the training reward's classifier, the
-    judge classifier, VADER, those the task has."""
-    return {name: task.metrics[name] for name in JUDGE_METRICS if name in task.metrics}
+    """The task's sentiment metrics that the run does not train on (metric id -> metric): the reward
+    classifier (when the run trains on VADER), the judge classifier, VADER; those the task has."""
+    trained = {getattr(f, "__name__", "") for f in task.reward_funcs}
+    return {name: task.metrics[name] for name in JUDGE_METRICS if name in task.metrics and name not in trained}
 
 
-def judge_scores(metrics: dict[str, Any], prompts: list[str], completions: list[str]) -> dict[str, float]:
-    """Each judge's mean score of the completions."""
+def pick_judge(asked: str, available: dict[str, Any]) -> str | None:
+    """``--judge``: ``auto`` is VADER (the issue's target is on its scale), else the judge classifier, else
+    the first judge there is (None: no independent judge).
+
+    >>> pick_judge("auto", {"learned_judge": 1, "vader_sentiment": 2}), pick_judge("auto", {"learned_judge": 1})
+    ('vader_sentiment', 'learned_judge')
+    """
+    if asked != "auto":
+        if asked not in available:
+            raise SystemExit(f"--judge {asked}: the run's independent judges are {', '.join(available) or 'none'}")
+        return asked
+    preferred = [name for name in ("vader_sentiment", "learned_judge") if name in available]
+    return (preferred or list(available) or [None])[0]
+
+
+def judge_scores(metrics: dict[str, Any], prompts: list[str], completions: list[str]) -> dict[str, list[float]]:
+    """Each judge's mean score of the completions and its standard deviation over them."""
     out = {}
     for name, metric in metrics.items():
         per_sample = metric(prompts=prompts, completions=completions).per_sample
-        values = next(iter(per_sample.values()))
-        out[name] = statistics.mean(float(v) for v in values)
+        values = [float(v) for v in next(iter(per_sample.values()))]
+        out[name] = [statistics.mean(values), statistics.pstdev(values)]
     return out
 
 
@@ -220,6 +237,10 @@ def sequence_logprobs(lm: Any, query_ids: Any, query_mask: Any, response_ids: An
     with torch.no_grad():
         logits, _ = completion_forward(lm, query_ids, query_mask, response_ids, response_mask)
     return selective_log_softmax(logits.float(), response_ids)
+
+
+def judged(scores: dict[str, list[float]]) -> dict[str, dict[str, float]]:
+    return {"judges": {k: v[0] for k, v in scores.items()}, "judges_std": {k: v[1] for k, v in scores.items()}}
 
 
 def evaluate(lm: Any, reference: Any, tokenizer: Any, prompts: list[str], settings: dict, reward: Any, seed: int,
@@ -249,7 +270,8 @@ def evaluate(lm: Any, reference: Any, tokenizer: Any, prompts: list[str], settin
     return {
         "reward": statistics.mean(rewards),
         "reward_std": statistics.pstdev(rewards),
-        "judges": judge_scores(metrics or {}, prompts, completions),
+        "samples_n": len(rewards),
+        **judged(judge_scores(metrics or {}, prompts, completions)),
         "kl": masked_mean(logp - ref, mask),
         "ref_perplexity": math.exp(-masked_mean(ref, mask)),
         "distinct_1": distinct_n(completions, 1),
@@ -487,21 +509,35 @@ def run_name(alg: str, mode: str, seed: int) -> str:
     return f"{alg}-{mode}-s{seed}"
 
 
-def gains(final: dict[str, Any], base: dict[str, Any], judge: str) -> dict[str, Any]:
+def gains(final: dict[str, Any], base: dict[str, Any], judge: str | None) -> dict[str, Any]:
     """What a run changed on the test prompts, against the base model sampled with the same seed:
-    ``reward_gain`` (the training reward), ``judge_gains`` (every judge), ``judge_gain`` (``judge``'s),
-    ``ppl_ratio`` (reference perplexity after / before).
+    ``reward_gain`` (the training reward), ``judge_gains`` (every independent judge), ``judge_gain``
+    (``judge``'s), ``ppl_ratio`` (reference perplexity after / before), and ``noise``: the standard
+    error of each gain from the sampling of the prompts' completions, sqrt((sd_before^2 + sd_after^2) / n).
 
-    >>> gains({"reward": 0.7, "judges": {"vader_sentiment": 0.4}, "ref_perplexity": 12.0},
-    ...       {"reward": 0.5, "judges": {"vader_sentiment": 0.1}, "ref_perplexity": 10.0}, "vader_sentiment")
-    {'reward_gain': 0.2, 'judge_gains': {'vader_sentiment': 0.3}, 'judge_gain': 0.3, 'ppl_ratio': 1.2}
+    >>> gains({"reward": 0.7, "reward_std": 0.3, "judges": {"vader_sentiment": 0.4},
+    ...        "judges_std": {"vader_sentiment": 0.4}, "ref_perplexity": 12.0, "samples_n": 16},
+    ...       {"reward": 0.5, "reward_std": 0.4, "judges": {"vader_sentiment": 0.1},
+    ...        "judges_std": {"vader_sentiment": 0.3}, "ref_perplexity": 10.0, "samples_n": 16}, "vader_sentiment")
+    ... # doctest: +NORMALIZE_WHITESPACE
+    {'reward_gain': 0.2, 'judge_gains': {'vader_sentiment': 0.3}, 'judge_gain': 0.3, 'ppl_ratio': 1.2,
+     'noise': {'reward': 0.125, 'vader_sentiment': 0.125}}
     """
+    n = max(1, int(final.get("samples_n", 1)))
+
+    def error(before: float, after: float) -> float:
+        return round(math.sqrt((before**2 + after**2) / n), 6)
+
     judged = {k: round(v - base["judges"][k], 6) for k, v in final["judges"].items() if k in base["judges"]}
+    noise = {"reward": error(base["reward_std"], final["reward_std"])}
+    for k in judged:
+        noise[k] = error(base.get("judges_std", {}).get(k, 0.0), final.get("judges_std", {}).get(k, 0.0))
     return {
         "reward_gain": round(final["reward"] - base["reward"], 6),
         "judge_gains": judged,
-        "judge_gain": judged.get(judge),
+        "judge_gain": judged.get(judge) if judge else None,
         "ppl_ratio": round(final["ref_perplexity"] / base["ref_perplexity"], 6),
+        "noise": noise,
     }
 
 
@@ -560,15 +596,16 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         base.generation_config.eos_token_id = base.generation_config.eos_token_id or tokenizer.eos_token_id
         task_judges = judges(task)
         reward_name = getattr(task.reward_funcs[0], "__name__", "reward")
-        if a.judge not in task_judges:
-            raise SystemExit(f"--judge {a.judge}: the task reports {', '.join(task_judges) or 'no judge'}")
+        judge = pick_judge(a.judge, task_judges)
+        if judge is None:
+            print(f"note: task {a.task} has no judge independent of its reward {reward_name}: judge_gain is empty")
         ctx = {"task": task, "budget": budget, "tokenizer": tokenizer, "base": base, "judges": task_judges,
-               "judge": a.judge, "plain_model": plain_model_dir(a.model),
+               "judge": judge, "plain_model": plain_model_dir(a.model),
                "out": a.out or tempfile.mkdtemp(prefix="hfrl-real-"),
                "eval_prompts": task.dataset["test"]["prompt"][: a.eval_prompts],
                "eval_settings": eval_settings}  # fmt: skip
         settings = {"model": a.model, "task": a.task, "task_args": task_args, "reward": reward_name,
-                    "judges": list(task_judges), "judge": a.judge, "prompts": budget.prompts,
+                    "judges": list(task_judges), "judge": judge, "prompts": budget.prompts,
                     "new_tokens": budget.new_tokens, "iterations": budget.iterations,
                     "eval_prompts": len(ctx["eval_prompts"]), "eval_split": "test",
                     "eval_generation": eval_settings["eval_generation_kwargs"], "lora": LORA}  # fmt: skip
@@ -599,8 +636,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             results["runs"][name] = run = run_one(alg, mode, seed, ctx)
             save_results(a.json, results)
             write_report(results, a.results, a.plot)
-            print(f"   reward {run['reward_gain']:+.3f}, judge {a.judge} {run['judge_gain']:+.3f}, "
-                  f"ref ppl x{run['ppl_ratio']:.2f}, {run['seconds'] / 60:.1f} min", flush=True)  # fmt: skip
+            judged = f"judge {judge} {run['judge_gain']:+.3f}, " if judge else ""
+            print(f"   reward {run['reward_gain']:+.3f}, {judged}ref ppl x{run['ppl_ratio']:.2f}, "
+                  f"{run['seconds'] / 60:.1f} min", flush=True)  # fmt: skip
     write_report(results, a.results, a.plot)
     return results
 
@@ -686,22 +724,31 @@ def pm(values: list[float], spec: str = "+.3f") -> str:
     return f"{mean:{spec}} ± {std:.3f}" if len(values) > 1 else f"{mean:{spec}}"
 
 
-def unconfirmed(runs: list[dict[str, Any]]) -> list[str]:
-    """The judges that do not confirm a cell's reward gain: the reward clearly rises (mean - std > 0
-    over the seeds; one seed: above 0) while the judge's gain does not (mean - std <= 0). Empty when
-    the reward does not rise or every judge confirms it (reward hacking is a gain no judge shares).
+def noise(cell: list[dict[str, Any]], key: str) -> tuple[float, float]:
+    """Mean gain of ``key`` (``reward`` or a judge) over a cell's seeds and its standard error: over
+    the seeds when there are several (std / sqrt(seeds)), else the run's sampling error."""
+    values = [r["reward_gain"] if key == "reward" else r["judge_gains"][key] for r in cell]
+    if len(values) > 1:
+        return statistics.mean(values), statistics.stdev(values) / math.sqrt(len(values))
+    return values[0], float(cell[0].get("noise", {}).get(key, 0.0))
 
-    >>> unconfirmed([{"reward_gain": 0.3, "judge_gains": {"vader_sentiment": -0.05, "learned_judge": 0.2}}])
+
+def unconfirmed(cell: list[dict[str, Any]]) -> list[str]:
+    """The judges that do not confirm a cell's reward gain: the reward rises beyond twice its standard
+    error while the judge's gain does not (reward hacking: a gain the independent judges do not share).
+    Empty when the reward does not rise clearly or every judge rises with it.
+
+    >>> unconfirmed([{"reward_gain": 0.3, "judge_gains": {"vader_sentiment": 0.02, "learned_judge": 0.2},
+    ...               "noise": {"reward": 0.05, "vader_sentiment": 0.05, "learned_judge": 0.05}}])
     ['vader_sentiment']
     """
-    reward_mean, reward_std = spread([r["reward_gain"] for r in runs])
-    if reward_mean - reward_std <= 0:
+    gain, error = noise(cell, "reward")
+    if gain - 2 * error <= 0:
         return []
     out = []
-    for judge in runs[0]["judge_gains"]:
-        values = [r["judge_gains"][judge] for r in runs if judge in r["judge_gains"]]
-        mean, std = spread(values)
-        if mean - std <= 0:
+    for judge in cell[0]["judge_gains"]:
+        mean, spread_ = noise(cell, judge)
+        if mean - 2 * spread_ <= 0:
             out.append(judge)
     return out
 
@@ -738,7 +785,8 @@ def plot(results: dict[str, Any], path: str) -> None:
         axes[1][col].set_title(f"{mode}: per-token KL to the reference")
         axes[1][col].set_xlabel("iteration")
         for ax in (axes[0][col], axes[1][col]):
-            ax.legend(fontsize=8)
+            if ax.get_legend_handles_labels()[0]:
+                ax.legend(fontsize=8)
             ax.grid(alpha=0.3)
     fig.tight_layout()
     fig.savefig(path, dpi=80)
@@ -776,9 +824,11 @@ def write_report(results: dict[str, Any], path: str, png: str) -> None:
         + ", ".join(f"{k} {v}" for k, v in m["versions"].items())
         + f", Python {m['python']}.",
         "",
-        f"**Task.** `{s['task']}` {s['task_args'] or ''}: training reward `{s['reward']}`; judges "
-        + ", ".join(f"`{j}`" for j in judge_names)
-        + f" (`judge_gain`: `{s['judge']}`). Model `{s['model']}`.",
+        f"**Task.** `{s['task']}` {s['task_args'] or ''}: training reward `{s['reward']}`; independent judges "
+        + (", ".join(f"`{j}`" for j in judge_names) or "none")
+        + f" (`judge_gain`: `{s['judge']}`). Model `{s['model']}`. A cell is flagged when its reward gain "
+        "clears twice its standard error (over the seeds; one seed: the test prompts' sampling error) and a "
+        "judge's gain does not.",
         "",
         f"**Budget, every run.** {s['iterations']} iterations x {s['prompts']} completions x {s['new_tokens']} new "
         f"tokens (TRL: {s['iterations']} generations of {s['prompts']} completions, 4 per prompt, 4 optimizer steps "
@@ -819,9 +869,10 @@ def write_report(results: dict[str, Any], path: str, png: str) -> None:
         for name, flag, cell in hacked:
             lines.append(f"- **{name}**: the training reward rose ({pm([r['reward_gain'] for r in cell])}) but "
                          + ", ".join(f"`{j}` ({pm([r['judge_gains'][j] for r in cell])})" for j in flag)
-                         + " did not: a gain the independent judge does not confirm.")  # fmt: skip
+                         + " did not rise beyond twice its standard error: a gain the independent judge does "
+                         "not confirm.")  # fmt: skip
     else:
-        lines.append("- none: every reward gain that clears its seeds' spread is confirmed by every judge.")
+        lines.append("- none: every judge confirms each reward gain that clears twice its standard error.")
     lines += ["", "## Seconds by phase (mean per iteration after the first, over seeds)", "",
               "| run | generate | reward | score | update | TRL rollout | tok/s | threads | load avg |",
               "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]  # fmt: skip
@@ -867,7 +918,7 @@ def targets(results: dict[str, Any]) -> list[str]:
     ratings (the prepare report); hfrl PPO's tokens/s vs TRL GRPO's."""
     out, judge = [], results["settings"]["judge"]
     for (alg, mode), cell in cells(results).items():
-        if alg not in ("ppo", "nlpo"):
+        if alg not in ("ppo", "nlpo") or judge is None:
             continue
         gain = statistics.mean(r["judge_gain"] for r in cell)
         ratio = statistics.mean(r["ppl_ratio"] for r in cell)

@@ -336,7 +336,7 @@ def run_check(
         elif isinstance(source, dict) and source.get("source"):
             report.add(f"data: {source['source']}")
     check_model(report, model, "model", online)
-    for name in spec_models(declared.get("rewards")) + spec_models(declared.get("metrics")):
+    for name in dict.fromkeys(spec_models(declared.get("rewards")) + spec_models(declared.get("metrics"))):
         if name != model:
             check_model(report, name, "reward/metric model", online)
     check_optional(report, declared, model, quantized)

@@ -2,8 +2,8 @@
 would read it as positive, rewarded by a classifier fitted to people's ratings of such sentences.
 
 Data: the 10,605 rottentomatoes.com review sentences of Hutto & Gilbert (ICWSM 2014), each rated from
--4 to +4 by 15-20 people, as the MIT-licensed vaderSentiment 3.3.2 sdist on PyPI ships them (asset
-manifest, ``packages: vaderSentiment``; ``tasks/snippets_corpus.py`` parses, dedups and splits them:
+-4 to +4 by 15 to 29 people (median 18), as the MIT-licensed vaderSentiment 3.3.2 sdist on PyPI ships
+them (asset manifest, ``packages: vaderSentiment``; ``tasks/snippets_corpus.py`` parses, dedups and splits them:
 train 8,483 / validation 1,060 / test 1,060 snippets, fixed by each id's SHA-256). A prompt is the
 snippet's opening words before its first sentiment-bearing word (VADER's lexicon, a negation or a
 contrast word), 3 to 8 words, leaving 3 or more: 5,011 train / 602 validation / 615 test prompts (a

@@ -3,7 +3,7 @@
 The MIT-licensed source distribution ``vaderSentiment-3.3.2.tar.gz`` on PyPI (the asset manifest's
 ``packages: vaderSentiment``: its URL and SHA-256) carries ``additional_resources/hutto_ICWSM_2014.tar.gz``:
 10,605 movie-review sentences from rottentomatoes.com (Pang & Lee's review set), each rated from -4 to
-+4 by 15-20 people (``movieReviewSnippets_GroundTruth.txt``: id, mean, text;
++4 by 15 to 29 people, median 18 (``movieReviewSnippets_GroundTruth.txt``: id, mean, text;
 ``movieReviewSnippets_anonDataRatings.txt``: id, mean, standard deviation, the raw ratings), and the
 same for Amazon, New York Times and tweet-like snippets. This module reads the movie snippets
 without extracting anything to disk and without running any code of the package, and writes them as

