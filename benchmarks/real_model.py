@@ -430,15 +430,15 @@ def run_alol(mode: str, ctx: dict, out: str, seed: int) -> tuple[Any, list[dict]
     """A-LoL offline, as many examples as an online run generates. Where the task's train split has
     human ratings (``positive_share``: movie_snippets) its own completions (the snippets' rests) with
     those ratings as the rewards; else the base model's samples of the training prompts, scored by the
-    task reward in A-LoL's preparation. The value head is fitted on the base model's validation
-    generations, scored by the task reward."""
+    task reward in A-LoL's preparation. The value head is fitted on the base model's generations for
+    the first ``--eval-prompts`` validation prompts, scored by the task reward."""
     from datasets import Dataset
 
     from hfrl import ALoLConfig, ALoLTrainer
 
     budget, task, tokenizer = ctx["budget"], ctx["task"], ctx["tokenizer"]
     total = budget.prompts * budget.iterations
-    train = task.dataset["train"]
+    train, validation = task.dataset["train"], task.dataset["validation"]
     rows = [train[i % len(train)] for i in range(total)]
     prompts = [row["prompt"] for row in rows]
     start = time.perf_counter()
@@ -469,7 +469,7 @@ def run_alol(mode: str, ctx: dict, out: str, seed: int) -> tuple[Any, list[dict]
         args=ALoLConfig(**fields),
         reward_funcs=[unit_reward(task.reward_funcs[0])],
         train_dataset=data,
-        eval_dataset=task.dataset["validation"],
+        eval_dataset=validation.select(range(min(len(validation), budget.a.eval_prompts))),
         processing_class=tokenizer,
         peft_config=lora_config() if mode == "lora" else None,
         callbacks=[Hook()],

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import contextlib
 import copy
-import json
 import math
 import random
 import statistics
@@ -259,11 +258,13 @@ def train_classifiers(
 ) -> dict[str, Any]:
     """Fit one classifier per entry of ``halves`` (folder name -> the train rows' ``half`` it learns
     from; None: every row) on ``train`` (columns ``text``, ``positive_share``, ``half``), save each as
-    ``out/<name>``, and score them and VADER on ``test`` (``text``, ``rating``). Returns the report
-    (also written to ``out/<name>/hfrl_training.json``)."""
+    ``out/<name>``, and score them and VADER on ``test`` (``text``, ``rating``). Returns the report."""
     settings = {**SETTINGS, **(settings or {})}
     halves = halves if halves is not None else {"reward": "a", "judge": "b"}
+    import torch
+
     start = time.perf_counter()
+    torch.manual_seed(settings["seed"])  # the new head's initial weights
     tokenizer, base = load_base(encoder)
     wanted = sorted({i for h in halves.values() for i, row in enumerate(train["half"]) if h is None or row == h})
     cached = lower_states(base, tokenizer, [train["text"][i] for i in wanted], settings["max_length"])
@@ -279,8 +280,9 @@ def train_classifiers(
         gap = check_top_path(model, tokenizer, [train["text"][i] for i in probe], [states[i] for i in probe],
                              settings["max_length"])  # fmt: skip
         folder = Path(out) / name
-        model.save_pretrained(folder)
-        tokenizer.save_pretrained(folder)
+        with _quiet_transformers():
+            model.save_pretrained(folder)
+            tokenizer.save_pretrained(folder)
         fit_seconds = time.perf_counter() - begin
         report["classifiers"][name] = {"half": half, "train_rows": len(rows), "epoch_losses": losses,
                                        "fit_seconds": round(fit_seconds, 1), "path_gap": gap}  # fmt: skip
@@ -291,8 +293,6 @@ def train_classifiers(
         report["classifiers"][name]["test_seconds"] = round(time.perf_counter() - begin, 1)
     report["vader_test"] = agreement(vader_scores(test["text"]), test["rating"], 0.0)
     report["seconds"] = round(time.perf_counter() - start, 1)
-    for name in halves:
-        (Path(out) / name / TRAINING_FILE).write_text(json.dumps({**report, "this": name}, indent=1) + "\n")
     return report
 
 

@@ -37,7 +37,7 @@ def test_a_classifier_fitted_to_human_ratings_beats_chance_on_held_out_ones(fitt
     chance = max(sum(r > 0 for r in ratings), sum(r < 0 for r in ratings)) / len(ratings)  # the majority sign
     test = report["classifiers"]["reward"]["test"]
     assert test["snippets"] == 100 and report["classifiers"]["reward"]["train_rows"] == 300
-    # chance 0.586; measured 0.73-0.77 and r 0.59-0.63 with seeds 0-2 at 1 and 2 threads: the bounds leave
+    # chance 0.586; measured 0.76-0.78 and r 0.60-0.62 with seeds 0-2 at 1 and 2 threads: the bounds leave
     # room for other machines and float orders
     assert test["sign_agreement"] >= chance + 0.08, (test, chance)
     assert test["pearson"] >= 0.4, test
