@@ -60,6 +60,9 @@ METRICS: dict[str, Entry] = {
     "intent_accuracy": Entry(
         "hfrl.metrics.learned:IntentAccuracy", ("intent",), "{0, 1}", ("model",), reward="intent_accuracy"
     ),  # fmt: skip
+    "learned_judge": Entry(
+        "hfrl.metrics.learned:LearnedJudge", (), "[0, 1] (a probability)", ("model",), reward="learned_judge"
+    ),  # fmt: skip
     # lexicon sentiment, the offline stand-in for a sentiment classifier (sentiment.py)
     "vader_sentiment": Entry("hfrl.metrics.sentiment:VaderSentiment", (), "[-1, 1]", reward=""),
     # drift (drift.py)

@@ -92,8 +92,8 @@ def test_list(what, expected, capsys):
         (
             ["train", "--task", "numbrs"],
             "error: unknown task 'numbrs'; did you mean 'numbers'? (known: cnn_dailymail, comet, common_gen, "
-            "daily_dialog, dates, faithdial, faithdial_wow, hh, imdb, iwslt2017, narrative_qa, numbers, reddit_neg, "
-            "reddit_pos, totto, wmt16, wow), or a 'module:attr' path to your own "
+            "daily_dialog, dates, faithdial, faithdial_wow, hh, imdb, iwslt2017, movie_snippets, narrative_qa, "
+            "numbers, reddit_neg, reddit_pos, totto, wmt16, wow), or a 'module:attr' path to your own "
             "task, a data file (.jsonl, .json, .csv, .tsv, .parquet), a folder of them or a Hub dataset id",
         ),
         (

@@ -145,6 +145,7 @@ def _spec(reward_id, classifier_dir, critic_dir):
         "bertscore": {"model_type": str(gt.get_model_path()) if gt else "", "device": "cpu"},
         "bleurt": {"checkpoint": os.path.join(FIXTURES, "bleurt_tiny"), "device": "cpu"},
         "learned_classifier": {"model": classifier_dir, "label": 0, "device": "cpu"},
+        "learned_judge": {"model": classifier_dir, "label": 0, "device": "cpu"},
         "intent_accuracy": {"model": classifier_dir, "device": "cpu"},
         "evaluate": {"path": os.path.join(FIXTURES, "word_match"), "references": "first"},
     }.get(reward_id, {})
