@@ -80,9 +80,8 @@ def test_rollout_tokens_lie_in_the_mask_and_kl_uses_unmasked(tiny_causal_dir, nl
     full = rollout.kl + rollout.ref_logprobs  # log pi(a|s) unmasked
     assert (rollout.logprobs[valid] >= full[valid] - 1e-5).all()
     assert (rollout.logprobs[valid] > full[valid] + 1e-3).any()
-    assert (
-        5 <= trainer._iteration["mask/kept_tokens"] < trainer.accelerator.unwrap_model(trainer.model).config.vocab_size
-    )
+    vocab = trainer.accelerator.unwrap_model(trainer.model).config.vocab_size
+    assert 5 <= trainer.iteration.metrics["mask/kept_tokens"] < vocab
 
 
 def test_nlpo_trains_seq2seq_and_logs_kept_tokens(tiny_seq2seq_dir, nlpo_config):
@@ -187,8 +186,8 @@ def test_stored_action_sets_are_the_sets_sampled_from(tiny_causal_dir, nlpo_conf
     sizes = stored[valid].sum(-1)
     eos = trainer.tokenizer.eos_token_id
     if "top_k" in generation and generation["top_k"]:
-        assert sizes.max() <= 5 and trainer._iteration["mask/kept_tokens"] <= 5
-        assert trainer._iteration["mask/top_p_tokens"] >= 20  # the mask policy's set alone is larger
+        assert sizes.max() <= 5 and trainer.iteration.metrics["mask/kept_tokens"] <= 5
+        assert trainer.iteration.metrics["mask/top_p_tokens"] >= 20  # the mask policy's set alone is larger
     else:
         assert not stored[..., eos][valid].any()  # min_new_tokens: EOS never in a stored set
     # old log-prob = the behaviour policy's: log softmax of the processed logits at the sampled token

@@ -85,8 +85,8 @@ def test_first_minibatch_ratio_is_one(alg, tiny_causal_dir, make_config):
     rollout = trainer.collect_rollout([trainer.train_dataset[i] for i in range(8)])
     trainer.model.train()
     trainer.compute_loss(trainer.model, rollout)
-    assert trainer._update_stats["approx_kl"][0] == pytest.approx(0.0, abs=1e-6)
-    assert trainer._update_stats["clipfrac"][0] == 0.0
+    assert trainer.iteration.updates["approx_kl"][0] == pytest.approx(0.0, abs=1e-6)
+    assert trainer.iteration.updates["clipfrac"][0] == 0.0
 
 
 def test_eval_saves_predictions_and_metrics(tiny_causal_dir, make_config):

@@ -5,10 +5,12 @@ hfrl train --task numbers --alg a2c --model tiny
 
 from __future__ import annotations
 
+import torch
+
 from hfrl.core.losses import a2c_loss
 from hfrl.core.rollout import Rollout
 from hfrl.trainers.online.a2c_config import A2CConfig
-from hfrl.trainers.online.online_trainer import OnlineTrainer
+from hfrl.trainers.online.online_trainer import OnlineTrainer, PolicyOutputs
 from hfrl.trainers.papers import paper
 
 
@@ -20,9 +22,8 @@ class A2CTrainer(OnlineTrainer):
     _tag_names = ["hfrl", "a2c"]
     _paper = paper("mnih2016asynchronous")
 
-    def loss(self, inputs: Rollout, logprobs, entropy, values):
+    def loss(self, batch: Rollout, out: PolicyOutputs) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         """A2C's policy gradient, value loss and entropy bonus (:func:`a2c_loss`)."""
         a = self.args
-        return a2c_loss(
-            logprobs, inputs.advantages, values, inputs.returns, entropy, inputs.train_mask, a.vf_coef, a.ent_coef
-        )
+        return a2c_loss(out.logprobs, batch.advantages, out.values, batch.returns, out.entropy, batch.train_mask,
+                        a.vf_coef, a.ent_coef)  # fmt: skip

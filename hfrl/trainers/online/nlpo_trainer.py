@@ -98,7 +98,7 @@ class NLPOTrainer(PPOTrainer):
     _paper = paper("ramamurthy2023is")
 
     def _build_action_space(self) -> NLPOActionSpace:
-        self._require_unsharded_policy("copies the policy's weights into its mask policy")
+        self.require_unsharded_policy("copies the policy's weights into its mask policy")
         args: NLPOConfig = self.args  # type: ignore[assignment]
         mask_policy = MaskPolicy(
             self.accelerator.unwrap_model(self.model).policy,

@@ -1,15 +1,30 @@
-"""The shared online actor-critic trainer: rollouts inside ``transformers.Trainer``'s loop.
+"""The shared online trainer: rollouts inside ``transformers.Trainer``'s loop.
 
 The training loop is the Trainer's own. The sampler hands the first micro-step of an iteration its
 ``rollout_batch_size`` prompts and the others placeholders (:mod:`.iteration_sampler`);
 ``_prepare_inputs`` collects a rollout when its buffer is empty (generate -> reward -> score -> KL
-penalty + GAE -> KL controller step, each phase one call on typed data: :mod:`hfrl.core.rollout`) and
-then hands out one minibatch per micro-step over ``num_ppo_epochs`` shuffled passes. Subclasses write
-their ``loss``; one that restricts the actions (NLPO) builds its own action space
-(:meth:`OnlineTrainer._build_action_space`, :mod:`hfrl.core.action_space`), which the core calls at
-generation, scoring, in the loss, for logging and in checkpoints. State that is not a model tensor
+penalty + advantages -> KL controller step, each phase one call on typed data:
+:mod:`hfrl.core.rollout`), runs the algorithm's policy step if it has one, and then hands out one
+minibatch per micro-step over ``num_ppo_epochs`` shuffled passes. State that is not a model tensor
 (KL coefficient, iteration, the action space's) travels in ``online_state.json`` inside each
-checkpoint, which counts once it is complete (:mod:`hfrl.trainers.crash_safe`).
+checkpoint, which counts once it is complete (:mod:`hfrl.trainers.crash_safe`). One iteration's
+numbers fill an :class:`~hfrl.trainers.online.iteration_record.IterationRecord` (``self.iteration``),
+logged once per iteration.
+
+An algorithm is a subclass that uses the protected hook surface, and nothing else of the core:
+
+- :meth:`OnlineTrainer.loss`: the minibatch loss from the policy's outputs on it (PPO, A2C; TRPO:
+  the critic's regression), with its statistics;
+- :meth:`OnlineTrainer.policy_step`: an update of the policy over the whole rollout, once per
+  iteration before the minibatches (TRPO's natural-gradient step; nothing by default), returning
+  what to log; ``minibatch_trains_policy = False`` when the minibatches train the critic alone;
+- :meth:`OnlineTrainer._build_action_space` -> ``self.action_space``: which tokens each step may
+  sample and the loss renormalises over (:mod:`hfrl.core.action_space`; NLPO's top-p mask);
+- ``self.estimator``: the advantage estimator, chosen by the config's ``advantage_estimator``
+  (:mod:`hfrl.core.estimators`).
+
+Helpers an algorithm may call: :meth:`OnlineTrainer.action_logprobs`, :attr:`OnlineTrainer.temperature`,
+:meth:`OnlineTrainer.global_sum`, :meth:`OnlineTrainer.require_unsharded_policy`, :meth:`OnlineTrainer.record`.
 """
 
 from __future__ import annotations
@@ -19,9 +34,8 @@ import json
 import math
 import os
 import time
-from collections import defaultdict
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 from datasets import Dataset
@@ -59,6 +73,7 @@ from hfrl.trainers.evaluation import (
 )
 from hfrl.trainers.hub_mixin import HubMixin
 from hfrl.trainers.iteration_log import IterationProgress, SaveStateAtEnd
+from hfrl.trainers.online.iteration_record import IterationRecord
 from hfrl.trainers.online.iteration_sampler import IterationSampler, PromptBatch, PromptRows
 from hfrl.trainers.online.online_config import OnlineConfig
 
@@ -68,10 +83,21 @@ VALUE_HEAD_NAME = "value_head.safetensors"
 RewardFunc = Callable[..., Sequence[Any]]
 
 
+class PolicyOutputs(NamedTuple):
+    """One forward of the trained model over a minibatch, what :meth:`OnlineTrainer.loss` reads (``(B, T)``)."""
+
+    logprobs: torch.Tensor | None  # of the taken tokens under the action distribution (None: critic only)
+    entropy: torch.Tensor | None  # of the action distribution, only when in the loss (ent_coef)
+    values: torch.Tensor | None  # V(s_t) (None: no critic)
+
+
 class OnlineTrainer(CrashSafeMixin, EvaluationMixin, HubMixin, Trainer):
-    """Base of PPO / NLPO / A2C / TRPO. Subclasses set ``config_class`` and write :meth:`loss`."""
+    """Base of PPO / NLPO / A2C / TRPO. Subclasses set ``config_class`` and write :meth:`loss` (and
+    :meth:`policy_step`, :meth:`_build_action_space` where they differ: the module's hook surface)."""
 
     config_class: type[OnlineConfig] = OnlineConfig
+    #: whether each minibatch's loss trains the policy (False: the policy moves in policy_step alone, TRPO)
+    minibatch_trains_policy: bool = True
     # Model-card metadata, read by hfrl.cards.
     _name = "Online"
     _tag_names: list[str] = ["hfrl"]
@@ -121,8 +147,7 @@ class OnlineTrainer(CrashSafeMixin, EvaluationMixin, HubMixin, Trainer):
         self.kl_ctl = make_kl_controller(args.kl_coef, args.kl_target, args.kl_adapt_rate)
         self._buffer: list[Rollout] = []
         self._rollout: Rollout | None = None  # the current iteration's rollout
-        self._iteration: dict[str, Any] = {}
-        self._update_stats: dict[str, list[float]] = defaultdict(list)
+        self.iteration: IterationRecord | None = None  # the current iteration's numbers, until it is logged
         self._mean_completion_length: float | None = None  # of the last rollout: sizes rollout_tokens' first round
         if not args.disable_tqdm:
             self.remove_callback(ProgressCallback)
@@ -189,6 +214,9 @@ class OnlineTrainer(CrashSafeMixin, EvaluationMixin, HubMixin, Trainer):
                 )
             self._rollout = self.collect_rollout(examples)
             self._buffer = self._minibatches(self._rollout)
+            stats = self.policy_step(self._rollout)
+            if stats and self.iteration is not None:
+                self.iteration.metrics.update(stats)
         return self._buffer.pop(0)
 
     def _minibatches(self, rollout: Rollout) -> list[Rollout]:
@@ -253,7 +281,7 @@ class OnlineTrainer(CrashSafeMixin, EvaluationMixin, HubMixin, Trainer):
                 "the policy's next-token probabilities are NaN or infinite (its weights diverged)"
             ) from err
 
-    def _require_unsharded_policy(self, what: str) -> None:
+    def require_unsharded_policy(self, what: str) -> None:
         """One clear error instead of a silent failure where ``what`` needs the policy's full weights."""
         plugin = getattr(self.accelerator.state, "deepspeed_plugin", None)
         if self.is_fsdp_enabled or (plugin is not None and plugin.zero_stage == 3):
@@ -286,25 +314,36 @@ class OnlineTrainer(CrashSafeMixin, EvaluationMixin, HubMixin, Trainer):
         mask = self.action_space.loss_mask(inputs.action_sets, logits.shape[-1])
         return action_logprobs(logits, inputs.response_ids, mask, with_entropy=bool(self.args.ent_coef))
 
-    def policy_outputs(self, model, inputs: Rollout) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor]:
-        """One forward of the (wrapped) model over a minibatch: ``(logprobs, entropy or None, values)``."""
+    def policy_outputs(self, model, inputs: Rollout) -> PolicyOutputs:
+        """One forward of the (wrapped) model over a minibatch. With ``minibatch_trains_policy`` off,
+        the critic's values alone (a shared backbone then runs without gradient)."""
+        if not self.minibatch_trains_policy:
+            _, values = model(
+                inputs.query_ids, inputs.query_mask, inputs.response_ids, inputs.response_mask, values_only=True
+            )
+            return PolicyOutputs(None, None, values)
         logits, values = model(inputs.query_ids, inputs.query_mask, inputs.response_ids, inputs.response_mask)
         logprobs, entropy = self.action_logprobs(tempered(logits, self.temperature), inputs)
-        return logprobs, entropy, values
+        return PolicyOutputs(logprobs, entropy, values)
 
     def compute_loss(self, model, inputs: Rollout, return_outputs: bool = False, num_items_in_batch=None):
         """The algorithm's :meth:`loss` on one forward over a minibatch, its statistics recorded."""
-        logprobs, entropy, values = self.policy_outputs(model, inputs)
-        loss, stats = self.loss(inputs, logprobs, entropy, values)
+        out = self.policy_outputs(model, inputs)
+        loss, stats = self.loss(inputs, out)
         self.record(stats)
-        return (loss, {"values": values}) if return_outputs else loss
+        return (loss, {"values": out.values}) if return_outputs else loss
 
-    def loss(
-        self, inputs: Rollout, logprobs: torch.Tensor, entropy: torch.Tensor | None, values: torch.Tensor
-    ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
-        """The algorithm's loss of a minibatch (``inputs``) from the policy's ``logprobs``, ``entropy``
-        (None unless ``ent_coef``) and ``values`` on it, with its statistics (``hfrl.core.losses``)."""
+    def loss(self, batch: Rollout, out: PolicyOutputs) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        """Hook: the algorithm's loss of a minibatch (``batch``) from the model's outputs on it
+        (:class:`PolicyOutputs`), with its detached statistics (``hfrl.core.losses``)."""
         raise NotImplementedError(f"{type(self).__name__} defines no loss")
+
+    def policy_step(self, rollout: Rollout) -> dict[str, float]:
+        """Hook: an update of the policy over the whole ``rollout``, once per iteration, after the
+        rollout was collected and before its minibatches; returns what to log with the iteration.
+        Nothing by default (the minibatches' optimizer steps train the policy); TRPO's natural
+        gradient step."""
+        return {}
 
     @property
     def temperature(self) -> float:
@@ -365,19 +404,21 @@ class OnlineTrainer(CrashSafeMixin, EvaluationMixin, HubMixin, Trainer):
         self.kl_ctl.step(stats["kl"])
         t_score = time.perf_counter()
 
-        self._iteration = {
-            **stats,
-            "beta": beta,
-            **self._process_mean({f"rewards/{name}": value for name, value in rewards.means.items()}),
-            "time/generate": t_generate - start,
-            "time/reward": t_reward - t_generate,
-            "time/score": t_score - t_reward,
-            "_start": start,
-            "_update_start": t_score,
-            "_tokens": int(generated.response_mask.sum()),
-            **self.action_space.rollout_stats(rollout.action_sets, rollout.response_mask),
-        }
-        self._update_stats.clear()
+        self.iteration = IterationRecord(
+            start=start,
+            update_start=t_score,
+            tokens=int(generated.response_mask.sum()),
+            kl_coef=beta,
+            metrics={
+                **stats,
+                "beta": beta,
+                **self._process_mean({f"rewards/{name}": value for name, value in rewards.means.items()}),
+                "time/generate": t_generate - start,
+                "time/reward": t_reward - t_generate,
+                "time/score": t_score - t_reward,
+                **self.action_space.rollout_stats(rollout.action_sets, rollout.response_mask),
+            },
+        )
         if args.log_completions:
             self._write_completions(prompts, texts, rewards.scores.tolist())
         return rollout
@@ -429,35 +470,39 @@ class OnlineTrainer(CrashSafeMixin, EvaluationMixin, HubMixin, Trainer):
                 fh.writelines(json.dumps(row, default=str) + "\n" for row in rows)
 
     def record(self, stats: dict[str, torch.Tensor]) -> None:
-        """Keep a minibatch's loss statistics; they are averaged into the iteration's log entry. A
-        non-finite loss term stops the run here, before its backward and optimizer step."""
+        """Keep a minibatch's loss statistics in the iteration's record; they are averaged into its
+        log entry. A non-finite loss term stops the run here, before its backward and optimizer step."""
         values = {key: float(value) for key, value in stats.items()}
         broken = {k: v for k, v in values.items() if k.startswith("loss/") and not math.isfinite(v)}
         if broken:
             terms = ", ".join(f"{k} = {v}" for k, v in broken.items())
-            scale = f"; this rollout's reward mean {self._iteration.get('reward', float('nan')):.3g}"
-            raise self.non_finite(f"{terms}{scale}")
-        for key, value in values.items():
-            self._update_stats[key].append(value)
+            reward = self.iteration.metrics.get("reward", float("nan")) if self.iteration is not None else float("nan")
+            raise self.non_finite(f"{terms}; this rollout's reward mean {reward:.3g}")
+        if self.iteration is not None:
+            self.iteration.add_update(values)
+
+    def global_sum(self, local: torch.Tensor) -> torch.Tensor:
+        """``local`` summed over processes (itself in one process): what every process agrees on."""
+        return self._reduce(local) if self._reduce is not None else local
 
     # ---- logging ----------------------------------------------------------------------------
     def log(self, logs: dict[str, float], start_time: float | None = None) -> None:
-        if "loss" in logs and self._iteration:  # the Trainer's training log: once per iteration
-            logs = {**logs, **self._pop_iteration_metrics()}
+        if "loss" in logs and self.iteration is not None:  # the Trainer's training log: once per iteration
+            logs = {**logs, **self._close_iteration(self.iteration)}
+            self.iteration = None
         super().log(logs, start_time)
 
-    def _pop_iteration_metrics(self) -> dict[str, float]:
+    def _close_iteration(self, record: IterationRecord) -> dict[str, float]:
+        """The iteration's log entry: its metrics, the means of its minibatches' statistics (over
+        processes), the update's time and the tokens per second of the whole iteration."""
         now = time.perf_counter()
-        it = self._iteration
-        metrics = {k: v for k, v in it.items() if not k.startswith("_")}
-        metrics.update(self._process_mean({k: sum(v) / len(v) for k, v in self._update_stats.items()}))
-        metrics["time/update"] = now - it["_update_start"]
-        tokens = torch.tensor(float(it["_tokens"]), device=self.accelerator.device)
+        metrics = dict(record.metrics)
+        metrics.update(self._process_mean(record.update_means()))
+        metrics["time/update"] = now - record.update_start
+        tokens = torch.tensor(float(record.tokens), device=self.accelerator.device)
         tokens = float(self.accelerator.reduce(tokens, reduction="sum"))
-        metrics["tokens_per_second"] = tokens / max(now - it["_start"], 1e-9)
+        metrics["tokens_per_second"] = tokens / max(now - record.start, 1e-9)
         metrics["iteration"] = self.state.global_step // self.args.steps_per_iteration
-        self._iteration = {}
-        self._update_stats.clear()
         return metrics
 
     # ---- evaluation (EvaluationMixin.evaluate) ---------------------------------------------

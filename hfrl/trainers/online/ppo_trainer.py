@@ -5,9 +5,11 @@ hfrl train --task numbers --alg ppo --model tiny
 
 from __future__ import annotations
 
+import torch
+
 from hfrl.core.losses import ppo_loss
 from hfrl.core.rollout import Rollout
-from hfrl.trainers.online.online_trainer import OnlineTrainer
+from hfrl.trainers.online.online_trainer import OnlineTrainer, PolicyOutputs
 from hfrl.trainers.online.ppo_config import PPOConfig
 from hfrl.trainers.papers import paper
 
@@ -39,8 +41,9 @@ class PPOTrainer(OnlineTrainer):
     _tag_names = ["hfrl", "ppo"]
     _paper = paper("schulman2017proximal")
 
-    def loss(self, inputs: Rollout, logprobs, entropy, values):
+    def loss(self, batch: Rollout, out: PolicyOutputs) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         """PPO's clipped surrogate, clipped value loss and entropy bonus (:func:`ppo_loss`)."""
         a = self.args
-        return ppo_loss(logprobs, inputs.logprobs, inputs.advantages, values, inputs.values, inputs.returns, entropy,
-                        inputs.train_mask, a.cliprange, a.cliprange_value, a.vf_coef, a.ent_coef)  # fmt: skip
+        return ppo_loss(out.logprobs, batch.logprobs, batch.advantages, out.values, batch.values, batch.returns,
+                        out.entropy, batch.train_mask, a.cliprange, a.cliprange_value, a.vf_coef,
+                        a.ent_coef)  # fmt: skip
