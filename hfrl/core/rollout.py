@@ -39,8 +39,9 @@ from torch import nn
 from transformers import PreTrainedModel
 
 from hfrl.core.action_space import FULL_VOCABULARY, ActionSpace
-from hfrl.core.advantages import Reduce, explained_variance, gae, masked_mean, masked_var, whiten
+from hfrl.core.advantages import Reduce, explained_variance, masked_mean, masked_var
 from hfrl.core.capture import Captured, CaptureSettings, SampledSetRecorder, StepCapture, processor_last
+from hfrl.core.estimators.base import AdvantageEstimator, EstimatorInputs, add_scores
 from hfrl.core.policies import ActorCritic, ReferencePolicy, completion_forward, tempered, trim_padding
 
 _Rows = TypeVar("_Rows")
@@ -69,11 +70,12 @@ class Rollout:
     logprobs: torch.Tensor  # log pi_old(a_t | s_t) of the sampled tokens, action distribution: the ratio's denominator
     ref_logprobs: torch.Tensor  # log pi_ref(a_t | s_t)
     kl: torch.Tensor  # log pi_old(a_t | s_t) - log pi_ref(a_t | s_t), full distributions
-    values: torch.Tensor  # V(s_t) at rollout time
+    values: torch.Tensor | None  # V(s_t) at rollout time (None: no critic)
     scores: torch.Tensor  # task reward of each completion (weighted sum of the reward functions)
-    rewards: torch.Tensor  # -beta * kl + token-level rewards, plus the task reward on the last token
-    advantages: torch.Tensor  # GAE advantages (whitened if configured)
-    returns: torch.Tensor  # advantages + values (before whitening)
+    rewards: torch.Tensor  # -beta * kl (KL in the reward) + token-level rewards, plus the task reward on the last token
+    advantages: torch.Tensor  # the advantage estimator's (GAE: whitened if configured)
+    returns: torch.Tensor  # the critic's targets, advantages + values before whitening (GAE); the shaped returns
+    group_ids: torch.Tensor | None = None  # the prompt each completion answers (num_generations share one)
     action_sets: torch.Tensor | None = None  # the set each token was sampled from (an action space recording them)
     entropy: torch.Tensor | None = None  # of the action distribution at rollout time (logged)
     token_mask: torch.Tensor | None = None  # bool: the transitions a token minibatch trains on
@@ -102,6 +104,7 @@ class Completions:
     response_mask: torch.Tensor  # 1 on completion tokens up to and including the first EOS
     captured: Captured | None = None  # the policy's numbers computed by generation (capture on)
     action_sets: torch.Tensor | None = None  # the set each step sampled from (an action space recording them)
+    group_ids: torch.Tensor | None = None  # the prompt each completion answers (None: one completion per prompt)
 
     def __len__(self) -> int:
         return self.response_ids.shape[0]
@@ -380,22 +383,31 @@ def assemble(
     gamma: float,
     lam: float,
     whiten_advantages: bool,
+    estimator: type[AdvantageEstimator] | None = None,
+    kl_in_reward: bool = True,
     reduce: Reduce = None,
 ) -> Rollout:
-    """Per-token rewards ``r_t = -beta * (logp_t - ref_logp_t)`` (full distributions), plus the task
-    score on the last completion token and any token-level rewards; then GAE and (optionally)
-    whitening (over every process's rollout with ``reduce``)."""
+    """Per-token rewards ``r_t = -beta * (logp_t - ref_logp_t)`` (full distributions; left out with
+    ``kl_in_reward`` off, when the KL is in the loss), plus any token-level rewards and the task score
+    on the last completion token; then the ``estimator``'s advantages and returns (GAE by default,
+    :mod:`hfrl.core.estimators`; batch statistics over every process's rollout with ``reduce``)."""
+    from hfrl.core.estimators.gae import GAE
+
+    estimator = estimator or GAE
     response_mask = completions.response_mask
     mask = response_mask.to(scores.full_logprobs.dtype)
     task_scores = rewards.scores.to(scores.full_logprobs.device)
     kl = (scores.full_logprobs - scores.ref_logprobs) * mask
-    per_token = -kl_coef * kl + rewards.token_rewards.to(kl) * mask
-    last = (response_mask.sum(1) - 1).clamp(min=0)  # index of each row's last completion token
-    per_token[torch.arange(len(per_token)), last] += task_scores.to(per_token)
-    values = scores.values * mask
-    advantages, returns = gae(per_token, values, mask, gamma, lam)
-    if whiten_advantages:
-        advantages = whiten(advantages, mask, reduce=reduce)
+    token_rewards = rewards.token_rewards.to(kl) * mask
+    if kl_in_reward:
+        token_rewards = -kl_coef * kl + token_rewards
+    values = scores.values * mask if scores.values is not None else None
+    group_ids = completions.group_ids
+    if group_ids is None:  # one completion per prompt: each its own group
+        group_ids = torch.arange(len(completions), device=mask.device)
+    whiten = whiten_advantages if estimator.whitening is None else estimator.whitening
+    inputs = EstimatorInputs(task_scores, token_rewards, mask, group_ids, values, gamma, lam, whiten, reduce)
+    advantages, returns = estimator.estimate(inputs)
     return Rollout(
         query_ids=completions.query_ids,
         query_mask=completions.query_mask,
@@ -406,9 +418,10 @@ def assemble(
         kl=kl,
         values=values,
         scores=task_scores,
-        rewards=per_token,
+        rewards=add_scores(token_rewards, task_scores, mask),
         advantages=advantages,
         returns=returns,
+        group_ids=group_ids,
         action_sets=completions.action_sets,
         entropy=scores.entropy.float() * mask,
     )
@@ -416,21 +429,27 @@ def assemble(
 
 def rollout_stats(rollout: Rollout, reduce: Reduce = None) -> dict[str, float]:
     """Statistics of a rollout for logging, over every process's share with ``reduce``: per
-    completion (reward, length) or per completion token (KL, values, returns)."""
+    completion (reward, length) or per completion token (KL, values, returns). The critic's
+    (explained variance, value mean) only with a critic."""
     mask = rollout.response_mask
     ones = (mask.sum(1) > 0).to(rollout.scores.dtype)  # the completions kept (a dropped reward zeroes its row)
     scores = rollout.scores.float()
     lengths = mask.sum(1).float()
     reward = masked_mean(scores, ones, reduce=reduce)
     entropy = {} if rollout.entropy is None else {"entropy": masked_mean(rollout.entropy, mask, reduce=reduce).item()}
+    critic = {}
+    if rollout.values is not None:
+        critic = {
+            "explained_variance": explained_variance(rollout.values, rollout.returns, mask, reduce).item(),
+            "value_mean": masked_mean(rollout.values, mask, reduce=reduce).item(),
+        }
     return {
         **entropy,  # of the action distribution that sampled (the update's, when in the loss, replaces it)
         "reward": reward.item(),
         "reward_std": masked_var(scores, ones, reduce=reduce).sqrt().item(),
         "kl": masked_mean(rollout.kl, mask, reduce=reduce).item(),  # per-token mean KL(pi || pi_ref) estimate
         "completion_length": masked_mean(lengths, ones, reduce=reduce).item(),
-        "explained_variance": explained_variance(rollout.values, rollout.returns, mask, reduce).item(),
-        "value_mean": masked_mean(rollout.values, mask, reduce=reduce).item(),
+        **critic,
         "return_mean": masked_mean(rollout.returns, mask, reduce=reduce).item(),
         "num_completions": float(ones.sum().item() if reduce is None else reduce(ones.sum()).item()),
     }
