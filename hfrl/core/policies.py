@@ -2,7 +2,8 @@
 
 ``ActorCritic`` holds the policy (a ``PreTrainedModel`` or a PEFT model), a value head on the last
 hidden state of its backbone (one shared backbone by default; a separate critic backbone as an
-option) and scores a whole batch of completions in one forward pass. The reference policy is a
+option; none at all for the critic-free advantage estimators) and scores a whole batch of
+completions in one forward pass. The reference policy is a
 frozen copy, or, under a PEFT adapter, the same model with the adapter disabled.
 """
 
@@ -140,17 +141,24 @@ def _accepts_logits_to_keep(cls: Any) -> bool:
 
 
 class ActorCritic(nn.Module):
-    """Policy LM + value head. ``forward`` returns completion logits ``(B, T, V)`` and values ``(B, T)``."""
+    """Policy LM + value head. ``forward`` returns completion logits ``(B, T, V)`` and values ``(B, T)``
+    (None with ``critic=False``: no value head is built, and no hidden states are asked for)."""
 
-    def __init__(self, policy: Any, separate_critic: bool = False) -> None:
+    def __init__(self, policy: Any, separate_critic: bool = False, critic: bool = True) -> None:
         super().__init__()
+        if separate_critic and not critic:
+            raise ValueError("separate_critic needs a critic")
         self.policy = policy
         # A separate critic is a copy of the initial backbone (RL4LMs' layout; twice the memory).
         self.critic = copy.deepcopy(self.base_model) if separate_critic else None
-        self.value_head = ValueHead(hidden_size_of(self.config))
+        self.value_head = ValueHead(hidden_size_of(self.config)) if critic else None
+
+    @property
+    def has_critic(self) -> bool:
+        return self.value_head is not None
 
     def critic_modules(self) -> nn.ModuleList:
-        """The modules the critic owns: the value head, and the critic backbone when separate."""
+        """The modules the critic owns: the value head, the critic backbone when separate (none: no critic)."""
         return nn.ModuleList([m for m in (self.value_head, self.critic) if m is not None])
 
     @property
@@ -191,20 +199,24 @@ class ActorCritic(nn.Module):
         response_ids: torch.Tensor,
         response_mask: torch.Tensor,
         values_only: bool = False,
-    ) -> tuple[torch.Tensor | None, torch.Tensor]:
+    ) -> tuple[torch.Tensor | None, torch.Tensor | None]:
         """``values_only``: the critic alone (TRPO's critic step); a shared backbone then runs
         without gradient, so only the value head learns."""
         if values_only:
+            if self.value_head is None:
+                raise ValueError("values_only: this model has no critic")
             lm = self.critic if self.critic is not None else self.policy
             with torch.set_grad_enabled(self.critic is not None and torch.is_grad_enabled()):
                 _, hidden = completion_forward(
                     lm, query_ids, query_mask, response_ids, response_mask, output_hidden_states=True
                 )
             return None, self.value_head(hidden)
-        shared = self.critic is None
+        shared = self.critic is None and self.value_head is not None
         logits, hidden = completion_forward(
             self.policy, query_ids, query_mask, response_ids, response_mask, output_hidden_states=shared
         )
+        if self.value_head is None:
+            return logits, None
         if self.critic is not None:
             _, hidden = completion_forward(
                 self.critic, query_ids, query_mask, response_ids, response_mask, output_hidden_states=True

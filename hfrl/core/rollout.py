@@ -148,9 +148,12 @@ def generate_completions(
     batch_size: int | None = None,
     action_space: ActionSpace = FULL_VOCABULARY,
     capture: CaptureSettings | None = None,
+    num_generations: int = 1,
 ) -> Completions:
-    """Sample one completion per prompt with ``lm.generate`` (KV cache on), in batches of
-    ``batch_size`` prompts, each trimmed of its all-padding prompt columns.
+    """Sample ``num_generations`` completions per prompt with ``lm.generate`` (KV cache on), in
+    batches of ``batch_size`` completions (whole groups), each trimmed of its all-padding prompt
+    columns. The completions of a prompt are consecutive rows and share its ``group_ids`` entry
+    (the prompt's index).
 
     Each batch samples through ``action_space.processors`` and, when the action space records sets,
     keeps the set each step sampled from (``action_sets``: the tokens whose logit every logits
@@ -161,14 +164,21 @@ def generate_completions(
     distribution's entropy and, with ``capture.hidden``, the last hidden states that predicted them.
     Completions are right-padded with ``pad_token_id``.
     """
-    size = batch_size or len(query_ids)
+    group = num_generations
+    prompts = max(1, (batch_size or group * len(query_ids)) // group)  # prompts per generate call
     parts = []
-    for start in range(0, len(query_ids), size):
-        ids, mask = query_ids[start : start + size], query_mask[start : start + size]
+    for start in range(0, len(query_ids), prompts):
+        ids, mask = query_ids[start : start + prompts], query_mask[start : start + prompts]
+        if group > 1:
+            ids, mask = ids.repeat_interleave(group, 0), mask.repeat_interleave(group, 0)
         parts.append(
             _generate_batch(lm, ids, mask, generation_kwargs, pad_token_id, action_space=action_space, capture=capture)
         )
-    return concat(parts, pad_token_id, query_ids, query_mask)
+    if group > 1:
+        query_ids, query_mask = query_ids.repeat_interleave(group, 0), query_mask.repeat_interleave(group, 0)
+    completions = concat(parts, pad_token_id, query_ids, query_mask)
+    completions.group_ids = torch.arange(len(query_ids) // group, device=query_ids.device).repeat_interleave(group)
+    return completions
 
 
 def _generate_batch(
@@ -226,6 +236,11 @@ def concat(
         return None if tensors[0] is None else cat(cast(list[torch.Tensor], tensors))
 
     captured = [part.captured for part in parts if part.captured is not None]
+    group_ids, groups = [], 0
+    for part in parts:  # each part's groups numbered after the previous parts'
+        ids = part.group_ids if part.group_ids is not None else torch.arange(len(part), device=part.response_ids.device)
+        group_ids.append(ids + groups)
+        groups += int(ids.max()) + 1 if len(ids) else 0
     return Completions(
         query_ids,
         query_mask,
@@ -240,6 +255,7 @@ def concat(
         if captured
         else None,
         action_sets=optional([part.action_sets for part in parts]),
+        group_ids=torch.cat(group_ids),
     )
 
 
@@ -309,7 +325,7 @@ class Scores:
     logprobs: torch.Tensor  # under the action distribution: the rollout's old log-probs
     full_logprobs: torch.Tensor  # under the full softmax: the KL penalty's
     ref_logprobs: torch.Tensor  # the reference's, full softmax
-    values: torch.Tensor  # V(s_t)
+    values: torch.Tensor | None  # V(s_t) (None: no critic)
     entropy: torch.Tensor  # of the action distribution
 
 
@@ -326,16 +342,17 @@ def score(
     """Log-probs and values under the current policy, log-probs under the reference, in batches of
     ``batch_size`` completions: one forward per model per batch.
 
-    When generation captured the policy's numbers (``completions.captured``, with hidden states),
-    only the reference runs; the values are the value head's on the captured hidden states.
+    When generation captured the policy's numbers (``completions.captured``, with hidden states when
+    there is a critic), only the reference runs; the values are the value head's on the captured
+    hidden states (None without a critic).
     Otherwise the policy's forward gives them, its action distribution renormalised over
     ``action_space.loss_mask`` of the stored sets (the full softmax for the whole vocabulary). No
     reference: its log-probs are the policy's.
     """
     captured = completions.captured
-    if captured is not None and captured.hidden is None:
+    if captured is not None and captured.hidden is None and model.has_critic:
         raise ValueError("score: the capture holds no hidden states for the values; capture with hidden=True")
-    policy: list[tuple[torch.Tensor, ...]] = []
+    policy: list[tuple[Any, ...]] = []
     reference_logprobs: list[torch.Tensor] = []
     for start in range(0, len(completions), batch_size):
         batch = completions[start : start + batch_size]
@@ -345,16 +362,18 @@ def score(
             reference_logprobs.append(_reference_logprobs(reference, batch, temperature))
     if captured is not None:
         logprobs, full, entropy = captured.logprobs, captured.full_logprobs, captured.entropy
-        values = model.value_head(cast(torch.Tensor, captured.hidden)).float()
+        head = model.value_head
+        values = head(cast(torch.Tensor, captured.hidden)).float() if head is not None else None
     else:
-        logprobs, full, values, entropy = (torch.cat(column) for column in zip(*policy, strict=True))
+        logprobs, full, entropy = (torch.cat([part[i] for part in policy]) for i in (0, 1, 3))
+        values = torch.cat([part[2] for part in policy]) if model.has_critic else None
     ref = torch.cat(reference_logprobs) if reference is not None else full.clone()
     return Scores(logprobs=logprobs, full_logprobs=full, ref_logprobs=ref, values=values, entropy=entropy)
 
 
 def _policy_forward(
     model: ActorCritic, batch: Completions, temperature: float, action_space: ActionSpace
-) -> tuple[torch.Tensor, ...]:
+) -> tuple[Any, ...]:
     """:func:`score`'s policy forward over one batch: ``(logprobs, full_logprobs, values, entropy)``."""
     from trl.trainer.utils import selective_log_softmax
 
@@ -363,7 +382,7 @@ def _policy_forward(
     mask = action_space.loss_mask(batch.action_sets, logits.shape[-1])
     logprobs, entropy = action_logprobs(logits, batch.response_ids, mask, entropy_grad=False)
     full = logprobs if mask is None else selective_log_softmax(logits, batch.response_ids)
-    return logprobs, full, values.float(), cast(torch.Tensor, entropy)
+    return logprobs, full, values.float() if values is not None else None, cast(torch.Tensor, entropy)
 
 
 def _reference_logprobs(reference: ReferencePolicy, batch: Completions, temperature: float) -> torch.Tensor:

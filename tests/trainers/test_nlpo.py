@@ -196,7 +196,7 @@ def test_stored_action_sets_are_the_sets_sampled_from(tiny_causal_dir, nlpo_conf
     # the first minibatch's ratio is 1: the loss renormalises the same policy over the same sets
     minibatch = rollout[torch.arange(4)]
     with torch.no_grad():
-        new_logprobs, _, _ = trainer.policy_outputs(model, minibatch)
+        new_logprobs = trainer.policy_outputs(model, minibatch).logprobs
     ratio = torch.exp(new_logprobs - minibatch.logprobs)[minibatch.response_mask.bool()]
     torch.testing.assert_close(ratio, torch.ones_like(ratio), atol=1e-5, rtol=0)
 
@@ -221,7 +221,7 @@ def test_ppo_ratio_is_over_the_full_distribution_with_top_k(tiny_causal_dir, mak
     behaviour = behaviour.gather(-1, rollout.response_ids.unsqueeze(-1)).squeeze(-1)
     assert (rollout.logprobs[valid] < behaviour[valid] - 1e-3).all()  # the full softmax spreads mass past the 5
     with torch.no_grad():
-        new_logprobs, _, _ = trainer.policy_outputs(model, rollout)
+        new_logprobs = trainer.policy_outputs(model, rollout).logprobs
     torch.testing.assert_close(new_logprobs[valid], rollout.logprobs[valid], atol=1e-5, rtol=0)
 
 

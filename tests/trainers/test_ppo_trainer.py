@@ -196,8 +196,8 @@ def test_bad_inputs_fail_clearly(tiny_causal_dir, make_config):
     with pytest.raises(ValueError) as err:
         make_config(generation_kwargs={"do_sample": True, "num_beams": 4})
     assert str(err.value) == (
-        "generation_kwargs: num_beams must be 1 in rollouts (one completion sampled from the policy per prompt), "
-        "got 4; repeat prompts in the dataset for more samples"
+        "generation_kwargs: num_beams must be 1 in rollouts (completions are sampled from the policy), got 4; set "
+        "num_generations for several completions per prompt"
     )
     trainer = PPOTrainer(model=tiny_causal_dir, args=make_config(), reward_funcs=digit_reward, train_dataset=prompts(4))
     with pytest.raises(ValueError, match="has 4 prompts, fewer than one rollout"):

@@ -5,6 +5,8 @@ hfrl train --task numbers --alg a2c --model tiny
 
 from __future__ import annotations
 
+from typing import cast
+
 import torch
 
 from hfrl.core.losses import a2c_loss
@@ -23,7 +25,7 @@ class A2CTrainer(OnlineTrainer):
     _paper = paper("mnih2016asynchronous")
 
     def loss(self, batch: Rollout, out: PolicyOutputs) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
-        """A2C's policy gradient, value loss and entropy bonus (:func:`a2c_loss`)."""
+        """A2C's policy gradient, value loss (with a critic) and entropy bonus (:func:`a2c_loss`)."""
         a = self.args
-        return a2c_loss(out.logprobs, batch.advantages, out.values, batch.returns, out.entropy, batch.train_mask,
-                        a.vf_coef, a.ent_coef)  # fmt: skip
+        return a2c_loss(cast(torch.Tensor, out.logprobs), batch.advantages, out.values, batch.returns, out.entropy,
+                        batch.train_mask, a.vf_coef, a.ent_coef, max_tokens=self.loss_max_tokens)  # fmt: skip

@@ -1,4 +1,4 @@
-"""Configuration shared by the online actor-critic trainers (PPO, and later NLPO, A2C, TRPO)."""
+"""Configuration shared by the online trainers (PPO, NLPO, A2C, TRPO)."""
 
 from __future__ import annotations
 
@@ -14,8 +14,9 @@ from hfrl.trainers.devices import cpu_defaults
 class OnlineConfig(TrainingArguments):
     """Settings of the rollout, reward, KL penalty and advantage core of the online trainers.
 
-    One *iteration* is one rollout of ``rollout_batch_size`` prompts per process followed by
-    ``num_ppo_epochs`` passes over it in minibatches of ``mini_batch_size`` completions. Steps,
+    One *iteration* is one rollout of ``rollout_batch_size`` prompts per process, ``num_generations``
+    completions each, followed by ``num_ppo_epochs`` passes over it in minibatches of
+    ``mini_batch_size`` completions. Steps,
     logging, evaluation and saving are derived from iterations: ``max_steps = num_iterations *
     steps_per_iteration`` and ``per_device_train_batch_size = mini_batch_size /
     gradient_accumulation_steps``.
@@ -24,7 +25,14 @@ class OnlineConfig(TrainingArguments):
     # ---- Iterations and batches ----
     num_iterations: int = field(default=100, metadata={"help": "Number of rollouts (iterations) to train for."})
     rollout_batch_size: int = field(
-        default=16, metadata={"help": "Prompts per rollout, per process (one completion each)."}
+        default=16, metadata={"help": "Prompts per rollout, per process (num_generations completions each)."}
+    )
+    num_generations: int = field(
+        default=1,
+        metadata={
+            "help": "Completions sampled per prompt: a group, which the group estimators (group_norm, dr_grpo, "
+            "rloo, reinforce_baseline) need >= 2 of. Each prompt is encoded once for its group's completions."
+        },
     )
     mini_batch_size: int = field(
         default=16,
@@ -36,7 +44,8 @@ class OnlineConfig(TrainingArguments):
         metadata={
             "help": "What a minibatch holds: 'sequences' (mini_batch_size whole completions) or 'tokens' (an equal "
             "share of the rollout's transitions, drawn at random across all its completions, as SB3's rollout "
-            "buffer / RL4LMs). Either way an epoch has rollout_batch_size / mini_batch_size minibatches."
+            "buffer / RL4LMs). Either way an epoch has (rollout_batch_size x num_generations) / mini_batch_size "
+            "minibatches."
         },
     )
     rollout_tokens: int | None = field(
@@ -47,7 +56,10 @@ class OnlineConfig(TrainingArguments):
         },
     )
     generation_batch_size: int | None = field(
-        default=None, metadata={"help": "Prompts per `generate` call (default: the whole rollout)."}
+        default=None,
+        metadata={
+            "help": "Completions per `generate` call, a multiple of num_generations (default: the whole rollout)."
+        },
     )
     scoring_batch_size: int | None = field(
         default=None, metadata={"help": "Completions per scoring forward pass (default: mini_batch_size)."}
@@ -102,14 +114,37 @@ class OnlineConfig(TrainingArguments):
         default=None,
         metadata={"help": "Target per-token KL of the adaptive controller; None keeps beta fixed."},
     )
+    kl_in_loss: bool = field(
+        default=False,
+        metadata={
+            "help": "Put the KL to the reference in the loss, beta * mean(k3) with k3 = exp(ref - logp) - (ref - logp) "
+            "- 1 (GRPO), instead of the per-token penalty -beta * kl_t in the reward (RL4LMs, the default). kl_coef "
+            "and kl_target set beta either way."
+        },
+    )
     kl_adapt_rate: float = field(
         default=0.1, metadata={"help": "Adaptive controller rate: beta *= 1 + rate * clip(error, -0.2, 0.2)."}
     )
 
     # ---- Advantages and critic ----
-    gamma: float = field(default=0.99, metadata={"help": "Discount factor."})
+    advantage_estimator: str = field(
+        default="gae",
+        metadata={
+            "help": "How rewards become advantages (docs/algorithms.md §13): gae (with a critic, the default), "
+            "group_norm (GRPO), dr_grpo (Dr. GRPO), rloo, reinforce_baseline (REINFORCE++-baseline), reinforce "
+            "(REINFORCE++); all but gae train no critic. A 'module:attr' path names your own."
+        },
+    )
+    gamma: float | None = field(
+        default=None, metadata={"help": "Discount factor (default: 0.99 with a critic, GAE; 1 without)."}
+    )
     lam: float = field(default=0.95, metadata={"help": "GAE lambda."})
-    whiten_advantages: bool = field(default=True, metadata={"help": "Normalise advantages over each rollout."})
+    whiten_advantages: bool = field(
+        default=True,
+        metadata={
+            "help": "GAE: normalise advantages over each rollout (the other estimators as their definition says)."
+        },
+    )
     whiten_scope: str = field(
         default="rollout",
         metadata={
@@ -162,12 +197,17 @@ class OnlineConfig(TrainingArguments):
     )
 
     def __post_init__(self) -> None:
-        for name in ("num_iterations", "rollout_batch_size", "mini_batch_size", "num_ppo_epochs", "max_new_tokens"):
+        for name in (
+            "num_iterations", "rollout_batch_size", "num_generations", "mini_batch_size", "num_ppo_epochs",
+            "max_new_tokens",
+        ):  # fmt: skip
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
-        if self.rollout_batch_size % self.mini_batch_size:
+        self._check_estimator()
+        if self.rollout_completions % self.mini_batch_size:
+            per = f" x num_generations ({self.num_generations})" if self.num_generations > 1 else ""
             raise ValueError(
-                f"rollout_batch_size ({self.rollout_batch_size}) must be a multiple of mini_batch_size "
+                f"rollout_batch_size ({self.rollout_batch_size}){per} must be a multiple of mini_batch_size "
                 f"({self.mini_batch_size}); change one of them"
             )
         if self.mini_batch_size % self.gradient_accumulation_steps:
@@ -194,13 +234,13 @@ class OnlineConfig(TrainingArguments):
         if self.kl_target is not None and self.kl_target <= 0:
             raise ValueError(f"kl_target must be > 0 or None (fixed beta), got {self.kl_target}")
         for name in ("gamma", "lam"):
-            if not 0 <= getattr(self, name) <= 1:
+            if not 0 <= getattr(self, name) <= 1:  # type: ignore[operator]  # gamma: set by _check_estimator
                 raise ValueError(f"{name} must be in [0, 1], got {getattr(self, name)}")
         for name in ("num_beams", "num_return_sequences"):
             if (self.generation_kwargs or {}).get(name, 1) != 1:
                 raise ValueError(
-                    f"generation_kwargs: {name} must be 1 in rollouts (one completion sampled from the policy per "
-                    f"prompt), got {self.generation_kwargs[name]}; repeat prompts in the dataset for more samples"
+                    f"generation_kwargs: {name} must be 1 in rollouts (completions are sampled from the policy), got "
+                    f"{self.generation_kwargs[name]}; set num_generations for several completions per prompt"
                 )
         for name in ("eval_every", "save_every"):
             if getattr(self, name) is not None and getattr(self, name) < 1:
@@ -217,10 +257,46 @@ class OnlineConfig(TrainingArguments):
             self.eval_strategy, self.eval_steps = "steps", self.eval_every * self.steps_per_iteration
         super().__post_init__()
 
+    def _check_estimator(self) -> None:
+        """``advantage_estimator`` is known and has what it needs; ``gamma``'s default follows it."""
+        from hfrl.core.estimators import estimator_class
+
+        estimator = estimator_class(self.advantage_estimator)
+        name = self.advantage_estimator
+        if estimator.needs_groups and self.num_generations < 2:
+            raise ValueError(
+                f"advantage_estimator {name} compares the completions of each prompt: set num_generations >= 2 "
+                f"(e.g. 4), got {self.num_generations}"
+            )
+        if self.num_generations > 1 and self.rollout_tokens is not None:
+            raise ValueError(
+                "rollout_tokens samples one completion per prompt per round: leave it unset with num_generations > 1"
+            )
+        if self.generation_batch_size is not None and self.generation_batch_size % self.num_generations:
+            raise ValueError(
+                f"generation_batch_size ({self.generation_batch_size}) must be a multiple of num_generations "
+                f"({self.num_generations}): a prompt's completions are generated together"
+            )
+        if estimator.loss_normaliser == "max_tokens" and self.minibatch_unit != "sequences":
+            raise ValueError(
+                f"advantage_estimator {name} sums each completion's tokens in the loss: set minibatch_unit 'sequences'"
+            )
+        if self.separate_critic and not estimator.needs_critic:
+            raise ValueError(f"separate_critic: advantage_estimator {name} trains no critic; leave separate_critic off")
+        if self.kl_in_loss and self.kl_coef == 0 and self.kl_target is None:
+            raise ValueError("kl_in_loss needs a KL coefficient: set kl_coef > 0 (or kl_target)")
+        if self.gamma is None:
+            self.gamma = 0.99 if estimator.needs_critic else 1.0
+
+    @property
+    def rollout_completions(self) -> int:
+        """Completions per rollout, per process: ``rollout_batch_size x num_generations``."""
+        return self.rollout_batch_size * self.num_generations
+
     @property
     def steps_per_iteration(self) -> int:
         """Optimizer steps per rollout: epochs x minibatches."""
-        return self.num_ppo_epochs * (self.rollout_batch_size // self.mini_batch_size)
+        return self.num_ppo_epochs * (self.rollout_completions // self.mini_batch_size)
 
     @property
     def micro_steps_per_iteration(self) -> int:

@@ -35,7 +35,7 @@ import math
 import os
 import time
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, cast
 
 import torch
 from datasets import Dataset
@@ -45,7 +45,10 @@ from transformers.trainer_callback import ProgressCallback
 
 from hfrl.core.action_space import FULL_VOCABULARY, ActionSpace
 from hfrl.core.capture import CaptureSettings
+from hfrl.core.estimators import estimator_class
+from hfrl.core.estimators.base import AdvantageEstimator
 from hfrl.core.kl import make_kl_controller
+from hfrl.core.losses import kl_k3
 from hfrl.core.minibatches import plan_epoch, whiten_per_minibatch
 from hfrl.core.models import fix_tokenizer, load_model, load_pretrained_weights, load_tokenizer
 from hfrl.core.policies import ActorCritic, ReferencePolicy, disable_dropout, tempered
@@ -89,6 +92,7 @@ class PolicyOutputs(NamedTuple):
     logprobs: torch.Tensor | None  # of the taken tokens under the action distribution (None: critic only)
     entropy: torch.Tensor | None  # of the action distribution, only when in the loss (ent_coef)
     values: torch.Tensor | None  # V(s_t) (None: no critic)
+    full_logprobs: torch.Tensor | None = None  # of the taken tokens under the full softmax (kl_in_loss only)
 
 
 class OnlineTrainer(CrashSafeMixin, EvaluationMixin, HubMixin, Trainer):
@@ -98,6 +102,9 @@ class OnlineTrainer(CrashSafeMixin, EvaluationMixin, HubMixin, Trainer):
     config_class: type[OnlineConfig] = OnlineConfig
     #: whether each minibatch's loss trains the policy (False: the policy moves in policy_step alone, TRPO)
     minibatch_trains_policy: bool = True
+    #: whether a minibatch must hold whole groups (a loss with statistics over a prompt's completions);
+    #: False: minibatches are drawn across groups (the advantages already carry the group baseline)
+    minibatch_keeps_groups: bool = False
     # Model-card metadata, read by hfrl.cards.
     _name = "Online"
     _tag_names: list[str] = ["hfrl"]
@@ -122,12 +129,14 @@ class OnlineTrainer(CrashSafeMixin, EvaluationMixin, HubMixin, Trainer):
             raise ValueError("reward_funcs is required: pass a reward function or a list of them")
         self.reward_funcs, self.reward_weights = reward_list(reward_funcs, args.reward_weights)
         self.metrics = dict(metrics or {})
+        self.estimator: type[AdvantageEstimator] = estimator_class(args.advantage_estimator)
 
         policy, processing_class = _load_policy(model, args, processing_class, peft_config)
         # No reference model at all when the KL penalty is off for good.
         needs_reference = args.kl_coef > 0 or args.kl_target is not None
         self.reference = ReferencePolicy(policy, ref_model) if needs_reference else None
-        wrapped = ActorCritic(policy, separate_critic=args.separate_critic)
+        # No value head at all for the critic-free estimators: nothing built, scored, trained or saved.
+        wrapped = ActorCritic(policy, separate_critic=args.separate_critic, critic=self.estimator.needs_critic)
         self.is_encoder_decoder = wrapped.is_encoder_decoder
         self.tokenizer = processing_class
         self.args = args  # set early: _tokenize reads it before Trainer.__init__ runs
@@ -154,7 +163,8 @@ class OnlineTrainer(CrashSafeMixin, EvaluationMixin, HubMixin, Trainer):
             self.add_callback(IterationProgress())
         self.add_callback(SaveStateAtEnd())
         self.action_space = self._build_action_space()
-        self._own_checkpoint_files = (*self._own_checkpoint_files, *self.action_space.checkpoint_files)
+        critic = (VALUE_HEAD_NAME,) if self.has_critic else ()
+        self._own_checkpoint_files = (*critic, ONLINE_STATE_NAME, *self.action_space.checkpoint_files)
 
     def _build_action_space(self) -> ActionSpace:
         """What each step may sample and the loss renormalises over (:mod:`hfrl.core.action_space`): the
@@ -184,6 +194,7 @@ class OnlineTrainer(CrashSafeMixin, EvaluationMixin, HubMixin, Trainer):
             batch_size=self.args.rollout_batch_size * self.accelerator.num_processes,
             repeat_count=self.args.micro_steps_per_iteration,
             seed=self.args.seed,
+            num_generations=self.args.num_generations,
         )
 
     def get_train_dataloader(self):
@@ -198,7 +209,7 @@ class OnlineTrainer(CrashSafeMixin, EvaluationMixin, HubMixin, Trainer):
         return self._get_dataloader(
             dataset=PromptRows(self.train_dataset),
             description="Training",
-            batch_size=self.args.rollout_batch_size,
+            batch_size=self.args.rollout_completions,  # each prompt num_generations times (IterationSampler)
             sampler_fn=self._get_train_sampler,
             is_training=True,
         )
@@ -221,14 +232,19 @@ class OnlineTrainer(CrashSafeMixin, EvaluationMixin, HubMixin, Trainer):
 
     def _minibatches(self, rollout: Rollout) -> list[Rollout]:
         """Every micro-step's share of the rollout, ``num_ppo_epochs`` shuffled passes of
-        ``rollout_batch_size / mini_batch_size`` minibatches (:mod:`hfrl.core.minibatches`)."""
+        ``rollout_completions / mini_batch_size`` minibatches (:mod:`hfrl.core.minibatches`), of whole
+        groups when :attr:`minibatch_keeps_groups`."""
         args = self.args
         per_minibatch = args.gradient_accumulation_steps
-        num_minibatches = args.rollout_batch_size // args.mini_batch_size
-        whiten = args.whiten_advantages and args.whiten_scope == "minibatch"
+        num_minibatches = args.rollout_completions // args.mini_batch_size
+        whitened = args.whiten_advantages if self.estimator.whitening is None else self.estimator.whitening
+        whiten = whitened and args.whiten_scope == "minibatch"
+        groups = rollout.group_ids if self.minibatch_keeps_groups else None
         out = []
         for _ in range(args.num_ppo_epochs):
-            for minibatch in plan_epoch(rollout.response_mask, num_minibatches, per_minibatch, args.minibatch_unit):
+            for minibatch in plan_epoch(
+                rollout.response_mask, num_minibatches, per_minibatch, args.minibatch_unit, group_ids=groups
+            ):
                 advantages = (
                     whiten_per_minibatch(rollout.advantages, rollout.response_mask, minibatch) if whiten else None
                 )
@@ -245,14 +261,19 @@ class OnlineTrainer(CrashSafeMixin, EvaluationMixin, HubMixin, Trainer):
         ids, mask = pad([ex[PROMPT_IDS] for ex in batch], self.tokenizer.pad_token_id, side)
         return ids.to(self.accelerator.device), mask.to(self.accelerator.device)
 
-    def _generate(self, query_ids, query_mask, generation_kwargs: dict, *, rollout: bool = False) -> Completions:
-        """Sample one completion per prompt with the policy in eval mode. A rollout's (``rollout``)
+    def _generate(
+        self, query_ids, query_mask, generation_kwargs: dict, *, rollout: bool = False, num_generations: int = 1
+    ) -> Completions:
+        """Sample ``num_generations`` completions per prompt with the policy in eval mode (each prompt
+        encoded once for them, :func:`hfrl.core.rollout.generate_completions`). A rollout's (``rollout``)
         samples through the action space and keeps what generation computed
         (:func:`hfrl.core.rollout.generate_completions`): the sets sampled from when the action space
         records them, the policy's log-probs and hidden states when :meth:`_capture_at_generation`."""
         from trl.models.utils import unwrap_model_for_generation
 
-        capture = CaptureSettings(self.temperature) if rollout and self._capture_at_generation() else None
+        capture = None
+        if rollout and self._capture_at_generation():  # hidden states only for a critic's values
+            capture = CaptureSettings(self.temperature, hidden=self.has_critic)
         with unwrap_model_for_generation(
             self.model_wrapped, self.accelerator, gradient_checkpointing_kwargs=self.args.gradient_checkpointing_kwargs
         ) as unwrapped:
@@ -263,7 +284,7 @@ class OnlineTrainer(CrashSafeMixin, EvaluationMixin, HubMixin, Trainer):
                     unwrapped.policy, query_ids, query_mask, generation_kwargs, self.tokenizer.pad_token_id,
                     batch_size=self.args.generation_batch_size,
                     action_space=self.action_space if rollout else FULL_VOCABULARY,
-                    capture=capture,
+                    capture=capture, num_generations=num_generations,
                 )  # fmt: skip
             unwrapped.train(was_training)
         return completions
@@ -316,20 +337,41 @@ class OnlineTrainer(CrashSafeMixin, EvaluationMixin, HubMixin, Trainer):
 
     def policy_outputs(self, model, inputs: Rollout) -> PolicyOutputs:
         """One forward of the (wrapped) model over a minibatch. With ``minibatch_trains_policy`` off,
-        the critic's values alone (a shared backbone then runs without gradient)."""
+        the critic's values alone (a shared backbone then runs without gradient). With ``kl_in_loss``,
+        also the log-probs under the full softmax (the KL term's, when the action space masks)."""
         if not self.minibatch_trains_policy:
             _, values = model(
                 inputs.query_ids, inputs.query_mask, inputs.response_ids, inputs.response_mask, values_only=True
             )
             return PolicyOutputs(None, None, values)
         logits, values = model(inputs.query_ids, inputs.query_mask, inputs.response_ids, inputs.response_mask)
-        logprobs, entropy = self.action_logprobs(tempered(logits, self.temperature), inputs)
-        return PolicyOutputs(logprobs, entropy, values)
+        logits = tempered(logits, self.temperature)
+        logprobs, entropy = self.action_logprobs(logits, inputs)
+        full = None
+        if self.args.kl_in_loss:
+            from trl.trainer.utils import selective_log_softmax
+
+            full = selective_log_softmax(logits, inputs.response_ids) if self.action_space.records_sets else logprobs
+        return PolicyOutputs(logprobs, entropy, values, full)
+
+    def training_step(self, model, inputs, num_items_in_batch=None) -> torch.Tensor:
+        """The Trainer's step; with nothing to train in minibatches (TRPO without a critic: the
+        iteration's one update is its policy step) only the rollout and the policy step run."""
+        if self.minibatch_trains_policy or self.has_critic:
+            return super().training_step(model, inputs, num_items_in_batch)
+        model.train()
+        self._prepare_inputs(inputs)
+        return torch.zeros((), device=self.args.device)
 
     def compute_loss(self, model, inputs: Rollout, return_outputs: bool = False, num_items_in_batch=None):
-        """The algorithm's :meth:`loss` on one forward over a minibatch, its statistics recorded."""
+        """The algorithm's :meth:`loss` on one forward over a minibatch, plus the KL term with
+        ``kl_in_loss``, its statistics recorded."""
         out = self.policy_outputs(model, inputs)
         loss, stats = self.loss(inputs, out)
+        if out.full_logprobs is not None and self.iteration is not None:
+            kl = kl_k3(out.full_logprobs, inputs.ref_logprobs, inputs.train_mask, self.loss_max_tokens)
+            loss = loss + self.iteration.kl_coef * kl  # + beta * mean_m(k3) (GRPO)
+            stats = {**stats, "loss/kl": kl.detach(), "loss/total": loss.detach()}
         self.record(stats)
         return (loss, {"values": out.values}) if return_outputs else loss
 
@@ -346,27 +388,48 @@ class OnlineTrainer(CrashSafeMixin, EvaluationMixin, HubMixin, Trainer):
         return {}
 
     @property
+    def has_critic(self) -> bool:
+        """Whether a value head exists (the advantage estimator needs one: ``gae``)."""
+        return self.estimator.needs_critic
+
+    @property
+    def loss_max_tokens(self) -> int | None:
+        """What the policy loss divides its token sum by, per completion (:func:`hfrl.core.losses.token_sum`):
+        ``max_new_tokens`` for an estimator with Dr. GRPO's constant normaliser; None: the token mean."""
+        if self.estimator.loss_normaliser != "max_tokens":
+            return None
+        return int(self._rollout_generation_kwargs()["max_new_tokens"])
+
+    @property
     def temperature(self) -> float:
         return float(self.args.generation_kwargs.get("temperature") or 1.0)
 
     def _generate_rollout(self, batch: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], Completions]:
-        """Sample the rollout: one completion per prompt, then, with ``rollout_tokens``, further
-        completions of the same prompts (in turn) until the rollout holds that many transitions;
-        the first round already samples as many as the previous rollout's mean length asks for.
-        Returns the examples, one per completion, and the completions."""
-        args, target = self.args, self.args.rollout_tokens
+        """Sample the rollout: ``num_generations`` completions per prompt (``batch`` holds each prompt
+        that many times in a row, :class:`IterationSampler`), then, with ``rollout_tokens`` (one
+        completion per prompt), further completions of the same prompts (in turn) until the rollout
+        holds that many transitions; the first round already samples as many as the previous
+        rollout's mean length asks for. Returns the examples, one per completion, and the completions."""
+        args, target, group = self.args, self.args.rollout_tokens, self.args.num_generations
         pending = list(batch)
+        if len(pending) % group or any(
+            ex[PROMPT_IDS] != pending[i - i % group][PROMPT_IDS] for i, ex in enumerate(pending)
+        ):
+            raise ValueError(f"a rollout's examples must hold each prompt num_generations ({group}) times in a row")
         if target and self._mean_completion_length:
             pending = _cycle(batch, 0, max(len(batch), math.ceil(target / self._mean_completion_length)))
         examples: list[dict[str, Any]] = []
         rounds: list[Completions] = []
         tokens = 0
         while True:
+            prompts = pending[::group]  # one example per group
             chunk = min(args.generation_batch_size or len(pending), args.scoring_batch_size or args.mini_batch_size)
             if chunk < len(pending):  # batches of similar prompt lengths: less padding to generate and score over
-                pending = sorted(pending, key=lambda ex: len(ex[PROMPT_IDS]))
-            query_ids, query_mask = self._queries(pending)
-            rounds.append(self._generate(query_ids, query_mask, self._rollout_generation_kwargs(), rollout=True))
+                prompts = sorted(prompts, key=lambda ex: len(ex[PROMPT_IDS]))
+                pending = [ex for ex in prompts for _ in range(group)]
+            query_ids, query_mask = self._queries(prompts)
+            kwargs = self._rollout_generation_kwargs()
+            rounds.append(self._generate(query_ids, query_mask, kwargs, rollout=True, num_generations=group))
             examples += pending
             tokens += int(rounds[-1].response_mask.sum())
             if not target or tokens >= target:
@@ -397,8 +460,9 @@ class OnlineTrainer(CrashSafeMixin, EvaluationMixin, HubMixin, Trainer):
             )  # fmt: skip
         beta = self.kl_ctl.value
         rollout = assemble(
-            generated, scores, rewards,
-            kl_coef=beta, gamma=args.gamma, lam=args.lam, whiten_advantages=args.whiten_advantages, reduce=self._reduce,
+            generated, scores, rewards, kl_coef=beta, estimator=self.estimator, gamma=cast(float, args.gamma),
+            lam=args.lam, whiten_advantages=args.whiten_advantages, kl_in_reward=not args.kl_in_loss,
+            reduce=self._reduce,
         )  # fmt: skip
         stats = rollout_stats(rollout, self._reduce)  # over every process: the same on all of them
         self.kl_ctl.step(stats["kl"])
@@ -524,7 +588,7 @@ class OnlineTrainer(CrashSafeMixin, EvaluationMixin, HubMixin, Trainer):
 
     # ---- saving and resuming ----------------------------------------------------------------
     def _save(self, output_dir: str | None = None, state_dict=None) -> None:
-        """The policy as a plain transformers (or PEFT adapter) directory, the value head beside it.
+        """The policy as a plain transformers (or PEFT adapter) directory, the value head (if any) beside it.
 
         Under DeepSpeed / FSDP the Trainer passes the gathered ``state_dict`` of the whole wrapper;
         it is split by prefix (``policy.``, ``value_head.``, ``critic.``)."""
@@ -537,8 +601,9 @@ class OnlineTrainer(CrashSafeMixin, EvaluationMixin, HubMixin, Trainer):
         model: ActorCritic = self.accelerator.unwrap_model(self.model)
         parts = _split_state_dict(state_dict, ("policy", "value_head", "critic")) if state_dict else {}
         model.policy.save_pretrained(output_dir, state_dict=parts.get("policy"))
-        head = parts.get("value_head") or model.value_head.state_dict()
-        save_file({k: v.contiguous() for k, v in head.items()}, os.path.join(output_dir, VALUE_HEAD_NAME))
+        if model.value_head is not None:  # none without a critic
+            head = parts.get("value_head") or model.value_head.state_dict()
+            save_file({k: v.contiguous() for k, v in head.items()}, os.path.join(output_dir, VALUE_HEAD_NAME))
         if model.critic is not None:
             model.critic.save_pretrained(os.path.join(output_dir, "critic"), state_dict=parts.get("critic"))
         self.tokenizer.save_pretrained(output_dir)
@@ -546,8 +611,6 @@ class OnlineTrainer(CrashSafeMixin, EvaluationMixin, HubMixin, Trainer):
 
         with secrets_removed(self.args) as args:  # the pickle never holds hub_token
             torch.save(args, os.path.join(output_dir, "training_args.bin"))
-
-    _own_checkpoint_files: tuple[str, ...] = (VALUE_HEAD_NAME, ONLINE_STATE_NAME)
 
     def _save_own_state(self, folder: str) -> None:
         """``online_state.json`` and the action space's files in the checkpoint (before it is marked
@@ -562,6 +625,7 @@ class OnlineTrainer(CrashSafeMixin, EvaluationMixin, HubMixin, Trainer):
         return {
             "iteration": self.state.global_step // self.args.steps_per_iteration,
             "kl_controller": self.kl_ctl.state_dict(),
+            "advantage_estimator": self.args.advantage_estimator,  # a critic (value_head.safetensors) with gae only
             **self.action_space.state(),
         }
 
@@ -574,7 +638,14 @@ class OnlineTrainer(CrashSafeMixin, EvaluationMixin, HubMixin, Trainer):
 
         wrapper: ActorCritic = model if model is not None else self.model
         load_pretrained_weights(wrapper.policy, resume_from_checkpoint)
-        wrapper.value_head.load_state_dict(load_file(os.path.join(resume_from_checkpoint, VALUE_HEAD_NAME)))
+        if wrapper.value_head is not None:
+            head = os.path.join(resume_from_checkpoint, VALUE_HEAD_NAME)
+            if not os.path.isfile(head):
+                raise ValueError(
+                    f"{resume_from_checkpoint} holds no value head: a run without a critic wrote it; resume it with "
+                    f"its own advantage_estimator, not {self.args.advantage_estimator}"
+                )
+            wrapper.value_head.load_state_dict(load_file(head))
         if wrapper.critic is not None:
             load_pretrained_weights(wrapper.critic, os.path.join(resume_from_checkpoint, "critic"))
         with open(os.path.join(resume_from_checkpoint, ONLINE_STATE_NAME)) as fh:  # train() checked it is there

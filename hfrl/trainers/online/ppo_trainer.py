@@ -5,6 +5,8 @@ hfrl train --task numbers --alg ppo --model tiny
 
 from __future__ import annotations
 
+from typing import cast
+
 import torch
 
 from hfrl.core.losses import ppo_loss
@@ -15,7 +17,8 @@ from hfrl.trainers.papers import paper
 
 
 class PPOTrainer(OnlineTrainer):
-    """Proximal Policy Optimization with a value head, token-level KL penalty and GAE.
+    """Proximal Policy Optimization with a value head, token-level KL penalty and GAE (by default; any
+    advantage estimator, ``num_generations`` completions per prompt, the KL in the loss as configured).
 
     Example:
 
@@ -42,8 +45,8 @@ class PPOTrainer(OnlineTrainer):
     _paper = paper("schulman2017proximal")
 
     def loss(self, batch: Rollout, out: PolicyOutputs) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
-        """PPO's clipped surrogate, clipped value loss and entropy bonus (:func:`ppo_loss`)."""
+        """PPO's clipped surrogate, clipped value loss (with a critic) and entropy bonus (:func:`ppo_loss`)."""
         a = self.args
-        return ppo_loss(out.logprobs, batch.logprobs, batch.advantages, out.values, batch.values, batch.returns,
-                        out.entropy, batch.train_mask, a.cliprange, a.cliprange_value, a.vf_coef,
-                        a.ent_coef)  # fmt: skip
+        return ppo_loss(cast(torch.Tensor, out.logprobs), batch.logprobs, batch.advantages, out.values, batch.values,
+                        batch.returns, out.entropy, batch.train_mask, a.cliprange, a.cliprange_value, a.vf_coef,
+                        a.ent_coef, max_tokens=self.loss_max_tokens)  # fmt: skip

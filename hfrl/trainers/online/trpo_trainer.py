@@ -11,7 +11,7 @@ from typing import cast
 import torch
 
 from hfrl.core.advantages import masked_mean
-from hfrl.core.losses import categorical_kl, trpo_surrogate
+from hfrl.core.losses import categorical_kl, kl_k3, trpo_surrogate
 from hfrl.core.natural_gradient import backtracking_line_search, conjugate_gradient, flat, unflat
 from hfrl.core.policies import completion_forward, tempered
 from hfrl.core.rollout import Rollout, action_logprobs
@@ -38,7 +38,8 @@ class TRPOTrainer(OnlineTrainer):
     """TRPO, on the online core's hooks: :meth:`policy_step` makes the natural-gradient step over the
     whole rollout once per iteration (over the trainable policy parameters only: all of them, or a
     PEFT adapter's); every minibatch then regresses the critic (:meth:`loss`) with the Trainer's
-    optimizer, which holds only the critic's parameters."""
+    optimizer, which holds only the critic's parameters. Without a critic (a critic-free advantage
+    estimator) an iteration is its policy step alone."""
 
     config_class = TRPOConfig
     _name = "TRPO"
@@ -51,12 +52,22 @@ class TRPOTrainer(OnlineTrainer):
         self.require_unsharded_policy("takes second derivatives through every policy parameter at once")
 
     def create_optimizer(self, model=None):
+        """The Trainer's optimizer over the critic alone (no parameters without a critic: its steps do nothing)."""
         return super().create_optimizer(self.accelerator.unwrap_model(self.model).critic_modules())
 
     def loss(self, batch: Rollout, out: PolicyOutputs) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         """The critic's loss: ``mean((V - R)^2)`` over completion tokens."""
         loss = masked_mean((cast(torch.Tensor, out.values) - batch.returns) ** 2, batch.train_mask)
         return loss, {"loss/value": loss.detach()}
+
+    def _objective(self, logprobs: torch.Tensor, chunk: Rollout) -> torch.Tensor:
+        """The surrogate ``mean_m(rho * A)`` to maximise, minus ``beta * mean_m(k3)`` with ``kl_in_loss``
+        (token means: Dr. GRPO's constant normaliser would rescale it by a per-rollout constant,
+        which changes no TRPO step)."""
+        objective = trpo_surrogate(logprobs, chunk.logprobs, chunk.advantages, chunk.response_mask)
+        if self.args.kl_in_loss and self.iteration is not None:
+            objective = objective - self.iteration.kl_coef * kl_k3(logprobs, chunk.ref_logprobs, chunk.response_mask)
+        return objective
 
     def policy_step(self, rollout: Rollout) -> dict[str, float]:
         """Conjugate gradient on Fisher-vector products, then the line search under ``target_kl``.
@@ -89,7 +100,7 @@ class TRPOTrainer(OnlineTrainer):
             for chunk, weight, old in zip(chunks, weights, old_logits, strict=True):
                 new_logits, new_logprobs, _ = forward(chunk)
                 mask = chunk.response_mask
-                surrogate = trpo_surrogate(new_logprobs, chunk.logprobs, chunk.advantages, mask)
+                surrogate = self._objective(new_logprobs, chunk)
                 sums += weight * torch.stack([surrogate, categorical_kl(old, new_logits, mask)])
             objective, kl = self.global_sum(sums).tolist()
             return objective, kl
@@ -136,7 +147,7 @@ class TRPOTrainer(OnlineTrainer):
             with _math_attention():
                 logits, logprobs, entropy = forward(chunk, with_entropy=True)
             mask = chunk.response_mask
-            objective = trpo_surrogate(logprobs, chunk.logprobs, chunk.advantages, mask)
+            objective = self._objective(logprobs, chunk)
             grad += weight * flat(torch.autograd.grad(objective, params, retain_graph=shared))
             sums += weight * torch.stack([objective.detach(), masked_mean(entropy, mask)])
             old_logits.append(logits.detach())
