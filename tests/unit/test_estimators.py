@@ -33,6 +33,18 @@ def estimate(name: str, **changes) -> tuple[list, list]:
     return advantages.tolist(), returns.tolist()
 
 
+def test_rloo_leaves_each_completion_out_of_its_baseline():
+    # group 0: b_0 = R_1 = 3 -> R'_0 = 1 - 3 = -2; b_1 = R_0 = 1 -> R'_1 = 2; group 1: 2 - 2 = 0 twice
+    # row 0: r' = [-0.1, -0.2 - 2] -> G = [-2.3, -2.2]; row 1: 2 at every token
+    advantages, returns = estimate("rloo")
+    assert advantages[0] == pytest.approx([-2.3, -2.2, 0.0]) and advantages[1] == [2.0, 2.0, 2.0]
+    assert advantages[2:] == [[0.0] * 3] * 2 and returns == advantages
+    # three completions: b_i = (sum - R_i) / 2; R = [0, 3, 6] -> b = [4.5, 3, 1.5], R' = [-4.5, 0, 4.5]
+    x = inputs(scores=torch.tensor([0.0, 3.0, 6.0]), token_rewards=torch.zeros(3, 1), mask=torch.ones(3, 1),
+               group_ids=torch.zeros(3, dtype=torch.long))  # fmt: skip
+    assert estimator_class("rloo").estimate(x).advantages.flatten().tolist() == [-4.5, 0.0, 4.5]
+
+
 def test_group_norm_is_grpo():
     # group 0: mean 2, std sqrt(((1-2)^2 + (3-2)^2) / 1) = sqrt(2): R' = -+1 / (1.41421 + 1e-4) = -+0.70706;
     # group 1: equal rewards, std 0: R' = 0 / 1e-4 = 0.
@@ -103,7 +115,7 @@ def test_discounted_returns_by_hand():
 
 
 def test_registry_names_every_estimator_and_fails_clearly():
-    assert {"gae", "group_norm", "dr_grpo", "reinforce_baseline", "reinforce"} <= set(ESTIMATORS)
+    assert {"gae", "rloo", "group_norm", "dr_grpo", "reinforce_baseline", "reinforce"} <= set(ESTIMATORS)
     for name in ESTIMATORS:
         cls = estimator_class(name)
         assert cls.__doc__ and cls.loss_normaliser in ("tokens", "max_tokens")

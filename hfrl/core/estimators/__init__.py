@@ -19,6 +19,7 @@ from typing import Any
 
 ESTIMATORS: dict[str, str] = {
     "gae": "hfrl.core.estimators.gae:GAE",
+    "rloo": "hfrl.core.estimators.rloo:RLOO",
     "group_norm": "hfrl.core.estimators.group_norm:GroupNorm",
     "dr_grpo": "hfrl.core.estimators.dr_grpo:DrGRPO",
     "reinforce_baseline": "hfrl.core.estimators.reinforce_baseline:ReinforceBaseline",
