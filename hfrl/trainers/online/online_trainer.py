@@ -235,6 +235,8 @@ class OnlineTrainer(CrashSafeMixin, EvaluationMixin, HubMixin, Trainer):
         ``rollout_completions / mini_batch_size`` minibatches (:mod:`hfrl.core.minibatches`), of whole
         groups when :attr:`minibatch_keeps_groups`."""
         args = self.args
+        if not (self.minibatch_trains_policy or self.has_critic):  # nothing to train: the policy step was all
+            return [rollout] * args.micro_steps_per_iteration
         per_minibatch = args.gradient_accumulation_steps
         num_minibatches = args.rollout_completions // args.mini_batch_size
         whitened = args.whiten_advantages if self.estimator.whitening is None else self.estimator.whitening
