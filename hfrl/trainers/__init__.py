@@ -26,12 +26,12 @@ ALGORITHMS: dict[str, str] = {
 
 # One line per algorithm for `hfrl list algs` (plain text, whole sentences).
 SUMMARIES: dict[str, str] = {
-    "ppo": "online: clipped-ratio policy updates with a value head, per-token KL penalty and GAE (PPO).",
+    "ppo": "online: clipped-ratio policy updates, per-token KL penalty, GAE with a value head or any estimator (PPO).",
     "nlpo": "online: PPO that samples inside the top-p set of a periodically refreshed mask policy (NLPO).",
     "a2c": "online: advantage actor-critic, one gradient step per rollout, no ratio or clipping (A2C).",
-    "trpo": "online: a natural-gradient step inside a KL trust region, then the critic (TRPO).",
-    "grpo": "TRL's GRPOTrainer: group-relative advantages over several completions per prompt.",
-    "rloo": "TRL's RLOOTrainer: REINFORCE with a leave-one-out baseline over several completions.",
+    "trpo": "online: a natural-gradient step inside a KL trust region, then the critic if any (TRPO).",
+    "grpo": "TRL's GRPOTrainer (causal models, vLLM on a GPU): group-normalised advantages over several completions.",
+    "rloo": "TRL's RLOOTrainer (causal models, vLLM on a GPU): REINFORCE with a leave-one-out baseline.",
     "sft": "TRL's SFTTrainer: supervised fine-tuning on the task's references or completions.",
     "dpo": "TRL's DPOTrainer: direct preference optimisation on chosen / rejected pairs.",
     "nll": "offline: negative log-likelihood of the data's responses (gives A-LoL's reference policy).",

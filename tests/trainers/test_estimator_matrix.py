@@ -86,6 +86,8 @@ def test_every_algorithm_trains_with_every_estimator(
     changed = [n for n, before in policy if not torch.equal(dict(wrapper.policy.named_parameters())[n], before)]
     assert changed, "the policy did not move"
     assert os.path.isfile(os.path.join(trainer.args.output_dir, "value_head.safetensors")) == critic
+    card = open(os.path.join(trainer.args.output_dir, "README.md")).read()  # the card says it too
+    assert f"**Advantages.** `{estimator}`" in card and ("no value head was trained or saved" in card) != critic
 
 
 def test_a_critic_free_checkpoint_has_no_value_head_and_resumes(tiny_causal_dir, make_config):
