@@ -22,7 +22,7 @@ from typing import Any, cast
 import torch
 from transformers import LogitsProcessor
 
-from hfrl.core.policies import is_peft_model, tempered
+from hfrl.core.policies import cache_kwarg, is_peft_model, returned_cache, tempered
 
 MASK_ADAPTER = "nlpo_mask"
 
@@ -181,12 +181,16 @@ class TopPMaskProcessor(LogitsProcessor):
     """Inside ``generate``: set every logit outside the mask policy's top-p set to -inf.
 
     The mask policy runs incrementally with its own KV cache: the prompt once, then one token per
-    step (for seq2seq: the encoder once, then the decoder token by token).
+    step (for seq2seq: the encoder once, then the decoder token by token). With ``num_generations``
+    > 1, each run of that many rows is one prompt, encoded once and its cache expanded to the group.
     """
 
-    def __init__(self, mask_policy: MaskPolicy, query_ids: torch.Tensor, query_mask: torch.Tensor) -> None:
+    def __init__(
+        self, mask_policy: MaskPolicy, query_ids: torch.Tensor, query_mask: torch.Tensor, num_generations: int = 1
+    ) -> None:
         self.mask_policy = mask_policy
         self.query_ids, self.query_mask = query_ids, query_mask
+        self.group = num_generations
         self.past: Any = None
         self.encoder_outputs: Any = None
         self.attention_mask = query_mask
@@ -213,20 +217,22 @@ class TopPMaskProcessor(LogitsProcessor):
         return cast(torch.FloatTensor, scores.masked_fill(~mask, -float("inf")))
 
     def _next_logits(self, model: Any, input_ids: torch.Tensor) -> torch.Tensor:
+        first = self.past is None
+        group = self.group if first and self.group > 1 else 1  # the first step: one row per prompt, then expanded
         if getattr(model.config, "is_encoder_decoder", False):
-            step_ids = input_ids if self.past is None else input_ids[:, -1:]
+            step_ids = input_ids if first else input_ids[:, -1:]
             out = model(
-                input_ids=None if self.encoder_outputs is not None else self.query_ids,
+                input_ids=None if self.encoder_outputs is not None else self.query_ids[::group],
                 encoder_outputs=self.encoder_outputs,
-                attention_mask=self.query_mask,
-                decoder_input_ids=step_ids,
-                past_key_values=self.past,
+                attention_mask=self.query_mask[::group],
+                decoder_input_ids=step_ids[::group],
                 use_cache=True,
+                **{cache_kwarg(model): self.past},
             )
             if self.encoder_outputs is None:
-                self.encoder_outputs = (out.encoder_last_hidden_state,)
+                self.encoder_outputs = (out.encoder_last_hidden_state.repeat_interleave(group, 0),)
         else:
-            if self.past is None:  # the prompt, left-padded: positions follow the attention mask
+            if first:  # the prompt, left-padded: positions follow the attention mask
                 step_ids, mask = input_ids, self.attention_mask
             else:
                 ones = self.attention_mask.new_ones(self.attention_mask.shape[0], 1)
@@ -234,11 +240,14 @@ class TopPMaskProcessor(LogitsProcessor):
                 step_ids, mask = input_ids[:, -1:], self.attention_mask
             positions = (mask.cumsum(1) - 1).clamp(min=0)[:, -step_ids.shape[1] :]
             out = model(
-                input_ids=step_ids,
-                attention_mask=mask,
-                position_ids=positions,
-                past_key_values=self.past,
+                input_ids=step_ids[::group],
+                attention_mask=mask[::group],
+                position_ids=positions[::group],
                 use_cache=True,
+                **{cache_kwarg(model): self.past},
             )
-        self.past = out.past_key_values
+        self.past = returned_cache(out)
+        if group > 1:
+            self.past.batch_repeat_interleave(group)
+            return out.logits[:, -1].repeat_interleave(group, 0)
         return out.logits[:, -1]

@@ -133,6 +133,23 @@ def base_lm(lm: Any) -> Any:
     return lm.get_base_model() if is_peft_model(lm) else lm
 
 
+def cache_kwarg(lm: Any) -> str:
+    """The keyword a model's ``forward`` and ``generate`` take a KV cache under: ``cache`` (transformers
+    5.2x renamed it; ``past_key_values`` warns until its removal) or ``past_key_values``."""
+    return _cache_kwarg(base_lm(lm).__class__)
+
+
+@functools.cache
+def _cache_kwarg(cls: Any) -> str:
+    return "cache" if "cache" in inspect.signature(cls.forward).parameters else "past_key_values"
+
+
+def returned_cache(out: Any) -> Any:
+    """The KV cache a forward returned (``out.cache``, formerly ``out.past_key_values``)."""
+    cache = getattr(out, "cache", None)
+    return cache if cache is not None else getattr(out, "past_key_values", None)
+
+
 @functools.cache
 def _accepts_logits_to_keep(cls: Any) -> bool:
     """Whether a model class can compute logits for the last positions only (transformers' CausalLMs)."""

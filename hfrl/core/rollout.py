@@ -42,7 +42,16 @@ from hfrl.core.action_space import FULL_VOCABULARY, ActionSpace
 from hfrl.core.advantages import Reduce, explained_variance, masked_mean, masked_var
 from hfrl.core.capture import Captured, CaptureSettings, SampledSetRecorder, StepCapture, processor_last
 from hfrl.core.estimators.base import AdvantageEstimator, EstimatorInputs, add_scores
-from hfrl.core.policies import ActorCritic, ReferencePolicy, completion_forward, tempered, trim_padding
+from hfrl.core.policies import (
+    ActorCritic,
+    ReferencePolicy,
+    base_lm,
+    cache_kwarg,
+    completion_forward,
+    returned_cache,
+    tempered,
+    trim_padding,
+)
 
 _Rows = TypeVar("_Rows")
 
@@ -149,11 +158,13 @@ def generate_completions(
     action_space: ActionSpace = FULL_VOCABULARY,
     capture: CaptureSettings | None = None,
     num_generations: int = 1,
+    share_prefill: bool = True,
 ) -> Completions:
     """Sample ``num_generations`` completions per prompt with ``lm.generate`` (KV cache on), in
     batches of ``batch_size`` completions (whole groups), each trimmed of its all-padding prompt
     columns. The completions of a prompt are consecutive rows and share its ``group_ids`` entry
-    (the prompt's index).
+    (the prompt's index); each prompt is encoded once for them (``share_prefill``:
+    :func:`shared_prefill`; off: every copy is encoded, as separate prompts would be).
 
     Each batch samples through ``action_space.processors`` and, when the action space records sets,
     keeps the set each step sampled from (``action_sets``: the tokens whose logit every logits
@@ -169,10 +180,18 @@ def generate_completions(
     parts = []
     for start in range(0, len(query_ids), prompts):
         ids, mask = query_ids[start : start + prompts], query_mask[start : start + prompts]
-        if group > 1:
-            ids, mask = ids.repeat_interleave(group, 0), mask.repeat_interleave(group, 0)
         parts.append(
-            _generate_batch(lm, ids, mask, generation_kwargs, pad_token_id, action_space=action_space, capture=capture)
+            _generate_batch(
+                lm,
+                ids,
+                mask,
+                generation_kwargs,
+                pad_token_id,
+                action_space=action_space,
+                capture=capture,
+                num_generations=group,
+                share_prefill=share_prefill,
+            )  # fmt: skip
         )
     if group > 1:
         query_ids, query_mask = query_ids.repeat_interleave(group, 0), query_mask.repeat_interleave(group, 0)
@@ -190,13 +209,25 @@ def _generate_batch(
     *,
     action_space: ActionSpace,
     capture: CaptureSettings | None,
+    num_generations: int = 1,
+    share_prefill: bool = True,
 ) -> Completions:
-    """One ``generate`` call of :func:`generate_completions`."""
+    """One ``generate`` call of :func:`generate_completions`: ``num_generations`` completions of each
+    prompt, the prompts encoded once when ``share_prefill`` (:func:`shared_prefill`)."""
     ids, mask = trim_padding(query_ids, query_mask)
     kwargs = {"use_cache": True, "pad_token_id": pad_token_id, **generation_kwargs}
+    if num_generations > 1:
+        if share_prefill:
+            kwargs.update(shared_prefill(lm, ids, mask, num_generations))
+        ids, mask = ids.repeat_interleave(num_generations, 0), mask.repeat_interleave(num_generations, 0)
+        query_ids, query_mask = (
+            query_ids.repeat_interleave(num_generations, 0),
+            query_mask.repeat_interleave(num_generations, 0),
+        )
     recorder = SampledSetRecorder() if action_space.records_sets else None
     step = StepCapture(lm, capture.temperature, capture.hidden, recorder) if capture is not None else None
-    processors = action_space.processors(ids, mask)
+    group = {"num_generations": num_generations} if num_generations > 1 else {}  # (an action space may not take it)
+    processors = action_space.processors(ids, mask, **group)
     if processors:  # their own forwards (a second adapter of the captured model) are not steps
         kwargs["logits_processor"] = step.outside_steps(processors) if step is not None else processors
     with contextlib.ExitStack() as stack:
@@ -219,6 +250,31 @@ def _generate_batch(
         captured=step.result(response_ids) if step is not None else None,
         action_sets=recorder.sets(response_ids.shape[1]) if recorder is not None else None,
     )
+
+
+@torch.no_grad()
+def shared_prefill(lm: Any, query_ids: torch.Tensor, query_mask: torch.Tensor, num_generations: int) -> dict:
+    """``generate`` keyword arguments that hand it each prompt already encoded, once for its
+    ``num_generations`` completions: a seq2seq model's encoder outputs, or a causal model's KV cache of
+    every prompt token but the last (``generate`` runs the last one, whose logits sample the first
+    token), expanded to every completion of the group (``repeat_interleave`` along the batch;
+    transformers' ``Cache.batch_repeat_interleave``). Empty (``generate`` encodes every copy) for a
+    one-token prompt or a cache that cannot be expanded."""
+    model = base_lm(lm)
+    if getattr(model.config, "is_encoder_decoder", False):
+        encoded = model.get_encoder()(input_ids=query_ids, attention_mask=query_mask, return_dict=True)
+        encoded.last_hidden_state = encoded.last_hidden_state.repeat_interleave(num_generations, 0)
+        return {"encoder_outputs": encoded}
+    if query_ids.shape[1] < 2:
+        return {}
+    ids, mask = query_ids[:, :-1], query_mask[:, :-1]
+    positions = (mask.cumsum(1) - 1).clamp(min=0)  # left padding: positions follow the mask, as in generate
+    out = lm(input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=True)
+    cache = returned_cache(out)
+    if not hasattr(cache, "batch_repeat_interleave"):
+        return {}
+    cache.batch_repeat_interleave(num_generations)
+    return {cache_kwarg(lm): cache}
 
 
 def concat(

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import itertools
 import os
+from pathlib import Path
 
 import pytest
 import torch
@@ -86,7 +87,7 @@ def test_every_algorithm_trains_with_every_estimator(
     changed = [n for n, before in policy if not torch.equal(dict(wrapper.policy.named_parameters())[n], before)]
     assert changed, "the policy did not move"
     assert os.path.isfile(os.path.join(trainer.args.output_dir, "value_head.safetensors")) == critic
-    card = open(os.path.join(trainer.args.output_dir, "README.md")).read()  # the card says it too
+    card = Path(trainer.args.output_dir, "README.md").read_text()  # the card says it too
     assert f"**Advantages.** `{estimator}`" in card and ("no value head was trained or saved" in card) != critic
 
 

@@ -50,8 +50,10 @@ class NLPOActionSpace(ActionSpace):
             self.refreshed_at = iteration
         self.rollout_processors = []
 
-    def processors(self, query_ids: torch.Tensor, query_mask: torch.Tensor) -> list[LogitsProcessor]:
-        processor = TopPMaskProcessor(self.mask_policy, query_ids, query_mask)
+    def processors(
+        self, query_ids: torch.Tensor, query_mask: torch.Tensor, num_generations: int = 1
+    ) -> list[LogitsProcessor]:
+        processor = TopPMaskProcessor(self.mask_policy, query_ids, query_mask, num_generations)
         self.rollout_processors.append(processor)
         return [processor]
 
