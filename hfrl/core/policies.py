@@ -150,6 +150,11 @@ def returned_cache(out: Any) -> Any:
     return cache if cache is not None else getattr(out, "past_key_values", None)
 
 
+def accepts_logits_to_keep(lm: Any) -> bool:
+    """Whether ``lm`` (under any wrapper) computes logits for its last positions only when asked."""
+    return _accepts_logits_to_keep(base_lm(lm).__class__)
+
+
 @functools.cache
 def _accepts_logits_to_keep(cls: Any) -> bool:
     """Whether a model class can compute logits for the last positions only (transformers' CausalLMs)."""

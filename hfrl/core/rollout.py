@@ -45,6 +45,7 @@ from hfrl.core.estimators.base import AdvantageEstimator, EstimatorInputs, add_s
 from hfrl.core.policies import (
     ActorCritic,
     ReferencePolicy,
+    accepts_logits_to_keep,
     base_lm,
     cache_kwarg,
     completion_forward,
@@ -269,7 +270,8 @@ def shared_prefill(lm: Any, query_ids: torch.Tensor, query_mask: torch.Tensor, n
         return {}
     ids, mask = query_ids[:, :-1], query_mask[:, :-1]
     positions = (mask.cumsum(1) - 1).clamp(min=0)  # left padding: positions follow the mask, as in generate
-    out = lm(input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=True)
+    last_only = {"logits_to_keep": 1} if accepts_logits_to_keep(lm) else {}  # the logits are not used
+    out = lm(input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=True, **last_only)
     cache = returned_cache(out)
     if not hasattr(cache, "batch_repeat_interleave"):
         return {}
