@@ -5,13 +5,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from transformers import TrainingArguments
-
-from hfrl.trainers.devices import cpu_defaults
+from hfrl.trainers.rl_config import RLConfig
 
 
 @dataclass
-class OnlineConfig(TrainingArguments):
+class OnlineConfig(RLConfig):
     """Settings of the rollout, reward, KL penalty and advantage core of the online trainers.
 
     One *iteration* is one rollout of ``rollout_batch_size`` prompts per process, ``num_generations``
@@ -19,7 +17,8 @@ class OnlineConfig(TrainingArguments):
     ``mini_batch_size`` completions. Steps,
     logging, evaluation and saving are derived from iterations: ``max_steps = num_iterations *
     steps_per_iteration`` and ``per_device_train_batch_size = mini_batch_size /
-    gradient_accumulation_steps``.
+    gradient_accumulation_steps``. The prompt, evaluation-generation, reward-weight and model-loading
+    fields are :class:`~hfrl.trainers.rl_config.RLConfig`'s.
     """
 
     # ---- Iterations and batches ----
@@ -66,10 +65,6 @@ class OnlineConfig(TrainingArguments):
     )
 
     # ---- Prompts and generation ----
-    max_prompt_length: int | None = field(default=512, metadata={"help": "Prompt tokens kept (None: all)."})
-    truncation_side: str = field(
-        default="left", metadata={"help": "Which end of a long prompt to cut: 'left' or 'right'."}
-    )
     max_new_tokens: int = field(default=20, metadata={"help": "Maximum completion length in rollouts."})
     generation_kwargs: dict[str, Any] = field(
         default_factory=lambda: {"do_sample": True, "top_k": 0, "top_p": 1.0, "temperature": 1.0},
@@ -84,18 +79,8 @@ class OnlineConfig(TrainingArguments):
             "so the first ratio is not exactly 1."
         },
     )
-    eval_max_new_tokens: int | None = field(
-        default=None, metadata={"help": "Maximum completion length in evaluation (default: max_new_tokens)."}
-    )
-    eval_generation_kwargs: dict[str, Any] = field(
-        default_factory=lambda: {"do_sample": False},
-        metadata={"help": "Keyword arguments of `generate` for evaluation (default: greedy)."},
-    )
 
     # ---- Reward and KL penalty ----
-    reward_weights: list[float] | None = field(
-        default=None, metadata={"help": "Weight of each reward function (default: 1 each)."}
-    )
     max_abs_reward: float | None = field(
         default=1e6,
         metadata={
@@ -157,9 +142,6 @@ class OnlineConfig(TrainingArguments):
     separate_critic: bool = field(
         default=False, metadata={"help": "Give the critic its own copy of the backbone (default: shared)."}
     )
-    disable_dropout: bool = field(
-        default=True, metadata={"help": "Turn dropout off so rollout and update log-probs agree."}
-    )
 
     # ---- Evaluation and checkpoints, in iterations ----
     eval_every: int | None = field(default=None, metadata={"help": "Evaluate every N iterations (None: never)."})
@@ -174,33 +156,17 @@ class OnlineConfig(TrainingArguments):
         default=False,
         metadata={"help": "Write every rollout's prompts, completions and rewards to completions/iteration-N.jsonl."},
     )
-    model_init_kwargs: dict[str, Any] | None = field(
-        default=None, metadata={"help": "Keyword arguments of `from_pretrained` when `model` is a name."}
-    )
 
     # ---- TrainingArguments defaults that differ for RL ----
     learning_rate: float = field(default=1e-6, metadata={"help": "Learning rate (GRUE: 1e-6 to 2e-6)."})
-    lr_scheduler_type: str = field(default="constant", metadata={"help": "Scheduler type."})
     max_grad_norm: float = field(default=0.5, metadata={"help": "Gradient clipping norm (SB3: 0.5)."})
-    remove_unused_columns: bool = field(
-        default=False, metadata={"help": "Keep dataset columns: rewards receive them as keyword arguments."}
-    )
     logging_strategy: str = field(default="steps", metadata={"help": "Log once per iteration (derived)."})
     logging_nan_inf_filter: bool = field(
         default=False, metadata={"help": "Log the real loss (a non-finite one stops the run before the step)."}
     )
-    ddp_find_unused_parameters: bool | None = field(
-        default=False,
-        metadata={
-            "help": "DDP: every trained parameter takes part in each forward, so DDP need not search for unused ones."
-        },
-    )
 
     def __post_init__(self) -> None:
-        for name in (
-            "num_iterations", "rollout_batch_size", "num_generations", "mini_batch_size", "num_ppo_epochs",
-            "max_new_tokens",
-        ):  # fmt: skip
+        for name in ("num_iterations", "rollout_batch_size", "num_generations", "mini_batch_size", "num_ppo_epochs"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
         self._check_estimator()
@@ -223,8 +189,6 @@ class OnlineConfig(TrainingArguments):
             raise ValueError(
                 f"rollout_tokens must be >= 1 or None (one completion per prompt), got {self.rollout_tokens}"
             )
-        if self.truncation_side not in ("left", "right"):
-            raise ValueError(f"truncation_side must be 'left' or 'right', got {self.truncation_side!r}")
         if self.invalid_rewards not in ("error", "drop"):
             raise ValueError(f"invalid_rewards must be 'error' or 'drop', got {self.invalid_rewards!r}")
         if self.max_abs_reward is not None and self.max_abs_reward <= 0:
@@ -245,7 +209,6 @@ class OnlineConfig(TrainingArguments):
         for name in ("eval_every", "save_every"):
             if getattr(self, name) is not None and getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1 or None, got {getattr(self, name)}")
-        cpu_defaults(self)
         self.per_device_train_batch_size = self.mini_batch_size // self.gradient_accumulation_steps
         self.max_steps = self.num_iterations * self.steps_per_iteration
         self.logging_steps = self.steps_per_iteration
