@@ -20,6 +20,7 @@ class A2CTrainer(OnlineTrainer):
     """A2C: ``-A * log pi + c_v (V - R)^2 - c_e H`` over the rollout; no ratio, no clipping."""
 
     config_class = A2CConfig
+    args: A2CConfig
     _name = "A2C"
     _tag_names = ["hfrl", "a2c"]
     _paper = paper("mnih2016asynchronous")

@@ -95,6 +95,7 @@ class NLPOTrainer(PPOTrainer):
     distribution."""
 
     config_class = NLPOConfig
+    args: NLPOConfig
     _name = "NLPO"
     _tag_names = ["hfrl", "nlpo"]
     _paper = paper("ramamurthy2023is")

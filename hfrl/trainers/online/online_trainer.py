@@ -95,11 +95,12 @@ class PolicyOutputs(NamedTuple):
     full_logprobs: torch.Tensor | None = None  # of the taken tokens under the full softmax (kl_in_loss only)
 
 
-class OnlineTrainer(CrashSafeMixin, EvaluationMixin, HubMixin, Trainer):
+class OnlineTrainer(CrashSafeMixin, EvaluationMixin, HubMixin, Trainer):  # type: ignore[misc]  # HubMixin's card signature
     """Base of PPO / NLPO / A2C / TRPO. Subclasses set ``config_class`` and write :meth:`loss` (and
     :meth:`policy_step`, :meth:`_build_action_space` where they differ: the module's hook surface)."""
 
     config_class: type[OnlineConfig] = OnlineConfig
+    args: OnlineConfig
     #: whether each minibatch's loss trains the policy (False: the policy moves in policy_step alone, TRPO)
     minibatch_trains_policy: bool = True
     #: whether a minibatch must hold whole groups (a loss with statistics over a prompt's completions);
@@ -215,7 +216,7 @@ class OnlineTrainer(CrashSafeMixin, EvaluationMixin, HubMixin, Trainer):
         )
 
     # ---- rollout ----------------------------------------------------------------------------
-    def _prepare_inputs(self, batch: PromptBatch | list[dict[str, Any]]) -> Rollout:
+    def _prepare_inputs(self, batch: PromptBatch | list[dict[str, Any]]) -> Rollout:  # type: ignore[override]
         if not self._buffer:
             examples = batch.examples if isinstance(batch, PromptBatch) else batch
             if examples[0] is None:  # a placeholder batch (IterationSampler): only a first micro-step has prompts
@@ -277,7 +278,9 @@ class OnlineTrainer(CrashSafeMixin, EvaluationMixin, HubMixin, Trainer):
         if rollout and self._capture_at_generation():  # hidden states only for a critic's values
             capture = CaptureSettings(self.temperature, hidden=self.has_critic)
         with unwrap_model_for_generation(
-            self.model_wrapped, self.accelerator, gradient_checkpointing_kwargs=self.args.gradient_checkpointing_kwargs
+            self.model_wrapped,
+            self.accelerator,
+            gradient_checkpointing_kwargs=cast(dict | None, self.args.gradient_checkpointing_kwargs),
         ) as unwrapped:
             was_training = unwrapped.training
             unwrapped.eval()
@@ -365,7 +368,7 @@ class OnlineTrainer(CrashSafeMixin, EvaluationMixin, HubMixin, Trainer):
         self._prepare_inputs(inputs)
         return torch.zeros((), device=self.args.device)
 
-    def compute_loss(self, model, inputs: Rollout, return_outputs: bool = False, num_items_in_batch=None):
+    def compute_loss(self, model, inputs: Rollout, return_outputs: bool = False, num_items_in_batch=None):  # type: ignore[override]
         """The algorithm's :meth:`loss` on one forward over a minibatch, plus the KL term with
         ``kl_in_loss``, its statistics recorded."""
         out = self.policy_outputs(model, inputs)
@@ -529,7 +532,7 @@ class OnlineTrainer(CrashSafeMixin, EvaluationMixin, HubMixin, Trainer):
             ]
         )
         if self.args.should_save:
-            folder = os.path.join(self.args.output_dir, "completions")
+            folder = os.path.join(str(self.args.output_dir), "completions")
             os.makedirs(folder, exist_ok=True)
             iteration = self.state.global_step // self.args.steps_per_iteration + 1
             with open(os.path.join(folder, f"iteration-{iteration}.jsonl"), "w") as fh:
@@ -565,8 +568,8 @@ class OnlineTrainer(CrashSafeMixin, EvaluationMixin, HubMixin, Trainer):
         metrics = dict(record.metrics)
         metrics.update(self._process_mean(record.update_means()))
         metrics["time/update"] = now - record.update_start
-        tokens = torch.tensor(float(record.tokens), device=self.accelerator.device)
-        tokens = float(self.accelerator.reduce(tokens, reduction="sum"))
+        local = torch.tensor(float(record.tokens), device=self.accelerator.device)
+        tokens = float(self.accelerator.reduce(local, reduction="sum"))
         metrics["tokens_per_second"] = tokens / max(now - record.start, 1e-9)
         metrics["iteration"] = self.state.global_step // self.args.steps_per_iteration
         return metrics
@@ -596,7 +599,7 @@ class OnlineTrainer(CrashSafeMixin, EvaluationMixin, HubMixin, Trainer):
         it is split by prefix (``policy.``, ``value_head.``, ``critic.``)."""
         from safetensors.torch import save_file
 
-        output_dir = output_dir or self.args.output_dir
+        output_dir = str(output_dir or self.args.output_dir)
         if not self.args.should_save:
             return
         os.makedirs(output_dir, exist_ok=True)
@@ -638,7 +641,7 @@ class OnlineTrainer(CrashSafeMixin, EvaluationMixin, HubMixin, Trainer):
     def _load_from_checkpoint(self, resume_from_checkpoint: str, model: nn.Module | None = None) -> None:
         from safetensors.torch import load_file
 
-        wrapper: ActorCritic = model if model is not None else self.model
+        wrapper = cast(ActorCritic, model if model is not None else self.model)
         load_pretrained_weights(wrapper.policy, resume_from_checkpoint)
         if wrapper.value_head is not None:
             head = os.path.join(resume_from_checkpoint, VALUE_HEAD_NAME)

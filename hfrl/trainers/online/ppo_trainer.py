@@ -40,6 +40,7 @@ class PPOTrainer(OnlineTrainer):
     """
 
     config_class = PPOConfig
+    args: PPOConfig
     _name = "PPO"
     _tag_names = ["hfrl", "ppo"]
     _paper = paper("schulman2017proximal")

@@ -42,6 +42,7 @@ class TRPOTrainer(OnlineTrainer):
     estimator) an iteration is its policy step alone."""
 
     config_class = TRPOConfig
+    args: TRPOConfig
     _name = "TRPO"
     _tag_names = ["hfrl", "trpo"]
     _paper = paper("schulman2015trust")
