@@ -19,6 +19,7 @@ from hfrl.trainers.papers import paper
 class A2CTrainer(OnlineTrainer):
     """A2C: ``-A * log pi + c_v (V - R)^2 - c_e H`` over the rollout; no ratio, no clipping."""
 
+    algs = {"a2c": "online: advantage actor-critic, one gradient step per rollout, no ratio or clipping (A2C)."}
     config_class = A2CConfig
     args: A2CConfig
     _name = "A2C"

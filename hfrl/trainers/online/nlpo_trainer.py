@@ -94,6 +94,7 @@ class NLPOTrainer(PPOTrainer):
     policy renormalised over the set each token was sampled from; the KL penalty uses the unmasked
     distribution."""
 
+    algs = {"nlpo": "online: PPO that samples inside the top-p set of a periodically refreshed mask policy (NLPO)."}
     config_class = NLPOConfig
     args: NLPOConfig
     _name = "NLPO"

@@ -35,7 +35,7 @@ import math
 import os
 import time
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any, NamedTuple, cast
+from typing import Any, ClassVar, NamedTuple, cast
 
 import torch
 from datasets import Dataset
@@ -99,6 +99,8 @@ class OnlineTrainer(CrashSafeMixin, EvaluationMixin, HubMixin, Trainer):  # type
     """Base of PPO / NLPO / A2C / TRPO. Subclasses set ``config_class`` and write :meth:`loss` (and
     :meth:`policy_step`, :meth:`_build_action_space` where they differ: the module's hook surface)."""
 
+    #: the algorithm names this trainer serves, with their `hfrl list algs` line (hfrl/trainers/declared.py)
+    algs: ClassVar[dict[str, str]] = {}  # a base: exported, no name of its own
     config_class: type[OnlineConfig] = OnlineConfig
     args: OnlineConfig
     #: whether each minibatch's loss trains the policy (False: the policy moves in policy_step alone, TRPO)

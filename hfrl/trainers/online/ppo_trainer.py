@@ -39,6 +39,10 @@ class PPOTrainer(OnlineTrainer):
     ```
     """
 
+    algs = {
+        "ppo": "online: clipped-ratio policy updates, per-token KL penalty, GAE with a value head or any estimator "
+        "(PPO).",
+    }
     config_class = PPOConfig
     args: PPOConfig
     _name = "PPO"

@@ -41,6 +41,7 @@ class TRPOTrainer(OnlineTrainer):
     optimizer, which holds only the critic's parameters. Without a critic (a critic-free advantage
     estimator) an iteration is its policy step alone."""
 
+    algs = {"trpo": "online: a natural-gradient step inside a KL trust region, then the critic if any (TRPO)."}
     config_class = TRPOConfig
     args: TRPOConfig
     _name = "TRPO"
