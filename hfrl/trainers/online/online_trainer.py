@@ -20,11 +20,15 @@ An algorithm is a subclass that uses the protected hook surface, and nothing els
   what to log; ``minibatch_trains_policy = False`` when the minibatches train the critic alone;
 - :meth:`OnlineTrainer._build_action_space` -> ``self.action_space``: which tokens each step may
   sample and the loss renormalises over (:mod:`hfrl.core.action_space`; NLPO's top-p mask);
-- ``self.estimator``: the advantage estimator, chosen by the config's ``advantage_estimator``
-  (:mod:`hfrl.core.estimators`).
+- :meth:`OnlineTrainer._build_estimator` -> ``self.estimator``: the advantage estimator, the config's
+  ``advantage_estimator`` (:mod:`hfrl.core.estimators`); without a critic (all but ``gae``) no value
+  head exists.
 
-Helpers an algorithm may call: :meth:`OnlineTrainer.action_logprobs`, :attr:`OnlineTrainer.temperature`,
-:meth:`OnlineTrainer.global_sum`, :meth:`OnlineTrainer.require_unsharded_policy`, :meth:`OnlineTrainer.record`.
+Class attributes: ``minibatch_trains_policy``, ``minibatch_keeps_groups`` (a loss that needs each
+minibatch to hold whole groups). Helpers an algorithm may call: :meth:`OnlineTrainer.action_logprobs`,
+:attr:`OnlineTrainer.temperature`, :attr:`OnlineTrainer.has_critic`, :attr:`OnlineTrainer.loss_max_tokens`
+(Dr. GRPO's constant normaliser), :meth:`OnlineTrainer.global_sum`, :meth:`OnlineTrainer.require_unsharded_policy`,
+:meth:`OnlineTrainer.record`, and ``self.iteration`` (its ``kl_coef``, ``metrics``).
 """
 
 from __future__ import annotations
@@ -132,7 +136,7 @@ class OnlineTrainer(CrashSafeMixin, EvaluationMixin, HubMixin, Trainer):  # type
             raise ValueError("reward_funcs is required: pass a reward function or a list of them")
         self.reward_funcs, self.reward_weights = reward_list(reward_funcs, args.reward_weights)
         self.metrics = dict(metrics or {})
-        self.estimator: type[AdvantageEstimator] = estimator_class(args.advantage_estimator)
+        self.estimator = self._build_estimator(args)
 
         policy, processing_class = _load_policy(model, args, processing_class, peft_config)
         # No reference model at all when the KL penalty is off for good.
@@ -168,6 +172,11 @@ class OnlineTrainer(CrashSafeMixin, EvaluationMixin, HubMixin, Trainer):  # type
         self.action_space = self._build_action_space()
         critic = (VALUE_HEAD_NAME,) if self.has_critic else ()
         self._own_checkpoint_files = (*critic, ONLINE_STATE_NAME, *self.action_space.checkpoint_files)
+
+    def _build_estimator(self, args: OnlineConfig) -> type[AdvantageEstimator]:
+        """How rewards become advantages (:mod:`hfrl.core.estimators`): the config's
+        ``advantage_estimator``. Called first in ``__init__``: it decides whether a critic is built."""
+        return estimator_class(args.advantage_estimator)
 
     def _build_action_space(self) -> ActionSpace:
         """What each step may sample and the loss renormalises over (:mod:`hfrl.core.action_space`): the
