@@ -38,7 +38,7 @@ def advantages_text(config: dict[str, Any]) -> str:
     """The online algorithms' advantage estimator, group size and KL placement as the card says them
     (empty for a run without ``advantage_estimator``: the offline and TRL trainers).
 
-    >>> advantages_text({"advantage_estimator": "rloo", "num_generations": 4, "kl_in_loss": True})
+    >>> advantages_text({"advantage_estimator": "rloo", "num_generations": 4, "kl_in_loss": True, "kl_coef": 0.05})
     '`rloo` (docs/algorithms.md §13), 4 completions per prompt; no critic: no value head was ...; the KL ... (k3).'
     """
     estimator = config.get("advantage_estimator")
@@ -50,8 +50,12 @@ def advantages_text(config: dict[str, Any]) -> str:
         parts.append("a value head (critic) on the policy, saved as `value_head.safetensors`")
     else:
         parts.append("no critic: no value head was trained or saved")
-    in_loss = config.get("kl_in_loss")
-    parts.append("the KL to the reference in the loss (k3)" if in_loss else "a per-token KL penalty in the reward")
+    if not config.get("kl_coef") and not config.get("kl_target"):
+        parts.append("no KL to the reference")
+    elif config.get("kl_in_loss"):
+        parts.append("the KL to the reference in the loss (k3)")
+    else:
+        parts.append("a per-token KL penalty in the reward")
     return "; ".join(parts) + "."
 
 
