@@ -1,9 +1,12 @@
 """Rollouts for the online algorithms: generation with the KV cache, rewards, batched scoring.
 
-One rollout = ``B`` prompts, one sampled completion each (at most ``T`` new tokens). Everything
-is computed in batches: ``generate`` once per generation batch, each reward function once per
-rollout, one forward per model (policy + values, reference) per scoring batch. No token-by-token
-re-scoring anywhere.
+One rollout = ``B / G`` prompts, ``G`` (``num_generations``, 1 by default) sampled completions each,
+at most ``T`` new tokens; a prompt's completions are consecutive rows, its *group*, and share its
+prompt encoding (:func:`shared_prefill`). Everything is computed in batches: ``generate`` once per
+generation batch, each reward function once per rollout, one forward per model (policy + values,
+reference) per scoring batch. No token-by-token re-scoring anywhere. The advantages come from an
+estimator (:mod:`hfrl.core.estimators`, :func:`assemble`): GAE with the critic's values, or a
+critic-free one (then no values at all).
 
 One iteration's data, typed end to end: :func:`generate_completions` returns :class:`Completions`
 (with what generation computed per step, :class:`hfrl.core.capture.Captured`),
@@ -18,7 +21,9 @@ prompts of ``P`` tokens, completions of ``T``, hidden size ``H`` and vocabulary 
                          rewards, advantages, returns (completions right-padded; masked: 0 at padding)
     (B, T, H)            hidden
     (B, T, ceil(V / 8))  action_sets: uint8, 1 bit per vocabulary entry (:func:`hfrl.core.capture.pack_sets`)
-    (B,)                 scores
+    (B,)                 scores; group_ids (long: the prompt each completion answers, 0 .. B/G - 1)
+
+``values`` (and ``hidden``) are None without a critic.
 
 ``logprobs`` always means the sampled tokens' log-probs under the *action distribution* (the policy
 renormalised over the action space's set, :mod:`hfrl.core.action_space`; the full softmax for PPO, A2C and
