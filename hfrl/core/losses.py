@@ -1,10 +1,9 @@
 """Losses of the online actor-critic algorithms and the offline A-LoL family and PRO. Pure: tensors in,
 ``(loss, stats)`` out. The maths: docs/algorithms.md §2 (PPO), §4 (A2C), §5 (TRPO), §6 (A-LoL), §7 (PRO).
 
-All tensors are ``(batch, time)`` over completion tokens with ``mask`` 1 on real tokens; every
-token is one transition, so losses are means over the masked tokens (as in RL4LMs / SB3).
-``stats`` holds detached scalars for logging.
-"""
+All tensors are ``(batch, time)`` over completion tokens with ``mask`` 1 on real tokens; every token is one
+transition, so losses are means over the masked tokens (RL4LMs / SB3; Dr. GRPO: :func:`token_sum`).
+``stats`` holds detached scalars for logging. The KL as a loss term (GRPO): :func:`kl_k3`, §14."""
 
 from __future__ import annotations
 
@@ -17,9 +16,8 @@ from hfrl.core.advantages import masked_mean
 
 
 def token_sum(values: Tensor, mask: Tensor, max_tokens: int | None = None) -> Tensor:
-    """How a policy loss sums its tokens: ``mean_m(values)`` over the masked tokens, or, with
-    ``max_tokens``, ``sum_m(values) / (rows x max_tokens)`` (Dr. GRPO's constant normaliser: no
-    dependence on the completions' lengths; docs/algorithms.md §13.3).
+    """A policy loss's sum over tokens: ``mean_m(values)``, or with ``max_tokens`` ``sum_m(values) / (rows x
+    max_tokens)``, Dr. GRPO's constant normaliser, blind to the completions' lengths (docs/algorithms.md §13.3).
 
     >>> values, mask = torch.tensor([[1.0, 2.0], [3.0, 0.0]]), torch.tensor([[1, 1], [1, 0]])
     >>> float(token_sum(values, mask)), float(token_sum(values, mask, max_tokens=4))  # 6 / 3, 6 / (2 x 4)
