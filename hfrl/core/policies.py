@@ -107,6 +107,50 @@ def completion_forward(
     return out.logits[:, -(response_ids.shape[1] + 1) : -1], hidden
 
 
+@torch.no_grad()
+def grouped_completion_forward(
+    lm: Any,
+    query_ids: torch.Tensor,
+    query_mask: torch.Tensor,
+    response_ids: torch.Tensor,
+    response_mask: torch.Tensor,
+    group: int,
+) -> torch.Tensor:
+    """:func:`completion_forward`'s logits (no gradient) for completions in groups of ``group`` that
+    share a prompt, each prompt run once: ``query_* (B / group, P)``, one row per prompt, and
+    ``response_* (B, T)``. A causal model runs each prompt with its KV cache kept (the last prompt
+    position's logits predict the first token), expands the cache to the group
+    (``Cache.batch_repeat_interleave``) and runs the completions on it; a seq2seq model runs its
+    encoder once per prompt. Equal to the plain forward up to float rounding."""
+    config = lm.config
+    query_ids, query_mask = trim_padding(query_ids, query_mask)
+    if getattr(config, "is_encoder_decoder", False):
+        encoded = base_lm(lm).get_encoder()(input_ids=query_ids, attention_mask=query_mask, return_dict=True)
+        encoded.last_hidden_state = encoded.last_hidden_state.repeat_interleave(group, 0)
+        start = config.decoder_start_token_id
+        out = lm(
+            encoder_outputs=encoded,
+            attention_mask=query_mask.repeat_interleave(group, 0),
+            decoder_input_ids=torch.cat([torch.full_like(response_ids[:, :1], start), response_ids[:, :-1]], 1),
+            decoder_attention_mask=torch.cat([torch.ones_like(response_mask[:, :1]), response_mask[:, :-1]], 1),
+            use_cache=False,
+        )
+        return out.logits
+    last_only = {"logits_to_keep": 1} if accepts_logits_to_keep(lm) else {}
+    positions = (query_mask.cumsum(1) - 1).clamp(min=0)
+    prompt = lm(input_ids=query_ids, attention_mask=query_mask, position_ids=positions, use_cache=True, **last_only)
+    first = prompt.logits[:, -1:].repeat_interleave(group, 0)  # predicts each completion's first token
+    cache = returned_cache(prompt)
+    cache.batch_repeat_interleave(group)
+    attention = torch.cat([query_mask.repeat_interleave(group, 0), response_mask[:, :-1]], dim=1)
+    steps = (attention.cumsum(1) - 1).clamp(min=0)[:, query_ids.shape[1] :]
+    rest = lm(
+        input_ids=response_ids[:, :-1], attention_mask=attention, position_ids=steps, use_cache=True,
+        **{cache_kwarg(lm): cache},
+    )  # fmt: skip
+    return torch.cat([first, rest.logits], dim=1)
+
+
 def tempered(logits: torch.Tensor, temperature: float) -> torch.Tensor:
     """``logits / temperature``, without a vocabulary-sized copy at temperature 1."""
     return logits if temperature == 1.0 else logits / temperature

@@ -54,6 +54,7 @@ from hfrl.core.policies import (
     base_lm,
     cache_kwarg,
     completion_forward,
+    grouped_completion_forward,
     returned_cache,
     tempered,
     trim_padding,
@@ -449,11 +450,37 @@ def _policy_forward(
 
 
 def _reference_logprobs(reference: ReferencePolicy, batch: Completions, temperature: float) -> torch.Tensor:
+    """The reference's log-probs of a batch's completions; a batch of whole groups of completions
+    (``num_generations`` > 1) runs each prompt once (:func:`hfrl.core.policies.grouped_completion_forward`)."""
     from trl.trainer.utils import selective_log_softmax
 
+    group = whole_groups(batch.group_ids)
     with reference.active() as ref:
-        logits, _ = completion_forward(ref, batch.query_ids, batch.query_mask, batch.response_ids, batch.response_mask)
+        if group > 1 and batch.response_ids.shape[1] > 1:
+            ids, mask = batch.query_ids[::group], batch.query_mask[::group]
+            logits = grouped_completion_forward(ref, ids, mask, batch.response_ids, batch.response_mask, group)
+        else:
+            logits, _ = completion_forward(
+                ref, batch.query_ids, batch.query_mask, batch.response_ids, batch.response_mask
+            )
     return selective_log_softmax(tempered(logits, temperature), batch.response_ids)
+
+
+def whole_groups(group_ids: torch.Tensor | None) -> int:
+    """The size of the groups when ``group_ids`` is runs of one size, consecutive (a batch of whole
+    groups of completions); else 1.
+
+    >>> whole_groups(torch.tensor([3, 3, 4, 4])), whole_groups(torch.tensor([3, 3, 4])), whole_groups(None)
+    (2, 1, 1)
+    """
+    if group_ids is None or not len(group_ids):
+        return 1
+    size = int((group_ids == group_ids[0]).sum())
+    if size < 2 or len(group_ids) % size:
+        return 1
+    runs = group_ids.view(-1, size)
+    same = bool((runs == runs[:, :1]).all()) and len(runs[:, 0].unique()) == len(runs)
+    return size if same else 1
 
 
 def assemble(

@@ -92,3 +92,22 @@ def test_nlpo_mask_policy_encodes_each_prompt_once_with_the_same_sets(kind, tiny
         assert torch.equal(torch.isfinite(a), torch.isfinite(b))
         sequence = torch.cat([sequence, torch.full((8, 1), token)], dim=1)
     torch.testing.assert_close(torch.stack(grouped.thresholds), torch.stack(single.thresholds), atol=1e-5, rtol=0)
+
+
+@pytest.mark.parametrize("kind", ["causal", "seq2seq"])
+def test_grouped_scoring_runs_each_prompt_once_with_the_same_logits(kind, tiny_causal_dir, tiny_seq2seq_dir):
+    """The reference forward of a rollout's groups: each prompt once, then its completions on the
+    expanded cache (or encoder outputs): the logits of the plain forward over every copy."""
+    from hfrl.core.policies import completion_forward, grouped_completion_forward
+    from hfrl.core.rollout import whole_groups
+
+    model, tokenizer, ids, mask = setup(tiny_causal_dir if kind == "causal" else tiny_seq2seq_dir)
+    settings = {"max_new_tokens": 6, "do_sample": True, "top_k": 0}
+    torch.manual_seed(0)
+    done = generate_completions(model, ids, mask, settings, tokenizer.pad_token_id, num_generations=3)
+    assert whole_groups(done.group_ids) == 3 and whole_groups(done.group_ids[:4]) == 1
+    with torch.no_grad():
+        plain, _ = completion_forward(model, done.query_ids, done.query_mask, done.response_ids, done.response_mask)
+    grouped = grouped_completion_forward(model, ids, mask, done.response_ids, done.response_mask, 3)
+    valid = done.response_mask.bool()
+    torch.testing.assert_close(grouped[valid], plain[valid], atol=1e-5, rtol=1e-5)
