@@ -107,7 +107,6 @@ def completion_forward(
     return out.logits[:, -(response_ids.shape[1] + 1) : -1], hidden
 
 
-@torch.no_grad()
 def grouped_completion_forward(
     lm: Any,
     query_ids: torch.Tensor,
@@ -116,12 +115,13 @@ def grouped_completion_forward(
     response_mask: torch.Tensor,
     group: int,
 ) -> torch.Tensor:
-    """:func:`completion_forward`'s logits (no gradient) for completions in groups of ``group`` that
-    share a prompt, each prompt run once: ``query_* (B / group, P)``, one row per prompt, and
-    ``response_* (B, T)``. A causal model runs each prompt with its KV cache kept (the last prompt
-    position's logits predict the first token), expands the cache to the group
-    (``Cache.batch_repeat_interleave``) and runs the completions on it; a seq2seq model runs its
-    encoder once per prompt. Equal to the plain forward up to float rounding."""
+    """:func:`completion_forward`'s logits for completions in groups of ``group`` that share a prompt,
+    each prompt run once, with gradient when it is enabled (it flows back through the expanded
+    cache): ``query_* (B / group, P)``, one row per prompt, and ``response_* (B, T)``. A causal model
+    runs each prompt with its KV cache kept (the last prompt position's logits predict the first
+    token), expands the cache to the group (``Cache.batch_repeat_interleave``) and runs the
+    completions on it; a seq2seq model runs its encoder once per prompt. Equal to the plain forward
+    up to float rounding."""
     config = lm.config
     query_ids, query_mask = trim_padding(query_ids, query_mask)
     if getattr(config, "is_encoder_decoder", False):
@@ -265,9 +265,12 @@ class ActorCritic(nn.Module):
         response_ids: torch.Tensor,
         response_mask: torch.Tensor,
         values_only: bool = False,
+        group: int = 1,
     ) -> tuple[torch.Tensor | None, torch.Tensor | None]:
         """``values_only``: the critic alone (TRPO's critic step); a shared backbone then runs
-        without gradient, so only the value head learns."""
+        without gradient, so only the value head learns. ``group`` > 1: the rows are whole groups of
+        that many completions of one prompt, and without a critic each prompt runs once
+        (:func:`grouped_completion_forward`; not under gradient checkpointing, which keeps no cache)."""
         if values_only:
             if self.value_head is None:
                 raise ValueError("values_only: this model has no critic")
@@ -277,6 +280,9 @@ class ActorCritic(nn.Module):
                     lm, query_ids, query_mask, response_ids, response_mask, output_hidden_states=True
                 )
             return None, self.value_head(hidden)
+        if group > 1 and self.value_head is None and not self.is_gradient_checkpointing:
+            ids, mask = query_ids[::group], query_mask[::group]
+            return grouped_completion_forward(self.policy, ids, mask, response_ids, response_mask, group), None
         shared = self.critic is None and self.value_head is not None
         logits, hidden = completion_forward(
             self.policy, query_ids, query_mask, response_ids, response_mask, output_hidden_states=shared

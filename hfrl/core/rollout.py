@@ -454,9 +454,9 @@ def _reference_logprobs(reference: ReferencePolicy, batch: Completions, temperat
     (``num_generations`` > 1) runs each prompt once (:func:`hfrl.core.policies.grouped_completion_forward`)."""
     from trl.trainer.utils import selective_log_softmax
 
-    group = whole_groups(batch.group_ids)
+    group = whole_groups(batch.group_ids) if batch.response_ids.shape[1] > 1 else 1
     with reference.active() as ref:
-        if group > 1 and batch.response_ids.shape[1] > 1:
+        if group > 1:
             ids, mask = batch.query_ids[::group], batch.query_mask[::group]
             logits = grouped_completion_forward(ref, ids, mask, batch.response_ids, batch.response_mask, group)
         else:
@@ -473,7 +473,7 @@ def whole_groups(group_ids: torch.Tensor | None) -> int:
     >>> whole_groups(torch.tensor([3, 3, 4, 4])), whole_groups(torch.tensor([3, 3, 4])), whole_groups(None)
     (2, 1, 1)
     """
-    if group_ids is None or not len(group_ids):
+    if group_ids is None or len(group_ids) < 2:
         return 1
     size = int((group_ids == group_ids[0]).sum())
     if size < 2 or len(group_ids) % size:

@@ -78,3 +78,27 @@ def test_gamma_defaults_to_one_without_a_critic(make_config):
     assert make_config(advantage_estimator="reinforce").gamma == 1.0
     assert make_config(advantage_estimator="reinforce", gamma=0.9).gamma == 0.9
     assert PPOConfig(output_dir="x", report_to="none").steps_per_iteration == 4
+
+
+def test_critic_free_minibatches_hold_whole_groups_and_run_each_prompt_once(tiny_causal_dir, make_config):
+    """rloo with 4 completions per prompt: each minibatch is whole groups in order, its forward runs
+    each prompt once (4 rows for 16 completions), and right after the rollout the ratio is 1."""
+    from hfrl.core.policies import base_lm
+
+    args = make_config(num_generations=4, rollout_batch_size=4, mini_batch_size=8, advantage_estimator="rloo")
+    trainer = PPOTrainer(model=tiny_causal_dir, args=args, reward_funcs=digit_reward, train_dataset=prompts())
+    rollout = trainer.collect_rollout(grouped(trainer, 4))
+    parts = trainer._minibatches(rollout)
+    for part in parts:
+        assert part.group_ids.view(-1, 4).eq(part.group_ids.view(-1, 4)[:, :1]).all()  # whole groups, in order
+    rows = []
+    hook = base_lm(trainer.model.policy).register_forward_pre_hook(
+        lambda m, a, k: rows.append(k["input_ids"].shape[0]), with_kwargs=True
+    )
+    try:
+        trainer.model.train()
+        trainer.compute_loss(trainer.model, parts[0])
+    finally:
+        hook.remove()
+    assert rows == [2, 8]  # the 2 prompts of the minibatch's 2 groups, then its 8 completions on their cache
+    assert trainer.iteration.updates["approx_kl"][0] == pytest.approx(0.0, abs=1e-5)

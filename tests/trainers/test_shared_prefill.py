@@ -111,3 +111,34 @@ def test_grouped_scoring_runs_each_prompt_once_with_the_same_logits(kind, tiny_c
     grouped = grouped_completion_forward(model, ids, mask, done.response_ids, done.response_mask, 3)
     valid = done.response_mask.bool()
     torch.testing.assert_close(grouped[valid], plain[valid], atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("kind", ["causal", "seq2seq"])
+def test_the_update_forward_of_whole_groups_gives_the_plain_gradients(kind, tiny_causal_dir, tiny_seq2seq_dir):
+    """Without a critic a minibatch of whole groups runs each prompt once in the update too, the
+    gradient flowing back through the expanded cache: the same log-probs and gradients as running
+    every copy."""
+    from hfrl.core.policies import ActorCritic, disable_dropout
+
+    model, tokenizer, ids, mask = setup(tiny_causal_dir if kind == "causal" else tiny_seq2seq_dir, lora=True)
+    disable_dropout(model)  # as the trainers do
+    torch.manual_seed(0)
+    done = generate_completions(model, ids, mask, {"max_new_tokens": 5, "do_sample": True, "top_k": 0},
+                                tokenizer.pad_token_id, num_generations=2)  # fmt: skip
+    wrapper = ActorCritic(model, critic=False).train()
+    batch = (done.query_ids, done.query_mask, done.response_ids, done.response_mask)
+    results = []
+    for group in (1, 2):
+        wrapper.zero_grad()
+        logits, values = wrapper(*batch, group=group)
+        logprobs = logits.log_softmax(-1).gather(-1, done.response_ids.unsqueeze(-1)).squeeze(-1)
+        (logprobs * done.response_mask).sum().backward()
+        grads = {n: p.grad.clone() for n, p in wrapper.named_parameters() if p.grad is not None}
+        results.append((logprobs.detach(), grads))
+        assert values is None
+    (plain, plain_grads), (grouped, grouped_grads) = results
+    valid = done.response_mask.bool()
+    torch.testing.assert_close(grouped[valid], plain[valid], atol=1e-5, rtol=1e-5)
+    assert plain_grads.keys() == grouped_grads.keys() and plain_grads
+    for name in plain_grads:
+        torch.testing.assert_close(grouped_grads[name], plain_grads[name], atol=1e-4, rtol=1e-3, msg=name)

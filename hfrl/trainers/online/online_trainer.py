@@ -67,6 +67,7 @@ from hfrl.core.rollout import (
     pad,
     rollout_stats,
     score,
+    whole_groups,
 )
 from hfrl.rewards import reward_list
 from hfrl.rewards.combine import compute_rewards
@@ -253,7 +254,7 @@ class OnlineTrainer(CrashSafeMixin, EvaluationMixin, HubMixin, Trainer):  # type
         num_minibatches = args.rollout_completions // args.mini_batch_size
         whitened = args.whiten_advantages if self.estimator.whitening is None else self.estimator.whitening
         whiten = whitened and args.whiten_scope == "minibatch"
-        groups = rollout.group_ids if self.minibatch_keeps_groups else None
+        groups = rollout.group_ids if self._whole_groups_per_minibatch() else None
         out = []
         for _ in range(args.num_ppo_epochs):
             for minibatch in plan_epoch(
@@ -269,6 +270,21 @@ class OnlineTrainer(CrashSafeMixin, EvaluationMixin, HubMixin, Trainer):  # type
                         part.advantages = advantages[micro.rows]
                     out.append(part)
         return out
+
+    def _whole_groups_per_minibatch(self) -> bool:
+        """Minibatches of whole groups: when the loss needs them (:attr:`minibatch_keeps_groups`), or
+        when they let the update run each prompt once (no critic, ``num_generations`` > 1, whole
+        completions, ``mini_batch_size`` a multiple of it)."""
+        args = self.args
+        if self.minibatch_keeps_groups:
+            return True
+        group = args.num_generations
+        return (
+            group > 1
+            and not self.has_critic
+            and args.minibatch_unit == "sequences"
+            and not args.mini_batch_size % group
+        )
 
     def _queries(self, batch: list[dict[str, Any]]) -> tuple[torch.Tensor, torch.Tensor]:
         side = "right" if self.is_encoder_decoder else "left"
@@ -360,7 +376,11 @@ class OnlineTrainer(CrashSafeMixin, EvaluationMixin, HubMixin, Trainer):  # type
                 inputs.query_ids, inputs.query_mask, inputs.response_ids, inputs.response_mask, values_only=True
             )
             return PolicyOutputs(None, None, values)
-        logits, values = model(inputs.query_ids, inputs.query_mask, inputs.response_ids, inputs.response_mask)
+        group = self._shared_prompts(inputs)
+        grouped = {"group": group} if group > 1 else {}  # each prompt run once for its group (no critic)
+        logits, values = model(
+            inputs.query_ids, inputs.query_mask, inputs.response_ids, inputs.response_mask, **grouped
+        )
         logits = tempered(logits, self.temperature)
         logprobs, entropy = self.action_logprobs(logits, inputs)
         full = None
@@ -378,6 +398,13 @@ class OnlineTrainer(CrashSafeMixin, EvaluationMixin, HubMixin, Trainer):  # type
         model.train()
         self._prepare_inputs(inputs)
         return torch.zeros((), device=self.args.device)
+
+    def _shared_prompts(self, batch: Rollout) -> int:
+        """The group size when a minibatch's forward may run each prompt once: groups of completions
+        (``num_generations`` > 1), whole and in order in the minibatch, and no critic (1 otherwise)."""
+        if self.args.num_generations < 2 or self.has_critic or batch.response_ids.shape[1] < 2:
+            return 1
+        return whole_groups(batch.group_ids)
 
     def compute_loss(self, model, inputs: Rollout, return_outputs: bool = False, num_items_in_batch=None):  # type: ignore[override]
         """The algorithm's :meth:`loss` on one forward over a minibatch, plus the KL term with
