@@ -165,23 +165,26 @@ class MaskPolicy:
 
     @contextlib.contextmanager
     def active(self) -> Iterator[Any]:
-        """The module to call for mask-policy logits. Under PEFT the mask adapter is made the active one
-        on each adapter layer of a list kept from the start: PEFT's ``set_adapter`` walks every module
-        of the model, twice per generated token (a tenth of NLPO's generation on SmolLM2-135M with
-        LoRA on all its linear layers). Inside, no adapter weight requires gradients; on exit the
-        trained adapter does again, the mask adapter not."""
+        """The module to call for mask-policy logits (only without gradient: the processor runs under
+        inference mode). Under PEFT the mask adapter is made the one each adapter layer applies, on a
+        list of the layers kept from the start (their ``active_adapter``): PEFT's ``set_adapter`` walks
+        every module of the model and sets every adapter weight's ``requires_grad``, twice per generated
+        token (a tenth of NLPO's generation on SmolLM2-135M with LoRA on all its linear layers); which
+        weights are trainable does not change. A model with auxiliary adapter modules
+        (``modules_to_save``) switches PEFT's way."""
         if not self.is_peft:
             yield self.model
             return
         previous = self.policy.active_adapter
-        if self._adapter_layers:
+        if self._adapter_layers:  # which adapter each layer applies; trainability is left alone (no gradient here)
+            saved = [layer._active_adapter for layer in self._adapter_layers]
             for layer in self._adapter_layers:
-                layer.set_adapter(MASK_ADAPTER, inference_mode=True)
+                layer._active_adapter = [MASK_ADAPTER]
             try:
                 yield self.policy
             finally:
-                for layer in self._adapter_layers:
-                    layer.set_adapter(previous)  # the trained adapter active and trainable, the mask adapter frozen
+                for layer, active in zip(self._adapter_layers, saved, strict=True):
+                    layer._active_adapter = active
             return
         self.policy.set_adapter(MASK_ADAPTER)  # a model with auxiliary adapter modules (modules_to_save): PEFT's way
         try:
@@ -194,15 +197,18 @@ class MaskPolicy:
 
 def _switchable_adapter_layers(policy: Any) -> list[Any]:
     """The PEFT adapter layers of ``policy`` when switching each of them switches the model (no
-    auxiliary adapter modules such as ``modules_to_save``, which PEFT's ``set_adapter`` also switches);
-    else an empty list."""
+    auxiliary adapter modules such as ``modules_to_save``, which PEFT's ``set_adapter`` also switches,
+    and layers that keep their active adapter where PEFT 0.17-0.21 does); else an empty list."""
     from peft.tuners.tuners_utils import BaseTunerLayer
     from peft.utils.other import AuxiliaryTrainingWrapper
 
     modules = list(policy.modules())
     if any(isinstance(m, AuxiliaryTrainingWrapper) for m in modules):
         return []
-    return [m for m in modules if isinstance(m, BaseTunerLayer)]
+    layers = [m for m in modules if isinstance(m, BaseTunerLayer)]
+    return (
+        layers if all("_active_adapter" in vars(layer) or hasattr(layer, "_active_adapter") for layer in layers) else []
+    )
 
 
 class TopPMaskProcessor(LogitsProcessor):
