@@ -29,6 +29,11 @@ one process at a time), then ``benchmarks/RESULTS-real.md`` and the learning cur
     python benchmarks/real_model.py --workers 2 --threads 1                       # everything, two runs at a time
     python benchmarks/real_model.py --threads 1 --algs ppo --modes lora --seed 0  # one cell, merged in
     python benchmarks/real_model.py --report-only                                 # RESULTS-real.md from the JSON
+    python benchmarks/real_model.py --threads 1 --algs ppo,ppo+rloo,grpo --modes lora --generations 4
+
+``ALG+ESTIMATOR`` (``ppo+rloo``, ``nlpo+group_norm``...) runs an online algorithm with that advantage
+estimator, ``--generations`` completions per prompt (TRL's runs: 4 per prompt) and no critic but with
+``gae``, at the same budget: ``--prompts`` completions per iteration.
 """
 
 from __future__ import annotations
@@ -60,7 +65,9 @@ LORA_LR = {"ppo": 4e-4, "nlpo": 8e-4, "a2c": 1e-3, "trpo": None, "grpo": 4e-4, "
 # ---- settings ------------------------------------------------------------------------------------
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--algs", default=",".join(ALGS), help=f"comma-separated, of {', '.join(ALGS)}")
+    parser.add_argument("--algs", default=",".join(ALGS),
+                        help=f"comma-separated, of {', '.join(ALGS)}, or ALG+ESTIMATOR (ppo+rloo)")  # fmt: skip
+    parser.add_argument("--generations", type=int, default=4, help="completions per prompt of ALG+ESTIMATOR runs")
     parser.add_argument("--modes", default=",".join(MODES), help="lora, full or both")
     parser.add_argument("--threads", type=int, default=None, help="torch threads (default: OMP_NUM_THREADS or 2)")
     parser.add_argument("--workers", type=int, default=1,
@@ -154,10 +161,13 @@ class Budget:
         completions, as GRUE's IMDB) follows ``--new-tokens``."""
         return {**kwargs, "min_new_tokens": self.new_tokens} if "min_new_tokens" in kwargs else dict(kwargs)
 
-    def fields(self, alg: str, trainer_class: Any, mode: str, out: str, seed: int) -> dict[str, Any]:
+    def fields(self, spec: str, trainer_class: Any, mode: str, out: str, seed: int) -> dict[str, Any]:
+        """``spec``: an algorithm, or ``ALG+ESTIMATOR`` (an online algorithm with that advantage estimator,
+        ``--generations`` completions per prompt, the same completions per iteration)."""
         from hfrl.runs.experiment import coerce_numbers, task_config
         from hfrl.trainers.schema import config_schema
 
+        alg, _, estimator = spec.partition("+")
         _, fields = task_config(self.task, alg, config_schema(alg))
         for key in ("generation_kwargs", "eval_generation_kwargs"):
             if isinstance(fields.get(key), dict):
@@ -171,6 +181,11 @@ class Budget:
                 rollout_batch_size=self.prompts, max_new_tokens=self.new_tokens, num_iterations=self.iterations
             )
             fields.pop("eval_every", None)
+            if estimator:  # the same completions per iteration, in groups
+                groups = self.a.generations
+                fields.update(advantage_estimator=estimator, num_generations=groups,
+                              rollout_batch_size=self.prompts // groups)  # fmt: skip
+                fields.update(self.overrides.get(spec, {}))
         elif alg in TRL:  # one generation of `prompts` completions, then 4 optimizer steps (PPO's minibatches)
             fields.update(per_device_train_batch_size=self.prompts // 4, steps_per_generation=4, logging_steps=1,
                           max_completion_length=self.new_tokens, max_steps=4 * self.iterations)  # fmt: skip
@@ -321,7 +336,7 @@ class Recorder:
 def run_online(alg: str, mode: str, ctx: dict, out: str, seed: int) -> tuple[Any, list[dict], dict]:
     from hfrl.runs.experiment import algorithm_trainer
 
-    trainer_class = algorithm_trainer(alg)
+    trainer_class = algorithm_trainer(alg.partition("+")[0])  # ALG+ESTIMATOR: the algorithm's trainer
     fields = ctx["budget"].fields(alg, trainer_class, mode, out, seed)
     recorder = Recorder()
     trainer = trainer_class(
@@ -548,7 +563,7 @@ def run_one(alg: str, mode: str, seed: int, ctx: dict) -> dict[str, Any]:
     torch.manual_seed(seed)
     load = os.getloadavg()
     start = time.perf_counter()
-    if alg in ONLINE:
+    if alg.partition("+")[0] in ONLINE:
         policy, rows, fields = run_online(alg, mode, ctx, out, seed)
     elif alg in TRL:
         policy, rows, fields = run_trl(alg, mode, ctx, out, seed)
@@ -624,9 +639,14 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         ctx["base_by_seed"] = by_seed
         jobs = [(alg, mode, seed) for alg in a.algs.split(",") if alg for mode in a.modes.split(",") if mode
                 for seed in a.seeds]  # fmt: skip
+        from hfrl.core.estimators import ESTIMATORS
+
         for alg, mode, _ in jobs:
-            if alg not in ALGS or mode not in MODES:
-                raise SystemExit(f"unknown algorithm or mode {alg}/{mode}: algorithms {ALGS}, modes {MODES}")
+            base_alg, plus, estimator = alg.partition("+")
+            known = base_alg in ONLINE and estimator in ESTIMATORS if plus else alg in ALGS
+            if not known or mode not in MODES:
+                raise SystemExit(f"unknown algorithm or mode {alg}/{mode}: algorithms {ALGS} (or ONLINE+ESTIMATOR "
+                                 f"with {', '.join(ESTIMATORS)}), modes {MODES}")  # fmt: skip
         if a.workers > 1:
             run_in_workers(a, argv if argv is not None else sys.argv[1:], jobs, results)
             jobs = []

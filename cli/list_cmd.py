@@ -12,7 +12,8 @@ import typer
 
 from hfrl.cli._options import AlgOpt
 
-HELP = """List the registered tasks, algorithms, rewards or metrics, or an algorithm's config fields.
+HELP = """List the registered tasks, algorithms (and the online ones' advantage estimators), rewards or
+metrics, or an algorithm's config fields.
 
 \b
 Examples:
@@ -36,9 +37,14 @@ def _rows(what: What) -> list[tuple[str, str]]:
     if what is What.tasks:
         return _task_rows()
     if what is What.algs:
+        from hfrl.core.estimators import ESTIMATORS
         from hfrl.trainers import ALGORITHMS, SUMMARIES
+        from hfrl.utils.registry import describe_path
 
-        return [(name, SUMMARIES.get(name) or describe(import_path(path))) for name, path in ALGORITHMS.items()]
+        algs = [(name, SUMMARIES.get(name) or describe(import_path(path))) for name, path in ALGORITHMS.items()]
+        # ppo / nlpo / a2c / trpo take any of them (docs/algorithms.md §13)
+        estimators = [(f"--advantage_estimator {name}", describe_path(path)) for name, path in ESTIMATORS.items()]
+        return algs + estimators
     from hfrl.rewards import catalogue
 
     items = catalogue.rewards() if what is What.rewards else catalogue.metrics()

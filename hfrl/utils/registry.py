@@ -123,6 +123,28 @@ def built(obj: Any, args: dict[str, Any], kind: str, name: Any) -> Any:
     return obj
 
 
+def describe_path(path: str) -> str:
+    """:func:`describe` of the object at ``"package.module:Class"`` read from its source, without
+    importing the module (``hfrl list algs`` lists the advantage estimators without loading torch).
+
+    >>> describe_path("hfrl.utils.registry:UnknownNameError")
+    'An unknown task, algorithm, reward, metric, model or config key (the CLI exits with code 2).'
+    """
+    import ast
+    import importlib.util
+
+    module, _, attr = path.partition(":")
+    spec = importlib.util.find_spec(module)
+    if spec is None or spec.origin is None:
+        return ""
+    with open(spec.origin, encoding="utf-8") as fh:
+        tree = ast.parse(fh.read())
+    for node in tree.body:
+        if isinstance(node, (ast.ClassDef, ast.FunctionDef)) and node.name == attr:
+            return describe(type("", (), {"__doc__": ast.get_docstring(node)}))
+    return ""
+
+
 def describe(obj: Any) -> str:
     r"""The first paragraph of an object's docstring on one line, as plain text (RST's double
     backticks become quotes).

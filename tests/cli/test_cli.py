@@ -77,6 +77,8 @@ def test_threads_default_to_one_for_small_models_on_the_cpu(monkeypatch):
     [
         ("tasks", "numbers"),
         ("algs", "ppo"),
+        ("algs", "RLOO, no critic: each completion"),
+        ("fields", "How rewards become advantages"),
         ("rewards", "increasing_numbers"),
         ("metrics", "distinct_n"),
     ],

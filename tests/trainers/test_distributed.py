@@ -66,10 +66,10 @@ def test_nlpo_and_trpo_refuse_sharded_weights_with_one_line(tiny_causal_dir, mak
         reward_funcs=digit_reward,
         train_dataset=Dataset.from_dict({"prompt": ["1 2"] * 8}),
     )
-    trainer._require_unsharded_policy("needs the whole policy")  # DDP / one process: fine
+    trainer.require_unsharded_policy("needs the whole policy")  # DDP / one process: fine
     trainer.is_fsdp_enabled = True
     with pytest.raises(ValueError) as err:
-        trainer._require_unsharded_policy("copies the policy's weights into its mask policy")
+        trainer.require_unsharded_policy("copies the policy's weights into its mask policy")
     assert str(err.value) == (
         "PPO copies the policy's weights into its mask policy, which DeepSpeed ZeRO-3 and FSDP shard across "
         "processes: use DDP (hfrl/accelerate_configs/multi_gpu.yaml) or ZeRO-2 (deepspeed_zero2.yaml)"

@@ -122,7 +122,10 @@ def test_list_algs_shows_trl_trainers(capsys):
     assert code == 0
     names = {line.split()[0] for line in out.splitlines()}
     assert {"ppo", "nlpo", "a2c", "trpo", "grpo", "rloo", "sft", "dpo"} <= names
-    assert "grpo            TRL's GRPOTrainer: group-relative advantages over several completions per prompt." in out
+    grpo = next(line for line in out.splitlines() if line.startswith("grpo "))
+    assert grpo.split(None, 1)[1] == (
+        "TRL's GRPOTrainer (causal models, vLLM on a GPU): group-normalised advantages over several completions."
+    )
     assert "``" not in out and all(line.endswith(".") for line in out.splitlines())  # whole sentences, plain text
 
 
