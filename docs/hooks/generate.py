@@ -12,6 +12,7 @@ import inspect
 import os
 from pathlib import Path
 
+from mkdocs.plugins import event_priority
 from mkdocs.structure.files import File
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -195,6 +196,7 @@ GENERATED = {
 SOURCE_TREE = ROOT / "build" / "griffe-src"  # mkdocs.yml: mkdocstrings' paths
 
 
+@event_priority(100)  # before mkdocstrings reads its paths: on a fresh clone build/ does not exist yet
 def on_config(config, **kwargs):
     """The package's source as it installs (pyproject's package-dir puts cli/, tasks/ and cards/ under
     hfrl), copied into build/griffe-src/hfrl (its .py files only) for mkdocstrings to read."""
