@@ -10,6 +10,14 @@ against plain supervised fine-tuning.
 
     OMP_NUM_THREADS=1 python benchmarks/bench_online.py --model tiny --prompts 32 --new-tokens 32 --json out.json
     python benchmarks/bench_online.py --model gpt2-small --prompts 16 --new-tokens 32 --iterations 2
+
+``--algs ppo,ppo+rloo`` adds hfrl runs with an advantage estimator (``ALG+ESTIMATOR``: ``--generations``
+completions per prompt, ``--prompts`` completions in all, no critic but with ``gae``), compared with
+TRL's trainers at ``--trl-generations`` completions per prompt (give both the same G to compare GRPO
+and RLOO with hfrl's group estimators):
+
+    python benchmarks/bench_online.py --model gpt2-small --algs ppo,ppo+rloo,ppo+group_norm --generations 4 \
+        --trl-generations 4 --skip lora
 """
 
 from __future__ import annotations
@@ -83,11 +91,19 @@ def length_reward(prompts, completions, **kwargs):
 
 
 def run_hfrl(alg: str, path: str, n_prompts: int, new_tokens: int, iterations: int, out: str, **extra) -> dict:
+    """hfrl's ``alg`` (``ALG+ESTIMATOR``: with that advantage estimator, ``generations`` completions per
+    prompt) on ``n_prompts`` completions of ``new_tokens`` per iteration, 4 minibatches."""
     from hfrl.runs.experiment import algorithm_trainer
 
+    alg, _, estimator = alg.partition("+")
+    generations = extra.pop("generations", 4)
+    groups = generations if estimator else 1
+    if estimator:
+        extra.setdefault("config", {}).update(advantage_estimator=estimator, num_generations=groups)
     trainer_cls = algorithm_trainer(alg)
     args = trainer_cls.config_class(
-        output_dir=out, num_iterations=iterations + 1, rollout_batch_size=n_prompts, mini_batch_size=n_prompts // 4,
+        output_dir=out, num_iterations=iterations + 1, rollout_batch_size=n_prompts // groups,
+        mini_batch_size=n_prompts // 4,
         num_ppo_epochs=1, max_new_tokens=new_tokens, learning_rate=1e-5, kl_coef=0.05, report_to="none",
         disable_tqdm=True, save_strategy="no", logging_first_step=False,
         generation_kwargs={"do_sample": True, "top_k": 0, "min_new_tokens": new_tokens},
@@ -178,10 +194,17 @@ class _BareTopPMask:
 
 
 def run_trl(
-    name: str, path: str, n_prompts: int, new_tokens: int, iterations: int, out: str, bf16: bool = False
+    name: str,
+    path: str,
+    n_prompts: int,
+    new_tokens: int,
+    iterations: int,
+    out: str,
+    generations: int = 2,
+    bf16: bool = False,
 ) -> dict:
-    """TRL's ``RLOOTrainer`` or ``GRPOTrainer`` (``name``: rloo, grpo) on the same work (``bf16``:
-    TRL's bf16 mixed precision, for comparisons on a GPU)."""
+    """TRL's ``RLOOTrainer`` or ``GRPOTrainer`` (``name``: rloo, grpo) on the same work, ``generations``
+    completions per prompt (``bf16``: TRL's bf16 mixed precision, for comparisons on a GPU)."""
     import trl
 
     config_class, trainer_class = {
@@ -190,7 +213,7 @@ def run_trl(
     }[name]
     # The same work per iteration: n_prompts completions of new_tokens, one pass of updates in 4 minibatches.
     args = config_class(
-        output_dir=out, per_device_train_batch_size=n_prompts // 4, steps_per_generation=4, num_generations=2,
+        output_dir=out, per_device_train_batch_size=n_prompts // 4, steps_per_generation=4, num_generations=generations,
         max_completion_length=new_tokens, max_steps=4 * (iterations + 1), learning_rate=1e-5, report_to="none",
         use_cpu=not torch.cuda.is_available(), bf16=bf16, beta=0.05, save_strategy="no", disable_tqdm=True,
         logging_steps=4, gradient_checkpointing=False, temperature=1.0, top_k=0,
@@ -264,6 +287,9 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--new-tokens", type=int, default=32)
     parser.add_argument("--iterations", type=int, default=3, help="measured iterations (after one warm-up)")
     parser.add_argument("--skip", nargs="*", default=[], help="parts to skip: nlpo trl lora")
+    parser.add_argument("--algs", default="ppo,nlpo", help="hfrl runs: ALG or ALG+ESTIMATOR (e.g. ppo,nlpo,ppo+rloo)")
+    parser.add_argument("--generations", type=int, default=4, help="completions per prompt of the ALG+ESTIMATOR runs")
+    parser.add_argument("--trl-generations", type=int, default=2, help="completions per prompt of TRL's runs")
     parser.add_argument("--json", help="write the figures to this file")
     a = parser.parse_args(argv)
     torch.manual_seed(0)
@@ -275,21 +301,29 @@ def main(argv: list[str] | None = None) -> dict:
 
     results: dict = {"model": a.model, "prompts": a.prompts, "new_tokens": a.new_tokens,
                      "threads": torch.get_num_threads()}  # fmt: skip
-    results["ppo"] = run_hfrl("ppo", path, a.prompts, a.new_tokens, a.iterations, work("ppo"))
-    results["ppo_floor"] = floor(path, a.prompts, a.new_tokens, a.iterations, mask_policy=False)
-    results["ppo_over_floor"] = results["ppo"]["seconds_per_iteration"] / results["ppo_floor"]["seconds_per_iteration"]
-    if "nlpo" not in a.skip:
-        results["nlpo"] = run_hfrl("nlpo", path, a.prompts, a.new_tokens, a.iterations, work("nlpo"))
+    algs = [alg for alg in a.algs.split(",") if alg and not (alg == "nlpo" and "nlpo" in a.skip)]
+    for alg in algs:
+        results[alg] = run_hfrl(alg, path, a.prompts, a.new_tokens, a.iterations, work(alg), generations=a.generations)
+    if "ppo" in algs:
+        results["ppo_floor"] = floor(path, a.prompts, a.new_tokens, a.iterations, mask_policy=False)
+        results["ppo_over_floor"] = (
+            results["ppo"]["seconds_per_iteration"] / results["ppo_floor"]["seconds_per_iteration"]
+        )
+    if "nlpo" in algs:
         results["nlpo_floor"] = floor(path, a.prompts, a.new_tokens, a.iterations, mask_policy=True)
         results["nlpo_over_floor"] = (
             results["nlpo"]["seconds_per_iteration"] / results["nlpo_floor"]["seconds_per_iteration"]
         )
     if "trl" not in a.skip:
+        results["trl_generations"] = a.trl_generations
         for name in ("rloo", "grpo"):
-            results[f"trl_{name}"] = run_trl(name, path, a.prompts, a.new_tokens, a.iterations, work(name))
-            results[f"tokens_per_s_over_trl_{name}"] = (
-                results["ppo"]["tokens_per_s"] / results[f"trl_{name}"]["tokens_per_s"]
-            )
+            results[f"trl_{name}"] = run_trl(name, path, a.prompts, a.new_tokens, a.iterations, work(name),
+                                             generations=a.trl_generations)  # fmt: skip
+            for alg in algs:
+                key = "" if alg == "ppo" else f"{alg}_"
+                results[f"{key}tokens_per_s_over_trl_{name}"] = (
+                    results[alg]["tokens_per_s"] / results[f"trl_{name}"]["tokens_per_s"]
+                )
     if "lora" not in a.skip:
         results["ppo_lora_peak_rss_mb"] = peak_memory_mb("ppo_lora", path, a.prompts, a.new_tokens)
         results["sft_peak_rss_mb"] = peak_memory_mb("sft", path, a.prompts, a.new_tokens)
@@ -303,18 +337,19 @@ def main(argv: list[str] | None = None) -> dict:
 
 def print_table(r: dict) -> None:
     print(f"\nmodel {r['model']}, {r['prompts']} prompts x {r['new_tokens']} new tokens, {r['threads']} threads")
-    print(f"{'run':<12}{'s/iter':>9}{'generate':>10}{'reward':>9}{'score':>9}{'update':>9}{'tok/s':>9}")
-    for name in ("ppo", "ppo_floor", "nlpo", "nlpo_floor", "trl_rloo", "trl_grpo"):
+    print(f"{'run':<20}{'s/iter':>9}{'generate':>10}{'reward':>9}{'score':>9}{'update':>9}{'tok/s':>9}")
+    names = ["ppo", "ppo_floor", "nlpo", "nlpo_floor"] + [k for k in r if "+" in k and "over" not in k]
+    for name in [*names, "trl_rloo", "trl_grpo"]:
         if name in r:
             x = r[name]
             cells = [f"{x.get(f'time/{k}', float('nan')):>9.3f}" for k in ("generate", "reward", "score", "update")]
-            print(f"{name:<12}{x['seconds_per_iteration']:>9.3f}{cells[0]:>10}{''.join(cells[1:])}"
+            print(f"{name:<20}{x['seconds_per_iteration']:>9.3f}{cells[0]:>10}{''.join(cells[1:])}"
                   f"{x.get('tokens_per_s', float('nan')):>9.0f}")  # fmt: skip
     for key in ("ppo_lora_peak_rss_mb", "sft_peak_rss_mb"):
         if key in r:
             print(f"{key}: {r[key]:.0f}")
     keys = ("ppo_over_floor", "nlpo_over_floor", "tokens_per_s_over_trl_rloo", "tokens_per_s_over_trl_grpo",
-            "lora_peak_memory_over_sft")  # fmt: skip
+            "lora_peak_memory_over_sft", *[k for k in r if "+" in k and "over" in k])  # fmt: skip
     for key in keys:
         if key in r:
             print(f"{key}: {r[key]:.2f}")

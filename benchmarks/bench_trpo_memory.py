@@ -34,11 +34,11 @@ def policy_step(path: str, prompts: int, new_tokens: int, fisher_batch_size: int
     trainer = TRPOTrainer(model=path, args=args, reward_funcs=length_reward, train_dataset=data)
     rollout = trainer.collect_rollout([trainer.train_dataset[i] for i in range(prompts)])
     start = time.perf_counter()
-    trainer.policy_step(rollout)
+    stats = trainer.policy_step(rollout)
     seconds = time.perf_counter() - start
     with open("/proc/self/status") as status:
         peak = [int(line.split()[1]) / 1024 for line in status if line.startswith("VmHWM")][0]
-    print(f"RESULT {fisher_batch_size} {seconds:.1f} {peak:.0f} {trainer._iteration['trpo/step_size']:.4g}")
+    print(f"RESULT {fisher_batch_size} {seconds:.1f} {peak:.0f} {stats['trpo/step_size']:.4g}")
 
 
 def main() -> None:

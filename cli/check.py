@@ -163,6 +163,13 @@ def check_model(report: Report, name: str, role: str, online: bool) -> None:
     if os.path.exists(name):
         report.add(f"{role} {name}: local")
         return
+    if os.path.isabs(name):  # a local folder, not a Hub id: e.g. a classifier a task fits when prepared
+        report.add(
+            f"{role} {name}: no such local folder",
+            f"{role} {name} does not exist: prepare it (movie_snippets: `python -m hfrl.tasks.movie_snippets "
+            "prepare`) or pass another folder",
+        )
+        return
     entry = model_entry(name)
     revision = entry.get("revision") if entry else None
     head = f"{role} {name}@{revision[:7]}" if revision else f"{role} {name}"
@@ -314,7 +321,7 @@ def run_check(
         elif isinstance(source, dict) and source.get("source"):
             report.add(f"data: {source['source']}")
     check_model(report, model, "model", online)
-    for name in spec_models(declared.get("rewards")) + spec_models(declared.get("metrics")):
+    for name in dict.fromkeys(spec_models(declared.get("rewards")) + spec_models(declared.get("metrics"))):
         if name != model:
             check_model(report, name, "reward/metric model", online)
     check_optional(report, declared, model, quantized)

@@ -12,7 +12,8 @@ import typer
 
 from hfrl.cli._options import AlgOpt
 
-HELP = """List the registered tasks, algorithms, rewards or metrics, or an algorithm's config fields.
+HELP = """List the registered tasks, algorithms (and the online ones' advantage estimators), rewards or
+metrics, or an algorithm's config fields.
 
 \b
 Examples:
@@ -37,14 +38,26 @@ def _rows(what: What) -> list[tuple[str, str]]:
     if what is What.tasks:
         return _task_rows()
     if what is What.algs:
+        from hfrl.core.estimators import ESTIMATORS
         from hfrl.trainers import ALGORITHMS, SUMMARIES
+        from hfrl.utils.registry import describe_path
 
-        return [(name, SUMMARIES.get(name) or describe(import_path(path))) for name, path in ALGORITHMS.items()]
-    if what is What.rewards:
-        from hfrl.rewards import REWARDS as registry
-    else:
-        from hfrl.metrics import METRICS as registry
-    return [(name, describe(import_path(path))) for name, path in registry.items()]
+        algs = [(name, SUMMARIES.get(name) or describe(import_path(path))) for name, path in ALGORITHMS.items()]
+        # ppo / nlpo / a2c / trpo take any of them (docs/algorithms.md §13)
+        estimators = [(f"--advantage_estimator {name}", describe_path(path)) for name, path in ESTIMATORS.items()]
+        return algs + estimators
+    from hfrl.rewards import catalogue
+
+    items = catalogue.rewards() if what is What.rewards else catalogue.metrics()
+    return [(item.name, _item_text(item)) for item in items]
+
+
+def _item_text(item) -> str:
+    """A reward's or metric's description, then what it reads, its range and what it needs."""
+    details = [f"reads {', '.join(item.inputs)}" if item.inputs else "", f"range {item.range}" if item.range else "",
+               f"needs {', '.join(item.needs)}" if item.needs else ""]  # fmt: skip
+    shown = "; ".join(d for d in details if d)
+    return f"{item.description}" + (f" [{shown}]" if shown else "")
 
 
 def _task_rows() -> list[tuple[str, str]]:
@@ -106,29 +119,6 @@ def _reward_text(spec) -> str:
     return spec_id(spec)
 
 
-def _field_rows(alg: str) -> list[tuple[str, str]]:
-    """The algorithm's own config fields (default and help), TRL's ModelConfig flags, and where the
-    inherited ``TrainingArguments`` fields are documented (from the field schema: no torch import)."""
-    from hfrl.core.model_args import MODEL_KEYS
-    from hfrl.trainers.schema import config_schema, training_arguments_fields
-
-    inherited = training_arguments_fields()
-    rows = []
-    for name, f in config_schema(alg).fields.items():
-        if name in inherited and inherited[name] == f:
-            continue  # TrainingArguments' own, unchanged: listed once below
-        rows.append((f"--{name}", f"{f.help} (default: {f.default!r})"))
-    rows.append(("--use_peft ...", f"trl.ModelConfig's flags for LoRA and 4/8-bit loading: {', '.join(MODEL_KEYS)}"))
-    rows.append(
-        (
-            "...",
-            "and every transformers.TrainingArguments field (report_to, logging_dir, seed, bf16, save_total_limit, "
-            "...): https://huggingface.co/docs/transformers/main_classes/trainer#transformers.TrainingArguments",
-        )
-    )
-    return rows
-
-
 JsonOpt = Annotated[bool, typer.Option("--json", help="One JSON document instead of the table.")]
 
 
@@ -168,15 +158,17 @@ def list_(
     alg: AlgOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
+    from hfrl.trainers.schema import option_rows
+
     if as_json:
         import json
 
         if what is What.tasks:
             data: Any = task_entries()
         else:
-            rows = _field_rows(alg or "ppo") if what is What.fields else _rows(what)
+            rows = option_rows(alg or "ppo") if what is What.fields else _rows(what)
             data = [{"name": name, "description": text} for name, text in rows]
         typer.echo(json.dumps(data, indent=1))
         return
-    rows = _field_rows(alg or "ppo") if what is What.fields else _rows(what)
+    rows = option_rows(alg or "ppo") if what is What.fields else _rows(what)
     typer.echo(format_rows(rows, terminal_width()))

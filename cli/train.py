@@ -105,6 +105,17 @@ EvalTestOpt = Annotated[
 ]
 
 
+def help_text(alg: str = "ppo") -> str:
+    """The command's help: :data:`HELP`, then ``alg``'s fields as ``hfrl list fields`` lists them (one
+    source: :func:`hfrl.trainers.schema.option_rows`, read without importing torch)."""
+    from hfrl.trainers.schema import option_rows
+
+    rows = option_rows(alg)
+    width = max(len(name) for name, _ in rows)
+    fields = "\n".join(f"  {name.ljust(width)}  {text}" for name, text in rows)
+    return f"{HELP}\n\b\nFields of --alg {alg} (hfrl list fields --alg ALG for another algorithm's):\n{fields}\n"
+
+
 def train(
     ctx: typer.Context,
     task: TaskOpt = None,

@@ -1,12 +1,15 @@
 """hfrl: reinforcement-learning fine-tuning of language models on the Hugging Face stack.
 
-Heavy imports are lazy: ``import hfrl`` is cheap; ``from hfrl import PPOTrainer`` loads torch.
-``import hfrl`` also registers hfrl's own model types (OpenAssistant's GPT-NeoX reward models) with
-transformers' Auto classes, as soon as that costs no torch import (:mod:`hfrl.core.auto_classes`).
+Heavy imports are lazy: ``import hfrl`` is cheap; ``from hfrl import PPOTrainer`` loads torch. The
+exports are hfrl's own trainers and their configs, derived from the trainers' declarations
+(:mod:`hfrl.trainers.declared`, read from their source when first asked for). ``import hfrl`` also
+registers hfrl's own model types (OpenAssistant's GPT-NeoX reward models) with transformers' Auto
+classes, as soon as that costs no torch import (:mod:`hfrl.core.auto_classes`).
 """
 
 from __future__ import annotations
 
+import functools
 import importlib
 from typing import TYPE_CHECKING, Any
 
@@ -16,40 +19,38 @@ _auto_classes.install()
 
 __version__ = "0.1.0"
 
-_LAZY = {
-    "ALoLConfig": "hfrl.trainers.offline",
-    "ALoLTrainer": "hfrl.trainers.offline",
-    "A2CConfig": "hfrl.trainers.online",
-    "A2CTrainer": "hfrl.trainers.online",
-    "TRPOConfig": "hfrl.trainers.online",
-    "TRPOTrainer": "hfrl.trainers.online",
-    "NLPOConfig": "hfrl.trainers.online",
-    "NLPOTrainer": "hfrl.trainers.online",
-    "OnlineConfig": "hfrl.trainers.online",
-    "OnlineTrainer": "hfrl.trainers.online",
-    "PPOConfig": "hfrl.trainers.online",
-    "PPOTrainer": "hfrl.trainers.online",
-}
 
-__all__ = [*_LAZY, "__version__"]
+@functools.cache
+def _lazy() -> dict[str, str]:
+    """Exported class name -> its module: the online and offline trainers and their configs."""
+    from hfrl.trainers.declared import exports
 
-if TYPE_CHECKING:  # pragma: no cover
-    from hfrl.trainers.offline import ALoLConfig, ALoLTrainer  # noqa: F401
-    from hfrl.trainers.online import (  # noqa: F401
-        A2CConfig,
-        A2CTrainer,
-        NLPOConfig,
-        NLPOTrainer,
-        OnlineConfig,
-        OnlineTrainer,
-        PPOConfig,
-        PPOTrainer,
-        TRPOConfig,
-        TRPOTrainer,
-    )
+    return exports("hfrl.trainers.online", "hfrl.trainers.offline")
+
+
+if TYPE_CHECKING:  # pragma: no cover - for type checkers; tests/unit/test_registration.py keeps it equal to _lazy()
+    from hfrl.trainers.offline.alol_config import ALoLConfig  # noqa: F401
+    from hfrl.trainers.offline.alol_trainer import ALoLTrainer  # noqa: F401
+    from hfrl.trainers.offline.pro_trainer import PROConfig, PROTrainer  # noqa: F401
+    from hfrl.trainers.online.a2c_config import A2CConfig  # noqa: F401
+    from hfrl.trainers.online.a2c_trainer import A2CTrainer  # noqa: F401
+    from hfrl.trainers.online.nlpo_config import NLPOConfig  # noqa: F401
+    from hfrl.trainers.online.nlpo_trainer import NLPOTrainer  # noqa: F401
+    from hfrl.trainers.online.online_config import OnlineConfig  # noqa: F401
+    from hfrl.trainers.online.online_trainer import OnlineTrainer  # noqa: F401
+    from hfrl.trainers.online.ppo_config import PPOConfig  # noqa: F401
+    from hfrl.trainers.online.ppo_trainer import PPOTrainer  # noqa: F401
+    from hfrl.trainers.online.trpo_config import TRPOConfig  # noqa: F401
+    from hfrl.trainers.online.trpo_trainer import TRPOTrainer  # noqa: F401
 
 
 def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        return getattr(importlib.import_module(_LAZY[name]), name)
+    if name == "__all__":
+        return [*_lazy(), "__version__"]
+    if name in _lazy():
+        return getattr(importlib.import_module(_lazy()[name]), name)
     raise AttributeError(f"module 'hfrl' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_lazy()])

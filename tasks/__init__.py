@@ -38,6 +38,8 @@ TASKS: dict[str, str] = {
     "faithdial": "hfrl.tasks.faithdial:build",
     "faithdial_wow": "hfrl.tasks.faithdial_wow:build",
     "comet": "hfrl.tasks.comet:build",
+    # real human-rated text, offline: the movie-review snippets of the vaderSentiment sdist (PyPI)
+    "movie_snippets": "hfrl.tasks.movie_snippets:build",
 }
 
 UNKNOWN_HINT = (

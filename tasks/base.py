@@ -215,8 +215,7 @@ def task_from_yaml(
     ``reward_config`` picks a named entry of ``reward_configs``; ``metrics`` is a list of metric
     ids or ``"all"``; ``rewards`` (in ``overrides``) replaces the rewards.
     """
-    from hfrl.metrics import load_metric
-    from hfrl.rewards import load_reward
+    from hfrl.rewards import load_reward, load_task_metric
 
     declared = TaskSpec.from_yaml(spec if spec is not None else read_task_yaml(module_file), {
         **{
@@ -233,7 +232,7 @@ def task_from_yaml(
         name=declared.name,
         dataset=dataset,
         reward_funcs=[load_reward(r) for r in rewards],
-        metrics={spec_id(m): load_metric(m) for m in metric_specs(declared.declared, metrics)},
+        metrics={spec_id(m): load_task_metric(m) for m in metric_specs(declared.declared, metrics)},
         default_model=declared.default_model,
         configs=declared.configs,
         description=declared.description,

@@ -28,7 +28,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from hfrl.rewards.from_metrics import LearnedClassifier
+from hfrl.rewards.from_metrics import MetricReward
 from hfrl.tasks.base import Task, read_task_yaml, task_from_yaml
 
 FIXTURE_DIR = Path(__file__).resolve().parent / "fixtures" / "hh"
@@ -67,7 +67,7 @@ def to_oasst(prompt: str, completion: str, eos: str = "<|endoftext|>") -> str:
     return "".join(f"{tag[role]}{text}{eos}" for role, text in turns)
 
 
-class OpenAssistantReward(LearnedClassifier):
+class OpenAssistantReward(MetricReward):
     """The A-LoL HH reward: ``sigmoid`` of an OpenAssistant reward model's score of the dialogue and
     response (``learned_classifier`` with ``output: probability`` on the OpenAssistant format).
 
@@ -85,8 +85,8 @@ class OpenAssistantReward(LearnedClassifier):
         **args: Any,
     ) -> None:
         args.setdefault("output", "probability")
-        super().__init__(model=model, input="completion", max_length=max_length, **args)
-        self.eos = eos
+        super().__init__("learned_classifier", model=model, input="completion", max_length=max_length, **args)
+        self.__name__, self.eos = "oasst_reward", eos
 
     def __call__(self, prompts: list, completions: list, **columns) -> list[float | None]:
         texts = [to_oasst(p, c, self.eos) for p, c in zip(prompts, completions, strict=True)]

@@ -39,9 +39,12 @@ class ActionSpace:
     def before_rollout(self, iteration: int) -> None:
         """Called at the start of each rollout, ``iteration`` the number of iterations done."""
 
-    def processors(self, query_ids: torch.Tensor, query_mask: torch.Tensor) -> list[LogitsProcessor]:
+    def processors(
+        self, query_ids: torch.Tensor, query_mask: torch.Tensor, num_generations: int = 1
+    ) -> list[LogitsProcessor]:
         """Fresh logits processors for one ``generate`` call of a rollout on these ``(B, P)`` prompts
-        (they run after ``generate``'s own processors, before its sampling warpers)."""
+        (they run after ``generate``'s own processors, before its sampling warpers); each run of
+        ``num_generations`` rows is one prompt's group (the same prompt: it may be encoded once)."""
         return []
 
     def loss_mask(self, action_sets: torch.Tensor | None, vocab: int) -> torch.Tensor | None:

@@ -77,6 +77,16 @@ def gae(
     return advantages, (advantages + values) * mask
 
 
+def discounted_returns(rewards: torch.Tensor, mask: torch.Tensor, gamma: float = 1.0) -> torch.Tensor:
+    """Returns-to-go ``G_t = sum_{k >= t} gamma^(k - t) * r_k`` over the completion tokens (0 on
+    padding): GAE with no critic and lambda 1, one matrix product.
+
+    >>> discounted_returns(torch.tensor([[1.0, 2.0, 4.0]]), torch.ones(1, 3), gamma=0.5).tolist()
+    [[3.0, 4.0, 4.0]]
+    """
+    return gae(rewards, torch.zeros_like(rewards), mask, gamma, 1.0)[0]
+
+
 def explained_variance(
     predictions: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor, reduce: Reduce = None
 ) -> torch.Tensor:

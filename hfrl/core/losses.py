@@ -1,14 +1,13 @@
 """Losses of the online actor-critic algorithms and the offline A-LoL family and PRO. Pure: tensors in,
 ``(loss, stats)`` out. The maths: docs/algorithms.md §2 (PPO), §4 (A2C), §5 (TRPO), §6 (A-LoL), §7 (PRO).
 
-All tensors are ``(batch, time)`` over completion tokens with ``mask`` 1 on real tokens; every
-token is one transition, so losses are means over the masked tokens (as in RL4LMs / SB3).
-``stats`` holds detached scalars for logging.
-"""
+All tensors are ``(batch, time)`` over completion tokens with ``mask`` 1 on real tokens; every token is one
+transition, so losses are means over the masked tokens (RL4LMs / SB3; Dr. GRPO: :func:`token_sum`).
+``stats`` holds detached scalars for logging. The KL as a loss term (GRPO): :func:`kl_k3`, §14."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 import torch
 from torch import Tensor
@@ -16,15 +15,34 @@ from torch import Tensor
 from hfrl.core.advantages import masked_mean
 
 
+def token_sum(values: Tensor, mask: Tensor, max_tokens: int | None = None) -> Tensor:
+    """A policy loss's sum over tokens: ``mean_m(values)``, or with ``max_tokens`` ``sum_m(values) / (rows x
+    max_tokens)``, Dr. GRPO's constant normaliser, blind to the completions' lengths (docs/algorithms.md §13.3).
+
+    >>> values, mask = torch.tensor([[1.0, 2.0], [3.0, 0.0]]), torch.tensor([[1, 1], [1, 0]])
+    >>> float(token_sum(values, mask)), float(token_sum(values, mask, max_tokens=4))  # 6 / 3, 6 / (2 x 4)
+    (2.0, 0.75)
+    """
+    if max_tokens is None:
+        return masked_mean(values, mask)
+    return (values * mask.to(values.dtype)).sum() / (mask.shape[0] * max_tokens)
+
+
 def ppo_policy_loss(
-    logprobs: Tensor, old_logprobs: Tensor, advantages: Tensor, mask: Tensor, cliprange: float = 0.2
+    logprobs: Tensor,
+    old_logprobs: Tensor,
+    advantages: Tensor,
+    mask: Tensor,
+    cliprange: float = 0.2,
+    max_tokens: int | None = None,
 ) -> tuple[Tensor, dict[str, Tensor]]:
-    """Clipped surrogate: ``-mean(min(rho*A, clip(rho, 1-eps, 1+eps)*A))``, ``rho = exp(logp - logp_old)``."""
+    """Clipped surrogate: ``-mean(min(rho*A, clip(rho, 1-eps, 1+eps)*A))``, ``rho = exp(logp - logp_old)``
+    (the mean over tokens as :func:`token_sum` says)."""
     log_ratio = logprobs - old_logprobs
     ratio = torch.exp(log_ratio)
     unclipped = ratio * advantages
     clipped = torch.clamp(ratio, 1 - cliprange, 1 + cliprange) * advantages
-    loss = -masked_mean(torch.min(unclipped, clipped), mask)
+    loss = -token_sum(torch.min(unclipped, clipped), mask, max_tokens)
     with torch.no_grad():
         stats = {
             "clipfrac": masked_mean(((ratio - 1).abs() > cliprange).float(), mask),
@@ -53,8 +71,8 @@ def ppo_loss(
     logprobs: Tensor,
     old_logprobs: Tensor,
     advantages: Tensor,
-    values: Tensor,
-    old_values: Tensor,
+    values: Tensor | None,
+    old_values: Tensor | None,
     returns: Tensor,
     entropy: Tensor | None,
     mask: Tensor,
@@ -62,21 +80,28 @@ def ppo_loss(
     cliprange_value: float | None = None,
     vf_coef: float = 0.5,
     ent_coef: float = 0.0,
+    max_tokens: int | None = None,
 ) -> tuple[Tensor, dict[str, Tensor]]:
-    """PPO: ``policy_loss + vf_coef * value_loss - ent_coef * entropy`` (SB3's composition)."""
-    pg_loss, pg_stats = ppo_policy_loss(logprobs, old_logprobs, advantages, mask, cliprange)
-    vf_loss, vf_stats = value_loss(values, old_values, returns, mask, cliprange_value)
+    """PPO: ``policy_loss + vf_coef * value_loss - ent_coef * entropy`` (SB3's composition); no value
+    term without a critic (``values`` None)."""
+    pg_loss, pg_stats = ppo_policy_loss(logprobs, old_logprobs, advantages, mask, cliprange, max_tokens)
+    vf_loss, vf_stats = None, dict[str, Tensor]()
+    if values is not None:
+        vf_loss, vf_stats = value_loss(values, cast(Tensor, old_values), returns, mask, cliprange_value)
     loss, stats = _actor_critic_total(pg_loss, vf_loss, entropy, mask, vf_coef, ent_coef)
     return loss, {**stats, **pg_stats, **vf_stats}
 
 
 def _actor_critic_total(
-    pg_loss: Tensor, vf_loss: Tensor, entropy: Tensor | None, mask: Tensor, vf_coef: float, ent_coef: float
+    pg_loss: Tensor, vf_loss: Tensor | None, entropy: Tensor | None, mask: Tensor, vf_coef: float, ent_coef: float
 ) -> tuple[Tensor, dict[str, Tensor]]:
     """``pg_loss + vf_coef * vf_loss - ent_coef * mean(H)`` (SB3's composition) and its statistics.
-    ``entropy=None``: no entropy term (the trainers skip computing it when ``ent_coef`` is 0)."""
-    loss = pg_loss + vf_coef * vf_loss
-    stats = {"loss/policy": pg_loss.detach(), "loss/value": vf_loss.detach()}
+    ``vf_loss=None``: no critic; ``entropy=None``: no entropy term (the trainers skip computing it
+    when ``ent_coef`` is 0)."""
+    loss, stats = pg_loss, {"loss/policy": pg_loss.detach()}
+    if vf_loss is not None:
+        loss = loss + vf_coef * vf_loss
+        stats["loss/value"] = vf_loss.detach()
     if entropy is not None:
         mean_entropy = masked_mean(entropy, mask)
         loss = loss - ent_coef * mean_entropy
@@ -88,17 +113,31 @@ def _actor_critic_total(
 def a2c_loss(
     logprobs: Tensor,
     advantages: Tensor,
-    values: Tensor,
+    values: Tensor | None,
     returns: Tensor,
     entropy: Tensor | None,
     mask: Tensor,
     vf_coef: float = 0.5,
     ent_coef: float = 0.0,
+    max_tokens: int | None = None,
 ) -> tuple[Tensor, dict[str, Tensor]]:
-    """A2C (SB3): ``-mean(A * logp) + vf_coef * mean((V - R)^2) - ent_coef * mean(H)``; no ratio, no clipping."""
-    pg_loss = -masked_mean(advantages * logprobs, mask)
-    vf_loss, _ = value_loss(values, values, returns, mask)  # no clipping: plain MSE
+    """A2C (SB3): ``-mean(A * logp) + vf_coef * mean((V - R)^2) - ent_coef * mean(H)``; no ratio, no
+    clipping; no value term without a critic (then REINFORCE with the estimator's baseline)."""
+    pg_loss = -token_sum(advantages * logprobs, mask, max_tokens)
+    vf_loss = value_loss(values, values, returns, mask)[0] if values is not None else None  # plain MSE
     return _actor_critic_total(pg_loss, vf_loss, entropy, mask, vf_coef, ent_coef)
+
+
+def kl_k3(logprobs: Tensor, ref_logprobs: Tensor, mask: Tensor, max_tokens: int | None = None) -> Tensor:
+    """The KL to the reference as a loss term (GRPO, Shao et al. 2024, eq. 4; Schulman's k3 estimator):
+    ``mean_m(exp(ref - logp) - (ref - logp) - 1)`` over the sampled tokens, >= 0 and unbiased for
+    ``KL(pi || pi_ref)`` under pi's samples; summed over tokens as :func:`token_sum` says.
+
+    >>> round(float(kl_k3(torch.tensor([[-1.0]]), torch.tensor([[-2.0]]), torch.ones(1, 1))), 4)  # e^-1 + 1 - 1
+    0.3679
+    """
+    delta = ref_logprobs - logprobs
+    return token_sum(torch.exp(delta) - delta - 1, mask, max_tokens)
 
 
 def categorical_kl(old_logits: Tensor, new_logits: Tensor, mask: Tensor) -> Tensor:

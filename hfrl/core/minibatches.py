@@ -1,6 +1,7 @@
 """Minibatches of one rollout for the update epochs: whole completions, or transitions.
 
-``"sequences"``: each minibatch holds whole completions. ``"tokens"``: each minibatch holds
+``"sequences"``: each minibatch holds whole completions (with ``group_ids``, whole groups: the
+completions of a prompt stay together, for a loss that needs them). ``"tokens"``: each minibatch holds
 transitions (completion tokens) drawn at random across every completion of the rollout, as SB3's
 rollout buffer hands RL4LMs' PPO its minibatches (``RolloutBuffer.get``: one permutation of all
 transitions per epoch, cut into ``batch_size`` pieces). Either way one epoch visits every completion
@@ -36,25 +37,42 @@ def plan_epoch(
     num_minibatches: int,
     micro_batches: int = 1,
     unit: str = "sequences",
+    group_ids: torch.Tensor | None = None,
 ) -> list[list[MicroBatch]]:
     """One epoch over a rollout: ``num_minibatches`` minibatches, each a list of ``micro_batches``
     :class:`MicroBatch` es, together covering every completion token once (shuffled with torch's
-    global generator).
+    global generator). With ``group_ids`` (sequences only) the groups are shuffled and each
+    minibatch holds whole groups: their number must be a multiple of ``num_minibatches``.
 
     >>> mask = torch.tensor([[1, 1, 0], [1, 0, 0]])
     >>> plan = plan_epoch(mask, num_minibatches=3, unit="tokens")
     >>> sorted(int(mb.token_mask.sum()) for [mb] in plan)  # 3 tokens, one per minibatch
     [1, 1, 1]
+    >>> plan = plan_epoch(torch.ones(4, 2), num_minibatches=2, group_ids=torch.tensor([0, 0, 1, 1]))
+    >>> sorted(sorted(mb.rows.tolist()) for [mb] in plan)  # each minibatch one whole group
+    [[0, 1], [2, 3]]
     """
     if unit not in MINIBATCH_UNITS:
         raise ValueError(f"minibatch unit must be one of {', '.join(MINIBATCH_UNITS)}, got {unit!r}")
     device = response_mask.device
     if unit == "sequences":
-        order = torch.randperm(len(response_mask), device=device)
+        if group_ids is None:
+            order = torch.randperm(len(response_mask), device=device)
+        else:
+            groups = group_ids.unique()
+            if len(groups) % num_minibatches:
+                raise ValueError(
+                    f"{len(groups)} groups cannot be split into {num_minibatches} minibatches of whole groups: make "
+                    "mini_batch_size a multiple of num_generations"
+                )
+            shuffled = groups[torch.randperm(len(groups), device=device)]
+            order = torch.cat([(group_ids == g).nonzero().flatten() for g in shuffled])
         return [
             [MicroBatch(rows, None) for rows in torch.tensor_split(minibatch, micro_batches)]
             for minibatch in torch.tensor_split(order, num_minibatches)
         ]
+    if group_ids is not None:
+        raise ValueError("minibatches of whole groups hold whole completions: use minibatch_unit 'sequences'")
     positions = response_mask.nonzero()  # (N, 2): (row, t) of every transition
     order = torch.randperm(len(positions), device=device)
     plan = []

@@ -2,7 +2,8 @@
 
 ``ActorCritic`` holds the policy (a ``PreTrainedModel`` or a PEFT model), a value head on the last
 hidden state of its backbone (one shared backbone by default; a separate critic backbone as an
-option) and scores a whole batch of completions in one forward pass. The reference policy is a
+option; none at all for the critic-free advantage estimators) and scores a whole batch of
+completions in one forward pass. The reference policy is a
 frozen copy, or, under a PEFT adapter, the same model with the adapter disabled.
 """
 
@@ -140,6 +141,50 @@ def completion_forward(
     return out.logits[:, -(response_ids.shape[1] + 1) : -1], hidden
 
 
+def grouped_completion_forward(
+    lm: Any,
+    query_ids: torch.Tensor,
+    query_mask: torch.Tensor,
+    response_ids: torch.Tensor,
+    response_mask: torch.Tensor,
+    group: int,
+) -> torch.Tensor:
+    """:func:`completion_forward`'s logits for completions in groups of ``group`` that share a prompt,
+    each prompt run once, with gradient when it is enabled (it flows back through the expanded
+    cache): ``query_* (B / group, P)``, one row per prompt, and ``response_* (B, T)``. A causal model
+    runs each prompt with its KV cache kept (the last prompt position's logits predict the first
+    token), expands the cache to the group (``Cache.batch_repeat_interleave``) and runs the
+    completions on it; a seq2seq model runs its encoder once per prompt. Equal to the plain forward
+    up to float rounding."""
+    config = lm.config
+    query_ids, query_mask = trim_padding(query_ids, query_mask)
+    if getattr(config, "is_encoder_decoder", False):
+        encoded = base_lm(lm).get_encoder()(input_ids=query_ids, attention_mask=query_mask, return_dict=True)
+        encoded.last_hidden_state = encoded.last_hidden_state.repeat_interleave(group, 0)
+        start = config.decoder_start_token_id
+        out = lm(
+            encoder_outputs=encoded,
+            attention_mask=query_mask.repeat_interleave(group, 0),
+            decoder_input_ids=torch.cat([torch.full_like(response_ids[:, :1], start), response_ids[:, :-1]], 1),
+            decoder_attention_mask=torch.cat([torch.ones_like(response_mask[:, :1]), response_mask[:, :-1]], 1),
+            use_cache=False,
+        )
+        return out.logits
+    last_only = {"logits_to_keep": 1} if accepts_logits_to_keep(lm) else {}
+    positions = (query_mask.cumsum(1) - 1).clamp(min=0)
+    prompt = lm(input_ids=query_ids, attention_mask=query_mask, position_ids=positions, use_cache=True, **last_only)
+    first = prompt.logits[:, -1:].repeat_interleave(group, 0)  # predicts each completion's first token
+    cache = returned_cache(prompt)
+    cache.batch_repeat_interleave(group)
+    attention = torch.cat([query_mask.repeat_interleave(group, 0), response_mask[:, :-1]], dim=1)
+    steps = (attention.cumsum(1) - 1).clamp(min=0)[:, query_ids.shape[1] :]
+    rest = lm(
+        input_ids=response_ids[:, :-1], attention_mask=attention, position_ids=steps, use_cache=True,
+        **{cache_kwarg(lm): cache},
+    )  # fmt: skip
+    return torch.cat([first, rest.logits], dim=1)
+
+
 def tempered(logits: torch.Tensor, temperature: float) -> torch.Tensor:
     """``logits / temperature``, without a vocabulary-sized copy at temperature 1."""
     return logits if temperature == 1.0 else logits / temperature
@@ -166,6 +211,28 @@ def base_lm(lm: Any) -> Any:
     return lm.get_base_model() if is_peft_model(lm) else lm
 
 
+def cache_kwarg(lm: Any) -> str:
+    """The keyword a model's ``forward`` and ``generate`` take a KV cache under: ``cache`` (transformers
+    5.2x renamed it; ``past_key_values`` warns until its removal) or ``past_key_values``."""
+    return _cache_kwarg(base_lm(lm).__class__)
+
+
+@functools.cache
+def _cache_kwarg(cls: Any) -> str:
+    return "cache" if "cache" in inspect.signature(cls.forward).parameters else "past_key_values"
+
+
+def returned_cache(out: Any) -> Any:
+    """The KV cache a forward returned (``out.cache``, formerly ``out.past_key_values``)."""
+    cache = getattr(out, "cache", None)
+    return cache if cache is not None else getattr(out, "past_key_values", None)
+
+
+def accepts_logits_to_keep(lm: Any) -> bool:
+    """Whether ``lm`` (under any wrapper) computes logits for its last positions only when asked."""
+    return _accepts_logits_to_keep(base_lm(lm).__class__)
+
+
 @functools.cache
 def _accepts_logits_to_keep(cls: Any) -> bool:
     """Whether a model class can compute logits for the last positions only (transformers' CausalLMs)."""
@@ -174,17 +241,24 @@ def _accepts_logits_to_keep(cls: Any) -> bool:
 
 
 class ActorCritic(nn.Module):
-    """Policy LM + value head. ``forward`` returns completion logits ``(B, T, V)`` and values ``(B, T)``."""
+    """Policy LM + value head. ``forward`` returns completion logits ``(B, T, V)`` and values ``(B, T)``
+    (None with ``critic=False``: no value head is built, and no hidden states are asked for)."""
 
-    def __init__(self, policy: Any, separate_critic: bool = False) -> None:
+    def __init__(self, policy: Any, separate_critic: bool = False, critic: bool = True) -> None:
         super().__init__()
+        if separate_critic and not critic:
+            raise ValueError("separate_critic needs a critic")
         self.policy = policy
         # A separate critic is a copy of the initial backbone (RL4LMs' layout; twice the memory).
         self.critic = copy.deepcopy(self.base_model) if separate_critic else None
-        self.value_head = ValueHead(hidden_size_of(self.config))
+        self.value_head = ValueHead(hidden_size_of(self.config)) if critic else None
+
+    @property
+    def has_critic(self) -> bool:
+        return self.value_head is not None
 
     def critic_modules(self) -> nn.ModuleList:
-        """The modules the critic owns: the value head, and the critic backbone when separate."""
+        """The modules the critic owns: the value head, the critic backbone when separate (none: no critic)."""
         return nn.ModuleList([m for m in (self.value_head, self.critic) if m is not None])
 
     @property
@@ -225,20 +299,30 @@ class ActorCritic(nn.Module):
         response_ids: torch.Tensor,
         response_mask: torch.Tensor,
         values_only: bool = False,
-    ) -> tuple[torch.Tensor | None, torch.Tensor]:
+        group: int = 1,
+    ) -> tuple[torch.Tensor | None, torch.Tensor | None]:
         """``values_only``: the critic alone (TRPO's critic step); a shared backbone then runs
-        without gradient, so only the value head learns."""
+        without gradient, so only the value head learns. ``group`` > 1: the rows are whole groups of
+        that many completions of one prompt, and without a critic each prompt runs once
+        (:func:`grouped_completion_forward`; not under gradient checkpointing, which keeps no cache)."""
         if values_only:
+            if self.value_head is None:
+                raise ValueError("values_only: this model has no critic")
             lm = self.critic if self.critic is not None else self.policy
             with torch.set_grad_enabled(self.critic is not None and torch.is_grad_enabled()):
                 _, hidden = completion_forward(
                     lm, query_ids, query_mask, response_ids, response_mask, output_hidden_states=True
                 )
             return None, self.value_head(hidden)
-        shared = self.critic is None
+        if group > 1 and self.value_head is None and not self.is_gradient_checkpointing:
+            ids, mask = query_ids[::group], query_mask[::group]
+            return grouped_completion_forward(self.policy, ids, mask, response_ids, response_mask, group), None
+        shared = self.critic is None and self.value_head is not None
         logits, hidden = completion_forward(
             self.policy, query_ids, query_mask, response_ids, response_mask, output_hidden_states=shared
         )
+        if self.value_head is None:
+            return logits, None
         if self.critic is not None:
             _, hidden = completion_forward(
                 self.critic, query_ids, query_mask, response_ids, response_mask, output_hidden_states=True

@@ -1,9 +1,12 @@
 """Rollouts for the online algorithms: generation with the KV cache, rewards, batched scoring.
 
-One rollout = ``B`` prompts, one sampled completion each (at most ``T`` new tokens). Everything
-is computed in batches: ``generate`` once per generation batch, each reward function once per
-rollout, one forward per model (policy + values, reference) per scoring batch. No token-by-token
-re-scoring anywhere.
+One rollout = ``B / G`` prompts, ``G`` (``num_generations``, 1 by default) sampled completions each,
+at most ``T`` new tokens; a prompt's completions are consecutive rows, its *group*, and share its
+prompt encoding (:func:`shared_prefill`). Everything is computed in batches: ``generate`` once per
+generation batch, each reward function once per rollout, one forward per model (policy + values,
+reference) per scoring batch. No token-by-token re-scoring anywhere. The advantages come from an
+estimator (:mod:`hfrl.core.estimators`, :func:`assemble`): GAE with the critic's values, or a
+critic-free one (then no values at all).
 
 One iteration's data, typed end to end: :func:`generate_completions` returns :class:`Completions`
 (with what generation computed per step, :class:`hfrl.core.capture.Captured`),
@@ -18,7 +21,9 @@ prompts of ``P`` tokens, completions of ``T``, hidden size ``H`` and vocabulary 
                          rewards, advantages, returns (completions right-padded; masked: 0 at padding)
     (B, T, H)            hidden
     (B, T, ceil(V / 8))  action_sets: uint8, 1 bit per vocabulary entry (:func:`hfrl.core.capture.pack_sets`)
-    (B,)                 scores
+    (B,)                 scores; group_ids (long: the prompt each completion answers, 0 .. B/G - 1)
+
+``values`` (and ``hidden``) are None without a critic.
 
 ``logprobs`` always means the sampled tokens' log-probs under the *action distribution* (the policy
 renormalised over the action space's set, :mod:`hfrl.core.action_space`; the full softmax for PPO, A2C and
@@ -39,9 +44,21 @@ from torch import nn
 from transformers import PreTrainedModel
 
 from hfrl.core.action_space import FULL_VOCABULARY, ActionSpace
-from hfrl.core.advantages import Reduce, explained_variance, gae, masked_mean, masked_var, whiten
+from hfrl.core.advantages import Reduce, explained_variance, masked_mean, masked_var
 from hfrl.core.capture import Captured, CaptureSettings, SampledSetRecorder, StepCapture, processor_last
-from hfrl.core.policies import ActorCritic, ReferencePolicy, completion_forward, tempered, trim_padding
+from hfrl.core.estimators.base import AdvantageEstimator, EstimatorInputs, add_scores
+from hfrl.core.policies import (
+    ActorCritic,
+    ReferencePolicy,
+    accepts_logits_to_keep,
+    base_lm,
+    cache_kwarg,
+    completion_forward,
+    grouped_completion_forward,
+    returned_cache,
+    tempered,
+    trim_padding,
+)
 from hfrl.utils.trust import code_trusted
 
 _Rows = TypeVar("_Rows")
@@ -70,11 +87,12 @@ class Rollout:
     logprobs: torch.Tensor  # log pi_old(a_t | s_t) of the sampled tokens, action distribution: the ratio's denominator
     ref_logprobs: torch.Tensor  # log pi_ref(a_t | s_t)
     kl: torch.Tensor  # log pi_old(a_t | s_t) - log pi_ref(a_t | s_t), full distributions
-    values: torch.Tensor  # V(s_t) at rollout time
+    values: torch.Tensor | None  # V(s_t) at rollout time (None: no critic)
     scores: torch.Tensor  # task reward of each completion (weighted sum of the reward functions)
-    rewards: torch.Tensor  # -beta * kl + token-level rewards, plus the task reward on the last token
-    advantages: torch.Tensor  # GAE advantages (whitened if configured)
-    returns: torch.Tensor  # advantages + values (before whitening)
+    rewards: torch.Tensor  # -beta * kl (KL in the reward) + token-level rewards, plus the task reward on the last token
+    advantages: torch.Tensor  # the advantage estimator's (GAE: whitened if configured)
+    returns: torch.Tensor  # the critic's targets, advantages + values before whitening (GAE); the shaped returns
+    group_ids: torch.Tensor | None = None  # the prompt each completion answers (num_generations share one)
     action_sets: torch.Tensor | None = None  # the set each token was sampled from (an action space recording them)
     entropy: torch.Tensor | None = None  # of the action distribution at rollout time (logged)
     token_mask: torch.Tensor | None = None  # bool: the transitions a token minibatch trains on
@@ -103,6 +121,7 @@ class Completions:
     response_mask: torch.Tensor  # 1 on completion tokens up to and including the first EOS
     captured: Captured | None = None  # the policy's numbers computed by generation (capture on)
     action_sets: torch.Tensor | None = None  # the set each step sampled from (an action space recording them)
+    group_ids: torch.Tensor | None = None  # the prompt each completion answers (None: one completion per prompt)
 
     def __len__(self) -> int:
         return self.response_ids.shape[0]
@@ -146,9 +165,14 @@ def generate_completions(
     batch_size: int | None = None,
     action_space: ActionSpace = FULL_VOCABULARY,
     capture: CaptureSettings | None = None,
+    num_generations: int = 1,
+    share_prefill: bool = True,
 ) -> Completions:
-    """Sample one completion per prompt with ``lm.generate`` (KV cache on), in batches of
-    ``batch_size`` prompts, each trimmed of its all-padding prompt columns.
+    """Sample ``num_generations`` completions per prompt with ``lm.generate`` (KV cache on), in
+    batches of ``batch_size`` completions (whole groups), each trimmed of its all-padding prompt
+    columns. The completions of a prompt are consecutive rows and share its ``group_ids`` entry
+    (the prompt's index); each prompt is encoded once for them (``share_prefill``:
+    :func:`shared_prefill`; off: every copy is encoded, as separate prompts would be).
 
     Each batch samples through ``action_space.processors`` and, when the action space records sets,
     keeps the set each step sampled from (``action_sets``: the tokens whose logit every logits
@@ -159,14 +183,29 @@ def generate_completions(
     distribution's entropy and, with ``capture.hidden``, the last hidden states that predicted them.
     Completions are right-padded with ``pad_token_id``.
     """
-    size = batch_size or len(query_ids)
+    group = num_generations
+    prompts = max(1, (batch_size or group * len(query_ids)) // group)  # prompts per generate call
     parts = []
-    for start in range(0, len(query_ids), size):
-        ids, mask = query_ids[start : start + size], query_mask[start : start + size]
+    for start in range(0, len(query_ids), prompts):
+        ids, mask = query_ids[start : start + prompts], query_mask[start : start + prompts]
         parts.append(
-            _generate_batch(lm, ids, mask, generation_kwargs, pad_token_id, action_space=action_space, capture=capture)
+            _generate_batch(
+                lm,
+                ids,
+                mask,
+                generation_kwargs,
+                pad_token_id,
+                action_space=action_space,
+                capture=capture,
+                num_generations=group,
+                share_prefill=share_prefill,
+            )  # fmt: skip
         )
-    return concat(parts, pad_token_id, query_ids, query_mask)
+    if group > 1:
+        query_ids, query_mask = query_ids.repeat_interleave(group, 0), query_mask.repeat_interleave(group, 0)
+    completions = concat(parts, pad_token_id, query_ids, query_mask)
+    completions.group_ids = torch.arange(len(query_ids) // group, device=query_ids.device).repeat_interleave(group)
+    return completions
 
 
 def _generate_batch(
@@ -178,15 +217,27 @@ def _generate_batch(
     *,
     action_space: ActionSpace,
     capture: CaptureSettings | None,
+    num_generations: int = 1,
+    share_prefill: bool = True,
 ) -> Completions:
-    """One ``generate`` call of :func:`generate_completions`."""
+    """One ``generate`` call of :func:`generate_completions`: ``num_generations`` completions of each
+    prompt, the prompts encoded once when ``share_prefill`` (:func:`shared_prefill`)."""
     ids, mask = trim_padding(query_ids, query_mask)
     kwargs = {"use_cache": True, "pad_token_id": pad_token_id, **generation_kwargs}
     # generate(custom_generate=...) runs a repo's or folder's code only with the user's own opt-in
     kwargs["trust_remote_code"] = generation_kwargs.get("trust_remote_code", code_trusted())
+    if num_generations > 1:
+        if share_prefill:
+            kwargs.update(shared_prefill(lm, ids, mask, num_generations))
+        ids, mask = ids.repeat_interleave(num_generations, 0), mask.repeat_interleave(num_generations, 0)
+        query_ids, query_mask = (
+            query_ids.repeat_interleave(num_generations, 0),
+            query_mask.repeat_interleave(num_generations, 0),
+        )
     recorder = SampledSetRecorder() if action_space.records_sets else None
     step = StepCapture(lm, capture.temperature, capture.hidden, recorder) if capture is not None else None
-    processors = action_space.processors(ids, mask)
+    group = {"num_generations": num_generations} if num_generations > 1 else {}  # (an action space may not take it)
+    processors = action_space.processors(ids, mask, **group)
     if processors:  # their own forwards (a second adapter of the captured model) are not steps
         kwargs["logits_processor"] = step.outside_steps(processors) if step is not None else processors
     with contextlib.ExitStack() as stack:
@@ -211,6 +262,32 @@ def _generate_batch(
     )
 
 
+@torch.no_grad()
+def shared_prefill(lm: Any, query_ids: torch.Tensor, query_mask: torch.Tensor, num_generations: int) -> dict:
+    """``generate`` keyword arguments that hand it each prompt already encoded, once for its
+    ``num_generations`` completions: a seq2seq model's encoder outputs, or a causal model's KV cache of
+    every prompt token but the last (``generate`` runs the last one, whose logits sample the first
+    token), expanded to every completion of the group (``repeat_interleave`` along the batch;
+    transformers' ``Cache.batch_repeat_interleave``). Empty (``generate`` encodes every copy) for a
+    one-token prompt or a cache that cannot be expanded."""
+    model = base_lm(lm)
+    if getattr(model.config, "is_encoder_decoder", False):
+        encoded = model.get_encoder()(input_ids=query_ids, attention_mask=query_mask, return_dict=True)
+        encoded.last_hidden_state = encoded.last_hidden_state.repeat_interleave(num_generations, 0)
+        return {"encoder_outputs": encoded}
+    if query_ids.shape[1] < 2:
+        return {}
+    ids, mask = query_ids[:, :-1], query_mask[:, :-1]
+    positions = (mask.cumsum(1) - 1).clamp(min=0)  # left padding: positions follow the mask, as in generate
+    last_only = {"logits_to_keep": 1} if accepts_logits_to_keep(lm) else {}  # the logits are not used
+    out = lm(input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=True, **last_only)
+    cache = returned_cache(out)
+    if not hasattr(cache, "batch_repeat_interleave"):
+        return {}
+    cache.batch_repeat_interleave(num_generations)
+    return {cache_kwarg(lm): cache}
+
+
 def concat(
     parts: Sequence[Completions], pad_token_id: int, query_ids: torch.Tensor, query_mask: torch.Tensor
 ) -> Completions:
@@ -226,6 +303,11 @@ def concat(
         return None if tensors[0] is None else cat(cast(list[torch.Tensor], tensors))
 
     captured = [part.captured for part in parts if part.captured is not None]
+    group_ids, groups = [], 0
+    for part in parts:  # each part's groups numbered after the previous parts'
+        ids = part.group_ids if part.group_ids is not None else torch.arange(len(part), device=part.response_ids.device)
+        group_ids.append(ids + groups)
+        groups += int(ids.max()) + 1 if len(ids) else 0
     return Completions(
         query_ids,
         query_mask,
@@ -240,6 +322,7 @@ def concat(
         if captured
         else None,
         action_sets=optional([part.action_sets for part in parts]),
+        group_ids=torch.cat(group_ids),
     )
 
 
@@ -309,7 +392,7 @@ class Scores:
     logprobs: torch.Tensor  # under the action distribution: the rollout's old log-probs
     full_logprobs: torch.Tensor  # under the full softmax: the KL penalty's
     ref_logprobs: torch.Tensor  # the reference's, full softmax
-    values: torch.Tensor  # V(s_t)
+    values: torch.Tensor | None  # V(s_t) (None: no critic)
     entropy: torch.Tensor  # of the action distribution
 
 
@@ -326,16 +409,17 @@ def score(
     """Log-probs and values under the current policy, log-probs under the reference, in batches of
     ``batch_size`` completions: one forward per model per batch.
 
-    When generation captured the policy's numbers (``completions.captured``, with hidden states),
-    only the reference runs; the values are the value head's on the captured hidden states.
+    When generation captured the policy's numbers (``completions.captured``, with hidden states when
+    there is a critic), only the reference runs; the values are the value head's on the captured
+    hidden states (None without a critic).
     Otherwise the policy's forward gives them, its action distribution renormalised over
     ``action_space.loss_mask`` of the stored sets (the full softmax for the whole vocabulary). No
     reference: its log-probs are the policy's.
     """
     captured = completions.captured
-    if captured is not None and captured.hidden is None:
+    if captured is not None and captured.hidden is None and model.has_critic:
         raise ValueError("score: the capture holds no hidden states for the values; capture with hidden=True")
-    policy: list[tuple[torch.Tensor, ...]] = []
+    policy: list[tuple[Any, ...]] = []
     reference_logprobs: list[torch.Tensor] = []
     for start in range(0, len(completions), batch_size):
         batch = completions[start : start + batch_size]
@@ -345,16 +429,18 @@ def score(
             reference_logprobs.append(_reference_logprobs(reference, batch, temperature))
     if captured is not None:
         logprobs, full, entropy = captured.logprobs, captured.full_logprobs, captured.entropy
-        values = model.value_head(cast(torch.Tensor, captured.hidden)).float()
+        head = model.value_head
+        values = head(cast(torch.Tensor, captured.hidden)).float() if head is not None else None
     else:
-        logprobs, full, values, entropy = (torch.cat(column) for column in zip(*policy, strict=True))
+        logprobs, full, entropy = (torch.cat([part[i] for part in policy]) for i in (0, 1, 3))
+        values = torch.cat([part[2] for part in policy]) if model.has_critic else None
     ref = torch.cat(reference_logprobs) if reference is not None else full.clone()
     return Scores(logprobs=logprobs, full_logprobs=full, ref_logprobs=ref, values=values, entropy=entropy)
 
 
 def _policy_forward(
     model: ActorCritic, batch: Completions, temperature: float, action_space: ActionSpace
-) -> tuple[torch.Tensor, ...]:
+) -> tuple[Any, ...]:
     """:func:`score`'s policy forward over one batch: ``(logprobs, full_logprobs, values, entropy)``."""
     from trl.trainer.utils import selective_log_softmax
 
@@ -363,15 +449,41 @@ def _policy_forward(
     mask = action_space.loss_mask(batch.action_sets, logits.shape[-1])
     logprobs, entropy = action_logprobs(logits, batch.response_ids, mask, entropy_grad=False)
     full = logprobs if mask is None else selective_log_softmax(logits, batch.response_ids)
-    return logprobs, full, values.float(), cast(torch.Tensor, entropy)
+    return logprobs, full, values.float() if values is not None else None, cast(torch.Tensor, entropy)
 
 
 def _reference_logprobs(reference: ReferencePolicy, batch: Completions, temperature: float) -> torch.Tensor:
+    """The reference's log-probs of a batch's completions; a batch of whole groups of completions
+    (``num_generations`` > 1) runs each prompt once (:func:`hfrl.core.policies.grouped_completion_forward`)."""
     from trl.trainer.utils import selective_log_softmax
 
+    group = whole_groups(batch.group_ids) if batch.response_ids.shape[1] > 1 else 1
     with reference.active() as ref:
-        logits, _ = completion_forward(ref, batch.query_ids, batch.query_mask, batch.response_ids, batch.response_mask)
+        if group > 1:
+            ids, mask = batch.query_ids[::group], batch.query_mask[::group]
+            logits = grouped_completion_forward(ref, ids, mask, batch.response_ids, batch.response_mask, group)
+        else:
+            logits, _ = completion_forward(
+                ref, batch.query_ids, batch.query_mask, batch.response_ids, batch.response_mask
+            )
     return selective_log_softmax(tempered(logits, temperature), batch.response_ids)
+
+
+def whole_groups(group_ids: torch.Tensor | None) -> int:
+    """The size of the groups when ``group_ids`` is runs of one size, consecutive (a batch of whole
+    groups of completions); else 1.
+
+    >>> whole_groups(torch.tensor([3, 3, 4, 4])), whole_groups(torch.tensor([3, 3, 4])), whole_groups(None)
+    (2, 1, 1)
+    """
+    if group_ids is None or len(group_ids) < 2:
+        return 1
+    size = int((group_ids == group_ids[0]).sum())
+    if size < 2 or len(group_ids) % size:
+        return 1
+    runs = group_ids.view(-1, size)
+    same = bool((runs == runs[:, :1]).all()) and len(runs[:, 0].unique()) == len(runs)
+    return size if same else 1
 
 
 def assemble(
@@ -383,22 +495,31 @@ def assemble(
     gamma: float,
     lam: float,
     whiten_advantages: bool,
+    estimator: type[AdvantageEstimator] | None = None,
+    kl_in_reward: bool = True,
     reduce: Reduce = None,
 ) -> Rollout:
-    """Per-token rewards ``r_t = -beta * (logp_t - ref_logp_t)`` (full distributions), plus the task
-    score on the last completion token and any token-level rewards; then GAE and (optionally)
-    whitening (over every process's rollout with ``reduce``)."""
+    """Per-token rewards ``r_t = -beta * (logp_t - ref_logp_t)`` (full distributions; left out with
+    ``kl_in_reward`` off, when the KL is in the loss), plus any token-level rewards and the task score
+    on the last completion token; then the ``estimator``'s advantages and returns (GAE by default,
+    :mod:`hfrl.core.estimators`; batch statistics over every process's rollout with ``reduce``)."""
+    from hfrl.core.estimators.gae import GAE
+
+    estimator = estimator or GAE
     response_mask = completions.response_mask
     mask = response_mask.to(scores.full_logprobs.dtype)
     task_scores = rewards.scores.to(scores.full_logprobs.device)
     kl = (scores.full_logprobs - scores.ref_logprobs) * mask
-    per_token = -kl_coef * kl + rewards.token_rewards.to(kl) * mask
-    last = (response_mask.sum(1) - 1).clamp(min=0)  # index of each row's last completion token
-    per_token[torch.arange(len(per_token)), last] += task_scores.to(per_token)
-    values = scores.values * mask
-    advantages, returns = gae(per_token, values, mask, gamma, lam)
-    if whiten_advantages:
-        advantages = whiten(advantages, mask, reduce=reduce)
+    token_rewards = rewards.token_rewards.to(kl) * mask
+    if kl_in_reward:
+        token_rewards = -kl_coef * kl + token_rewards
+    values = scores.values * mask if scores.values is not None else None
+    group_ids = completions.group_ids
+    if group_ids is None:  # one completion per prompt: each its own group
+        group_ids = torch.arange(len(completions), device=mask.device)
+    whiten = whiten_advantages if estimator.whitening is None else estimator.whitening
+    inputs = EstimatorInputs(task_scores, token_rewards, mask, group_ids, values, gamma, lam, whiten, reduce)
+    advantages, returns = estimator.estimate(inputs)
     return Rollout(
         query_ids=completions.query_ids,
         query_mask=completions.query_mask,
@@ -409,9 +530,10 @@ def assemble(
         kl=kl,
         values=values,
         scores=task_scores,
-        rewards=per_token,
+        rewards=add_scores(token_rewards, task_scores, mask),
         advantages=advantages,
         returns=returns,
+        group_ids=group_ids,
         action_sets=completions.action_sets,
         entropy=scores.entropy.float() * mask,
     )
@@ -419,21 +541,27 @@ def assemble(
 
 def rollout_stats(rollout: Rollout, reduce: Reduce = None) -> dict[str, float]:
     """Statistics of a rollout for logging, over every process's share with ``reduce``: per
-    completion (reward, length) or per completion token (KL, values, returns)."""
+    completion (reward, length) or per completion token (KL, values, returns). The critic's
+    (explained variance, value mean) only with a critic."""
     mask = rollout.response_mask
     ones = (mask.sum(1) > 0).to(rollout.scores.dtype)  # the completions kept (a dropped reward zeroes its row)
     scores = rollout.scores.float()
     lengths = mask.sum(1).float()
     reward = masked_mean(scores, ones, reduce=reduce)
     entropy = {} if rollout.entropy is None else {"entropy": masked_mean(rollout.entropy, mask, reduce=reduce).item()}
+    critic = {}
+    if rollout.values is not None:
+        critic = {
+            "explained_variance": explained_variance(rollout.values, rollout.returns, mask, reduce).item(),
+            "value_mean": masked_mean(rollout.values, mask, reduce=reduce).item(),
+        }
     return {
         **entropy,  # of the action distribution that sampled (the update's, when in the loss, replaces it)
         "reward": reward.item(),
         "reward_std": masked_var(scores, ones, reduce=reduce).sqrt().item(),
         "kl": masked_mean(rollout.kl, mask, reduce=reduce).item(),  # per-token mean KL(pi || pi_ref) estimate
         "completion_length": masked_mean(lengths, ones, reduce=reduce).item(),
-        "explained_variance": explained_variance(rollout.values, rollout.returns, mask, reduce).item(),
-        "value_mean": masked_mean(rollout.values, mask, reduce=reduce).item(),
+        **critic,
         "return_mean": masked_mean(rollout.returns, mask, reduce=reduce).item(),
         "num_completions": float(ones.sum().item() if reduce is None else reduce(ones.sum()).item()),
     }

@@ -195,6 +195,13 @@ class LearnedClassifier(SampleMetric):
         return {self.key: out}
 
 
+class LearnedJudge(LearnedClassifier):
+    """A second ``learned_classifier`` under its own id, so that a task can report an independent judge
+    (a classifier fitted to other data) beside the classifier it trains on (``movie_snippets``)."""
+
+    name = "learned_judge"
+
+
 def _intent(value: Any) -> Any:
     return value[0] if isinstance(value, (list, tuple)) and len(value) == 1 else value
 

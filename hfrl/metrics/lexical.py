@@ -36,7 +36,10 @@ class Rouge(SampleMetric):
         rouge_types: list[str] | tuple[str, ...] = ROUGE_TYPES,
         use_stemmer: bool = True,
         measure: str = "fmeasure",
+        rouge_type: str | None = None,
     ) -> None:
+        if rouge_type is not None:  # one type (a reward's): rouge_type: rougeL, as rouge_types: [rougeL]
+            rouge_types = [rouge_type]
         bad = [t for t in rouge_types if t not in ROUGE_TYPES]
         if bad or not rouge_types:
             raise ValueError(f"rouge: unknown rouge_types {bad}; choose among {', '.join(ROUGE_TYPES)}")

@@ -1,326 +1,117 @@
-"""Rewards made of metrics' per-sample scores: ROUGE, BLEU, chrF, TER, METEOR, BERTScore, BLEURT, CIDEr,
-SPICE, PARENT, the CommonGen repeat penalty, learned classifiers, VADER sentiment, intent accuracy and
-``evaluate`` modules.
+"""Every metric with a per-sample score is a reward, through one adapter: ROUGE, BLEU, chrF, TER, METEOR,
+BERTScore, BLEURT, CIDEr, SPICE, PARENT, the CommonGen repeat penalty, learned classifiers, VADER
+sentiment, intent accuracy and ``evaluate`` modules (the list: :data:`hfrl.metrics.METRICS`, whose
+entries say which per-sample score a reward takes).
 
-Each is a small picklable class (it keeps settings only; models live in a per-process cache) with the
-TRL signature ``reward(prompts, completions, **columns) -> list[float]``; dataset columns such as
-``references`` or ``table`` arrive as keyword arguments. Where a score is undefined for a sample (no
-reference) the reward is ``missing``: None by default, which TRL and hfrl read as "no reward for this
-sample" (hfrl's trainers count it as 0, TRL's ignore it in the sum over reward functions).
+A reward named by a metric's id takes the metric's own arguments, plus ``reward_key`` (which
+per-sample score, when the metric has several) and ``missing`` (the reward where a score is
+undefined, a sample without references: None by default, which TRL and hfrl read as "no reward for
+this sample"). It is picklable (settings only; models live in a per-process cache) and has TRL's
+signature ``reward(prompts, completions, **columns) -> list[float]``; dataset columns such as
+``references`` or ``table`` arrive as keyword arguments.
 
-    from hfrl.rewards.from_metrics import Rouge
-    Rouge(rouge_type="rougeL")(prompts=[""], completions=["the cat"], references=[["the cat sat"]])
+    from hfrl.rewards import load_reward
+    load_reward({"id": "rouge", "args": {"rouge_type": "rougeL"}})
+    MetricReward.from_id("rouge", rouge_type="rougeL")  # the same
 """
 
 from __future__ import annotations
 
+import inspect
 import math
 from typing import Any
 
 from hfrl.metrics.base import text_of
 
+TRANSFORMS = {"1 - x": lambda value: 1.0 - value}  # TER: lower is better, a reward is higher-is-better
+
 
 class MetricReward:
-    """Base: the per-sample score ``key`` of ``metric`` as a reward (``transform`` maps each score)."""
+    """The per-sample score of a metric (a registered id, or a ``module:attr`` path) as a reward.
 
-    __name__ = "metric_reward"
-
-    def __init__(self, metric: Any, key: str, missing: float | None = None) -> None:
-        self.metric, self.key, self.missing = metric, key, missing
-
-    def transform(self, value: float) -> float:
-        return value
-
-    def __call__(self, prompts: list, completions: list, **columns) -> list[float | None]:
-        completions = [text_of(c) for c in completions]
-        if hasattr(self.metric, "scores"):  # skips corpus statistics that a reward does not need
-            values = self.metric.scores(prompts, completions, **columns)[self.key]
-        else:
-            values = self.metric(prompts, completions, **columns).per_sample[self.key]
-        return [self.missing if v is None or math.isnan(v) else self.transform(float(v)) for v in values]
-
-
-class Rouge(MetricReward):
-    """ROUGE of each completion against its best reference (``rouge_type``: rouge1, rouge2, rougeL, rougeLsum).
-
-    >>> Rouge(rouge_type="rouge1")(prompts=[""], completions=["the cat sat"], references=[["the cat"]])
+    >>> MetricReward.from_id("rouge", rouge_type="rouge1")(prompts=[""], completions=["the cat sat"],
+    ...                                                    references=[["the cat"]])  # P = 2/3, R = 1
     [0.8]
+    >>> MetricReward.from_id("ter")(prompts=[""], completions=["the cat sat"],
+    ...                             references=[["the cat sat on the mat"]])  # 1 - 3 edits / 6 words
+    [0.5]
+    >>> MetricReward.from_id("bleu")(prompts=[""], completions=["the cat sat on the mat"],
+    ...                              references=[["the cat sat on the mat"]])
+    [1.0]
     """
 
-    __name__ = "rouge"
+    def __init__(self, metric: str, reward_key: str | None = None, missing: float | None = None, **args: Any):
+        from hfrl.metrics import METRICS, load_metric
 
-    def __init__(
-        self,
-        rouge_type: str = "rouge1",
-        use_stemmer: bool = True,
-        measure: str = "fmeasure",
-        missing: float | None = None,
-    ) -> None:
-        from hfrl.metrics.lexical import Rouge as Metric
+        entry = METRICS.get(metric)
+        if entry is not None and entry.reward is None:
+            rewards = sorted(k for k, e in METRICS.items() if e.reward is not None)
+            raise ValueError(
+                f"metric {metric!r} has no per-sample score, so it is no reward; the metrics that are: "
+                f"{', '.join(rewards)}"
+            )
+        args, reward_key = _legacy(metric, args, reward_key)
+        self.__name__ = metric.rpartition(":")[2] if ":" in metric else metric  # the reward's name in the logs
+        self.metric = load_metric({"id": metric, "args": args})
+        self.default_key = entry.reward if entry is not None else ""
+        self.reward_key, self.missing = reward_key, missing
+        self.transform = TRANSFORMS[entry.reward_transform] if entry is not None and entry.reward_transform else None
 
-        super().__init__(
-            Metric(rouge_types=[rouge_type], use_stemmer=use_stemmer, measure=measure), rouge_type, missing
+    @classmethod
+    def from_id(cls, metric: str, reward_key: str | None = None, **args: Any) -> MetricReward:
+        """The reward of metric ``metric`` built with its ``args`` (see the class)."""
+        return cls(metric, reward_key, **args)
+
+    def key(self, outputs: list[str]) -> str:
+        """Which per-sample score is the reward: ``reward_key``; else the metric's only one; else the one
+        its registry entry names."""
+        if self.reward_key is not None:
+            if self.reward_key not in outputs:
+                raise ValueError(f"reward {self.__name__}: reward_key {self.reward_key!r} is not one of {outputs}")
+            return self.reward_key
+        if len(outputs) == 1:
+            return outputs[0]
+        if self.default_key in outputs:
+            return self.default_key
+        raise ValueError(
+            f"reward {self.__name__}: the metric gives several per-sample scores {outputs}; set reward_key to one"
         )
 
-
-class Bleu(MetricReward):
-    """Smoothed sentence BLEU (NLTK, 13a tokens) of each completion against its references.
-
-    >>> Bleu()(prompts=[""], completions=["the cat sat on the mat"], references=[["the cat sat on the mat"]])
-    [1.0]
-    """
-
-    __name__ = "bleu"
-
-    def __init__(self, max_order: int = 4, smoothing: str | None = "method1", missing: float | None = None) -> None:
-        from hfrl.metrics.lexical import Bleu as Metric
-
-        super().__init__(Metric(max_order=max_order, smoothing=smoothing), "bleu", missing)
+    def __call__(self, prompts: list, completions: list, **columns: Any) -> list[float | None]:
+        completions = [text_of(c) for c in completions]
+        if hasattr(self.metric, "scores"):  # skips corpus statistics that a reward does not need
+            per_sample = self.metric.scores(prompts, completions, **columns)
+        else:
+            per_sample = self.metric(prompts, completions, **columns).per_sample
+        if not per_sample:
+            raise ValueError(f"metric {self.__name__!r} gave no per-sample scores: use it as a metric, not a reward")
+        values = per_sample[self.key(sorted(per_sample))]
+        transform = self.transform or (lambda value: value)
+        return [self.missing if v is None or math.isnan(v) else transform(float(v)) for v in values]
 
 
-class SacreBleu(MetricReward):
-    """Sentence BLEU with sacrebleu (effective order), on a 0-1 scale.
-
-    >>> [round(x, 6) for x in SacreBleu()(prompts=[""], completions=["The dog bit the man."],
-    ...                                   references=[["The dog bit the man."]])]
-    [1.0]
-    """
-
-    __name__ = "sacrebleu"
-
-    def __init__(self, tokenize: str = "13a", lowercase: bool = False, missing: float | None = None) -> None:
-        from hfrl.metrics.lexical import SacreBleu as Metric
-
-        super().__init__(Metric(tokenize=tokenize, lowercase=lowercase), "sacrebleu", missing)
-
-
-class Chrf(MetricReward):
-    """Sentence chrF (``word_order: 2`` for chrF++) with sacrebleu, on a 0-1 scale.
-
-    >>> Chrf()(prompts=[""], completions=["a cat"], references=[["a cat"]])
-    [1.0]
-    """
-
-    __name__ = "chrf"
-
-    def __init__(self, char_order: int = 6, word_order: int = 0, beta: int = 2, missing: float | None = None) -> None:
-        from hfrl.metrics.lexical import Chrf as Metric
-
-        super().__init__(Metric(char_order=char_order, word_order=word_order, beta=beta), "chrf", missing)
-
-
-class Ter(MetricReward):
-    """``1 - TER`` (sacrebleu; TER as a fraction of reference words, so this can go below 0): higher is better.
-
-    >>> Ter()(prompts=[""], completions=["the cat sat"], references=[["the cat sat on the mat"]])  # 3 edits / 6
-    [0.5]
-    """
-
-    __name__ = "ter"
-
-    def __init__(self, normalized: bool = False, case_sensitive: bool = False, missing: float | None = None) -> None:
-        from hfrl.metrics.lexical import Ter as Metric
-
-        super().__init__(Metric(normalized=normalized, case_sensitive=case_sensitive), "ter", missing)
-
-    def transform(self, value: float) -> float:
-        return 1.0 - value
-
-
-class Meteor(MetricReward):
-    """METEOR (NLTK + WordNet) of each completion against its best reference.
-
-    >>> Meteor()(prompts=[""], completions=["a hound"], references=[["a dog"]])  # doctest: +SKIP
-    [0.9375]
-    """
-
-    __name__ = "meteor"
-
-    def __init__(self, alpha: float = 0.9, beta: float = 3.0, gamma: float = 0.5, missing: float | None = None) -> None:
-        from hfrl.metrics.lexical import Meteor as Metric
-
-        super().__init__(Metric(alpha=alpha, beta=beta, gamma=gamma), "meteor", missing)
-
-
-class BertScore(MetricReward):
-    """BERTScore (``score``: f1, precision or recall) of each completion against its best reference.
-
-    >>> BertScore(model_type="/path/to/encoder", num_layers=6)(  # doctest: +SKIP
-    ...     prompts=[""], completions=["the cat"], references=[["the cat"]])
-    [1.0]
-    """
-
-    __name__ = "bertscore"
-
-    def __init__(self, score: str = "f1", missing: float | None = None, **bertscore_args: Any) -> None:
-        from hfrl.metrics.semantic import BertScore as Metric
-
+def _legacy(metric: str, args: dict[str, Any], reward_key: str | None) -> tuple[dict[str, Any], str | None]:
+    """The arguments the per-metric reward classes took before this adapter: ``key`` (an ``evaluate``
+    module's output) and BERTScore's ``score`` (f1, precision or recall) name the reward's score."""
+    args = dict(args)
+    if "score" in args and metric == "bertscore":
+        score = args.pop("score")
         if score not in ("f1", "precision", "recall"):
             raise ValueError(f"bertscore: score must be f1, precision or recall, got {score!r}")
-        super().__init__(Metric(**bertscore_args), f"bertscore_{score}", missing)
+        reward_key = reward_key or f"bertscore_{score}"
+    if "key" in args and metric == "evaluate":
+        reward_key = reward_key or args.pop("key")
+    return args, reward_key
 
 
-class Bleurt(MetricReward):
-    """BLEURT score of each completion against its best reference (PyTorch checkpoint from the Hub).
+def metric_reward_arguments(metric: str) -> list[str]:
+    """The arguments a metric's reward takes: the metric's own, ``reward_key`` and ``missing``."""
+    from hfrl.metrics import METRICS
+    from hfrl.utils.registry import import_path, path_of
 
-    >>> Bleurt(checkpoint="lucadiliello/BLEURT-20-D12")(  # doctest: +SKIP
-    ...     prompts=[""], completions=["a bird chirps"], references=[["a bird chirps"]])
-    [0.96...]
-    """
-
-    __name__ = "bleurt"
-
-    def __init__(self, checkpoint: str = "lucadiliello/BLEURT-20-D12", missing: float | None = None, **args: Any):
-        from hfrl.metrics.semantic import Bleurt as Metric
-
-        super().__init__(Metric(checkpoint=checkpoint, **args), "bleurt", missing)
+    params = inspect.signature(import_path(path_of(METRICS[metric]))).parameters
+    own = [n for n, p in params.items() if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+    return [*own, "reward_key", "missing"]
 
 
-class Cider(MetricReward):
-    """CIDEr-D of each completion, with n-gram weights from the references of its batch.
-
-    >>> [round(x, 4) for x in Cider()(prompts=["", ""], completions=["a cat sat", "a dog"],
-    ...                               references=[["a cat sat on the mat"], ["a dog ran"]])]
-    [3.8938, 3.4868]
-    """
-
-    __name__ = "cider"
-
-    def __init__(self, tokenizer: str = "simple", missing: float | None = None) -> None:
-        from hfrl.metrics.captioning import Cider as Metric
-
-        super().__init__(Metric(tokenizer=tokenizer), "cider", missing)
-
-
-class Spice(MetricReward):
-    """SPICE F-score of each completion (Java and the Stanford CoreNLP jars needed: a clear error otherwise).
-
-    >>> Spice()(prompts=[""], completions=["a cat"], references=[["a cat"]])  # doctest: +SKIP
-    [1.0]
-    """
-
-    __name__ = "spice"
-
-    def __init__(self, tokenizer: str = "simple", missing: float | None = None) -> None:
-        from hfrl.metrics.captioning import Spice as Metric
-
-        super().__init__(Metric(tokenizer=tokenizer), "spice", missing)
-
-
-class Parent(MetricReward):
-    """PARENT F of each completion against its references and its ``table`` column (table-to-text).
-
-    >>> table = [["name", "michael dahlquist"], ["occupation", "drummer"]]
-    >>> [round(x, 4) for x in Parent()(prompts=[""], completions=["michael dahlquist was a drummer"],
-    ...                                references=[["michael dahlquist was a drummer"]], table=[table])]
-    [1.0]
-    """
-
-    __name__ = "parent"
-
-    def __init__(
-        self,
-        lambda_weight: float | None = 0.5,
-        max_order: int = 4,
-        table_column: str = "table",
-        missing: float | None = None,
-    ) -> None:
-        from hfrl.metrics.table import Parent as Metric
-
-        super().__init__(Metric(lambda_weight, max_order=max_order, table_column=table_column), "parent_f1", missing)
-
-
-class CommonGenRepeatPenalty(MetricReward):
-    """CommonGen repeat penalty (RL4LMs): -1 when a completion copies the concepts or the instruction, else 0.
-
-    >>> CommonGenRepeatPenalty()(prompts=["generate a sentence with: dog frisbee."] * 2,
-    ...                          completions=["dog frisbee", "A dog caught a frisbee."])
-    [-1.0, 0.0]
-    """
-
-    __name__ = "commongen_repeat_penalty"
-
-    def __init__(self, prefix: str = "generate a sentence with: ", penalty: float = -1.0) -> None:
-        from hfrl.metrics.commongen import CommonGenRepeatPenalty as Metric
-
-        super().__init__(Metric(prefix=prefix, penalty=penalty), "commongen_repeat_penalty")
-
-
-class LearnedClassifier(MetricReward):
-    """A Hub sequence classifier's probability of ``label`` (or its regression score) as the reward.
-
-    ``input`` sets what it reads: completion, prompt+completion, last_turn+completion or pair.
-
-    >>> LearnedClassifier(model="lvwerra/distilbert-imdb", label="POSITIVE")(  # doctest: +SKIP
-    ...     prompts=["This movie"], completions=[" was wonderful."])
-    [0.99...]
-    """
-
-    __name__ = "learned_classifier"
-
-    def __init__(self, model: str, label: int | str | None = None, **args: Any) -> None:
-        from hfrl.metrics.learned import LearnedClassifier as Metric
-
-        super().__init__(Metric(model=model, label=label, **args), Metric.name)
-
-
-class VaderSentiment(MetricReward):
-    """VADER's compound sentiment in [-1, 1] (a word lexicon, no model download): the offline stand-in
-    for IMDB's learned classifier. ``input``: ``completion`` or ``prompt+completion``.
-
-    >>> VaderSentiment()(prompts=["", ""], completions=["a wonderful, moving film", "dull and bad"])
-    [0.5719, -0.7351]
-    """
-
-    __name__ = "vader_sentiment"
-
-    def __init__(self, input: str = "completion", separator: str = " ", empty_score: float = 0.0) -> None:
-        from hfrl.metrics.sentiment import VaderSentiment as Metric
-
-        super().__init__(Metric(input=input, separator=separator, empty_score=empty_score), Metric.name)
-
-
-class IntentAccuracy(MetricReward):
-    """DailyDialog intent match (RL4LMs): 1 when the intent classifier reads the sample's intent, else 0.
-
-    >>> IntentAccuracy()(prompts=["hi <EOU>"], completions=["how are you?"], intent=[[2]])  # doctest: +SKIP
-    [1.0]
-    """
-
-    __name__ = "intent_accuracy"
-
-    def __init__(self, model: str = "rajkumarrrk/roberta-daily-dialog-intent-classifier", **args: Any) -> None:
-        from hfrl.metrics.learned import IntentAccuracy as Metric
-
-        super().__init__(Metric(model=model, **args), Metric.name)
-
-
-class EvaluateReward(MetricReward):
-    """A per-sample output (``key``) of an ``evaluate`` module (Hub name or local path) as the reward.
-
-    >>> EvaluateReward(path="path/to/word_match", key="scores")(  # doctest: +SKIP
-    ...     prompts=[""], completions=["a b"], references=[["a c"]])
-    [0.5]
-    """
-
-    __name__ = "evaluate"
-
-    def __init__(self, path: str, key: str | None = None, missing: float | None = None, **args: Any) -> None:
-        from hfrl.metrics.hf_evaluate import EvaluateMetric
-
-        super().__init__(EvaluateMetric(path=path, **args), key or "", missing)
-
-    def __call__(self, prompts: list, completions: list, **columns) -> list[float | None]:
-        result = self.metric(prompts, completions, **columns)
-        if not result.per_sample:
-            raise ValueError(
-                f"evaluate module {self.metric.path!r} gives no per-sample scores (outputs: {sorted(result)}): "
-                "use it as a metric, not a reward"
-            )
-        key = self.key or (next(iter(result.per_sample)) if len(result.per_sample) == 1 else None)
-        if key not in result.per_sample:
-            outputs = sorted(result.per_sample)
-            raise ValueError(
-                f"evaluate module {self.metric.path!r}: set key to one of its per-sample outputs {outputs}"
-            )
-        return [self.missing if math.isnan(v) else v for v in result.per_sample[key]]
+__all__ = ["MetricReward", "metric_reward_arguments"]

@@ -8,12 +8,13 @@ one-line error naming the field.
 
 from __future__ import annotations
 
+import difflib
 import re
 from typing import Any
 
 from hfrl.core.model_args import MODEL_KEYS
 from hfrl.trainers.config_checks import non_finite
-from hfrl.trainers.schema import ConfigSchema, config_schema, model_config_fields
+from hfrl.trainers.schema import ConfigSchema, FieldInfo, config_schema, model_config_fields
 
 # Run-level keys of a config file; the rest are config fields. `eval_test`: evaluate on the task's
 # test split before and after training (eval/test-base.json, eval/test.json; shown in the card).
@@ -45,33 +46,16 @@ def check_run_keys(run: dict[str, Any], source: str = "command line") -> None:
             raise ValueError(f"{source}: {key} takes {what}, got {run[key]!r}")
 
 
-_YES_NO = {"yes": True, "y": True, "on": True, "no": False, "n": False, "off": False}
-
-
-def _check_structure(key: str, value: Any, kind: str) -> bool:
-    """For a field whose type is only a mapping or only a list (``dict[str, Any] | None``, ``list[str]``):
-    fail on a value of another kind (a number for a list of module names; a list for keyword arguments),
-    which would otherwise surface later as a TypeError deep inside a library. A list field also takes
-    one text value (peft's ``target_modules="all-linear"``). True when ``kind`` is such a type."""
-    while "[" in kind:
-        kind = re.sub(r"\[[^\[\]]*\]", "", kind)  # dict[str, list[int]] | None -> dict | None
-    alternatives = {t.strip() for t in kind.split("|")}
-    shape = alternatives - {"None"}
-    if shape == {"dict"}:
-        if not isinstance(value, dict) and (value is not None or "None" not in alternatives):
-            raise ValueError(f"--{key} takes a mapping such as {{top_k: 20}}, got {value!r}")
-        return True
-    if shape == {"list"}:
-        if isinstance(value, (bool, int, float, dict)) or (value is None and "None" not in alternatives):
-            raise ValueError(f"--{key} takes a list such as [a, b], got {value!r}")
-        return True
-    return False
+_YES_NO = {"yes": True, "y": True, "on": True, "true": True, "no": False, "n": False, "off": False, "false": False}
 
 
 def coerce_numbers(fields: dict[str, Any], schema: ConfigSchema) -> dict[str, Any]:
-    """YAML 1.1 reads ``5e-4`` as a string; give numeric fields their numbers back, and boolean fields
-    (not string ones such as ``save_strategy: no``) their yes / no / on / off. A value a numeric or
-    boolean field cannot take is a one-line error naming the field.
+    """Each field's value as its config takes it, read the way transformers' ``HfArgumentParser``
+    reads the dataclass (:class:`hfrl.trainers.schema.FieldInfo`: ``parse``, ``choices``, ``many``,
+    ``optional``), from a value parsed as YAML (a command line's ``--field VALUE`` or a config file's):
+    numbers for numeric fields (YAML 1.1 reads ``5e-4`` as text), true / false (and yes / no / on /
+    off) for boolean ones, one of the choices for an enum, a mapping for a ``dict`` field, a list for
+    a list field, text for a text field. Anything else is a one-line error naming the field.
 
     >>> ppo = config_schema("ppo")
     >>> coerce_numbers({"learning_rate": "5e-4", "num_iterations": "10", "disable_tqdm": "yes"}, ppo)
@@ -79,6 +63,9 @@ def coerce_numbers(fields: dict[str, Any], schema: ConfigSchema) -> dict[str, An
     >>> coerce_numbers({"learning_rate": "abc"}, ppo)
     Traceback (most recent call last):
     ValueError: --learning_rate takes a number, got 'abc'
+    >>> coerce_numbers({"save_strategy": "stesp"}, ppo)
+    Traceback (most recent call last):
+    ValueError: --save_strategy takes one of no, steps, epoch, best, got 'stesp'; did you mean 'steps'?
 
     NaN and infinity are refused, at any depth (they pass every comparison a bound makes):
 
@@ -86,48 +73,81 @@ def coerce_numbers(fields: dict[str, Any], schema: ConfigSchema) -> dict[str, An
     Traceback (most recent call last):
     ValueError: --kl_coef takes a finite number, got nan
 
-    A field that takes only a mapping (or only a list) gets one, or the same kind of error:
+    A field that takes a mapping (or a list) gets one, or the same kind of error:
 
     >>> coerce_numbers({"generation_kwargs": 5}, ppo)
     Traceback (most recent call last):
     ValueError: --generation_kwargs takes a mapping such as {top_k: 20}, got 5
     """
-    annotations = {name: f.type for name, f in schema.fields.items()}
-    if any(key in MODEL_KEYS and key not in annotations for key in fields):  # LoRA / quantization flags
-        annotations = {**{name: f.type for name, f in model_config_fields().items()}, **annotations}
-    out = dict(fields)
-    for key, value in fields.items():
-        kind = annotations.get(key, "")
-        numbers = re.search(r"list\[(float|int)\]", kind)
-        if numbers and value is not None:  # reward_weights: [1, 0.5], "1,0.5", "1 0.5" or one number
-            out[key] = _number_list(key, value, float if numbers.group(1) == "float" else int)
-            continue
-        if _check_structure(key, value, kind):
-            continue
-        if any(t in kind for t in ("str", "dict", "list", "Any")) or not any(
-            t in kind for t in ("bool", "float", "int")
-        ):
-            continue  # a field that takes text or structures, or one this rule does not know: as given
-        numeric = "float" in kind or "int" in kind
-        if isinstance(value, (list, dict)) or (isinstance(value, bool) and numeric and "bool" not in kind):
-            raise ValueError(f"--{key} takes {'a number' if numeric else 'true or false'}, got {value!r}")
-        if not isinstance(value, str):
-            continue
-        if "bool" in kind and value.lower() in _YES_NO:
-            out[key] = _YES_NO[value.lower()]
-            continue
-        try:
-            number = float(value)
-        except ValueError:
-            raise ValueError(f"--{key} takes {'a number' if numeric else 'true or false'}, got {value!r}") from None
-        if not numeric:
-            raise ValueError(f"--{key} takes true or false, got {value!r}")
-        out[key] = int(number) if "float" not in kind and number.is_integer() else number
+    infos = dict(schema.fields)
+    if any(key in MODEL_KEYS and key not in infos for key in fields):  # LoRA / quantization flags
+        infos = {**model_config_fields(), **infos}
+    out = {key: _value(key, value, infos[key]) if key in infos else value for key, value in fields.items()}
     for key, value in out.items():
         place = non_finite(value, key)
         if place:
             raise ValueError(f"--{place} takes a finite number, got {value!r}")
     return out
+
+
+def _value(key: str, value: Any, info: FieldInfo) -> Any:
+    """One field's value (see :func:`coerce_numbers`)."""
+    if value is None:
+        if info.optional or info.default is None:
+            return None
+        raise ValueError(f"--{key} takes {_kind(info)}, not null (its default: {info.default!r})")
+    if info.many:
+        if info.parse in ("float", "int"):  # reward_weights: [1, 0.5], "1,0.5", "1 0.5" or one number
+            return _number_list(key, value, float if info.parse == "float" else int)
+        if isinstance(value, (bool, int, float, dict)):
+            raise ValueError(f"--{key} takes a list such as [a, b], got {value!r}")
+        return value  # a list, or one text (peft's target_modules: all-linear)
+    if info.parse == "dict":
+        if not isinstance(value, dict):
+            raise ValueError(f"--{key} takes a mapping such as {{top_k: 20}}, got {value!r}")
+        return value
+    if info.parse == "bool":
+        if isinstance(value, bool):
+            return value
+        if isinstance(value, str) and value.lower() in _YES_NO:
+            return _YES_NO[value.lower()]
+        raise ValueError(f"--{key} takes true or false, got {value!r}")
+    if info.parse in ("float", "int"):
+        return _number(key, value, info.parse)
+    if info.choices is not None:
+        text = str(getattr(value, "value", value))
+        if text not in info.choices:
+            close = difflib.get_close_matches(text, info.choices, n=1, cutoff=0.5)
+            listed = ", ".join(info.choices[:12]) + (", ..." if len(info.choices) > 12 else "")
+            guess = f"; did you mean {close[0]!r}?" if close else ""
+            raise ValueError(f"--{key} takes one of {listed}, got {value!r}{guess}")
+        return text
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return str(value)  # text: an all-digit revision or name stays text
+    return value  # text, or a structure a text field also takes (TrainingArguments' `dict | str` fields)
+
+
+def _kind(info: FieldInfo) -> str:
+    if info.many:
+        return "a list"
+    return {"float": "a number", "int": "a whole number", "bool": "true or false", "dict": "a mapping"}.get(
+        info.parse, "a value"
+    )
+
+
+def _number(key: str, value: Any, parse: str) -> float | int:
+    """A numeric field's value: a number, or text that reads as one (``5e-4``)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+        raise ValueError(f"--{key} takes a number, got {value!r}")
+    try:
+        number = float(value)
+    except ValueError:
+        raise ValueError(f"--{key} takes a number, got {value!r}") from None
+    if parse == "int":
+        if not number.is_integer():
+            raise ValueError(f"--{key} takes a whole number, got {value!r}")
+        return int(number)
+    return number
 
 
 def _number_list(key: str, value: Any, cast: type) -> list:

@@ -269,7 +269,9 @@ def build_trainer(run: dict[str, Any], **trainer_kwargs: Any):
         fields["model_init_kwargs"] = {**(fields.get("model_init_kwargs") or {}), **init_kwargs}
     if peft_config is not None:
         trainer_kwargs.setdefault("peft_config", peft_config)
-    args = trainer_class.config_class(**fields)
+    from transformers import HfArgumentParser
+
+    (args,) = HfArgumentParser(trainer_class.config_class).parse_dict(fields)  # the fields checked above
     if run_keys.get("eval_test"):
         from hfrl.runs.run_eval import EvalBeforeAfter
 

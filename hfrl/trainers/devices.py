@@ -56,9 +56,26 @@ def cpu_defaults(args: Any) -> None:
     if args.bf16 and not args.use_cpu and not accelerator:
         args.use_cpu = True
     if int(os.environ.get("WORLD_SIZE", "1")) > 1 and not accelerator:
+        check_sharding_on_cpu()
         args.use_cpu = True  # launched as several processes on a CPU-only machine: gloo, not N lone runs
     if args.use_cpu or not accelerator:
         args.dataloader_pin_memory = False
+
+
+SHARDING_ENV = {"ACCELERATE_USE_FSDP": "FSDP (fsdp.yaml)", "ACCELERATE_USE_DEEPSPEED": "DeepSpeed (deepspeed_*.yaml)"}
+
+
+def check_sharding_on_cpu() -> None:
+    """FSDP and DeepSpeed need accelerators: accelerate (1.15) sets them up only for GPU-like devices, and
+    on a CPU-only machine its processes fall back to plain data parallelism (DDP over gloo) without a
+    word, so a run that asked for sharded weights would silently hold a whole copy per process. One
+    line instead, saying what runs on the CPU."""
+    for variable, name in SHARDING_ENV.items():
+        if os.environ.get(variable, "false").lower() == "true":
+            raise ValueError(
+                f"{name} shards the model across GPUs, and this machine has none: accelerate would silently run "
+                "plain DDP instead; on the CPU launch with hfrl/accelerate_configs/multi_cpu.yaml"
+            )
 
 
 SMALL_MODEL_PARAMETERS = 50_000_000  # below this, one CPU thread is as fast as two on an idle machine

@@ -34,12 +34,19 @@ VERSIONED = ("transformers", "trl")  # the libraries whose classes the fields co
 @dataclass(frozen=True)
 class FieldInfo:
     """One config field: its annotation as written (``"float | None"``), default (plain JSON; a
-    value JSON cannot hold is its ``repr``) and help text."""
+    value JSON cannot hold is its ``repr``), help text, and how a command line's text becomes its value,
+    as transformers' ``HfArgumentParser`` reads the dataclass: ``parse`` (``float``, ``int``, ``bool``,
+    ``str`` or ``dict``), ``choices`` (an enum's or a ``Literal``'s values), ``many`` (a list of them)
+    and ``optional`` (None allowed)."""
 
     name: str
     type: str
     default: Any
     help: str
+    parse: str = "str"
+    choices: tuple[str, ...] | None = None
+    many: bool = False
+    optional: bool = False
 
 
 @dataclass(frozen=True)
@@ -74,8 +81,31 @@ def _plain(value: Any) -> Any:
         return getattr(value, "value", None) if hasattr(value, "value") else repr(value)
 
 
+def _parsing(config_class: type) -> dict[str, dict[str, Any]]:
+    """``{field: {parse, choices, many, optional}}`` as transformers' ``HfArgumentParser`` reads the
+    dataclass (its argparse actions: the type each turns text into, the choices, ``nargs``)."""
+    import typing
+
+    from transformers import HfArgumentParser
+    from transformers.hf_argparser import string_to_bool
+
+    hints = typing.get_type_hints(config_class)
+    out = {}
+    for action in HfArgumentParser(config_class)._actions:
+        if action.dest == "help":
+            continue
+        kind = typing.get_origin(action.type) or action.type  # dict[str, Any] -> dict
+        parse = "bool" if kind is string_to_bool else kind.__name__ if kind in (float, int, dict) else "str"
+        choices = tuple(str(getattr(c, "value", c)) for c in action.choices) if action.choices else None
+        optional = type(None) in typing.get_args(hints.get(action.dest, Any))
+        out[action.dest] = {"parse": parse, "choices": choices, "many": action.nargs == "+", "optional": optional}
+    return out
+
+
 def fields_of(config_class: type) -> dict[str, FieldInfo]:
-    """The init fields of a config dataclass as :class:`FieldInfo` (imports nothing new)."""
+    """The init fields of a config dataclass as :class:`FieldInfo` (imports transformers' argument
+    parser: this runs where the dataclass was imported)."""
+    parsing = _parsing(config_class)
     out = {}
     for f in dataclasses.fields(config_class):
         if not f.init:
@@ -87,7 +117,7 @@ def fields_of(config_class: type) -> dict[str, FieldInfo]:
         else:
             default = None
         help_text = " ".join(str(f.metadata.get("help", "")).split())
-        out[f.name] = FieldInfo(f.name, str(f.type), _plain(default), help_text)
+        out[f.name] = FieldInfo(f.name, str(f.type), _plain(default), help_text, **parsing.get(f.name, {}))
     return out
 
 
@@ -119,6 +149,14 @@ def _file() -> dict[str, Any] | None:
     return data if data.get("versions") == installed else None
 
 
+def _info(name: str, info: dict[str, Any]) -> FieldInfo:
+    """A field read back from the file (JSON lists back to tuples)."""
+    info = dict(info)
+    if info.get("choices") is not None:
+        info["choices"] = tuple(info["choices"])
+    return FieldInfo(name, **info)
+
+
 def config_schema(alg: str) -> ConfigSchema:
     """The config schema of algorithm ``alg``: from the file when it is current, else from the class
     (an unknown name raises the registry's one-line error)."""
@@ -128,7 +166,7 @@ def config_schema(alg: str) -> ConfigSchema:
         return _live(alg)
     assert data is not None
     merged = {**data["training_arguments"], **data["configs"][entry["config"]]}
-    fields = {name: FieldInfo(name, **info) for name, info in merged.items() if info is not None}
+    fields = {name: _info(name, info) for name, info in merged.items() if info is not None}
     return ConfigSchema(entry["config"], fields, entry.get("translate"))
 
 
@@ -139,7 +177,7 @@ def training_arguments_fields() -> dict[str, FieldInfo]:
         from transformers import TrainingArguments
 
         return fields_of(TrainingArguments)
-    return {name: FieldInfo(name, **info) for name, info in data["training_arguments"].items()}
+    return {name: _info(name, info) for name, info in data["training_arguments"].items()}
 
 
 def model_config_fields() -> dict[str, FieldInfo]:
@@ -149,7 +187,35 @@ def model_config_fields() -> dict[str, FieldInfo]:
         from trl import ModelConfig
 
         return fields_of(ModelConfig)
-    return {name: FieldInfo(name, **info) for name, info in data["model_config"].items()}
+    return {name: _info(name, info) for name, info in data["model_config"].items()}
+
+
+# ---- what a person reads -------------------------------------------------------------------------
+TRAINING_ARGUMENTS_URL = "https://huggingface.co/docs/transformers/main_classes/trainer#transformers.TrainingArguments"
+
+
+def option_rows(alg: str) -> list[tuple[str, str]]:
+    """``(--field, help and default)`` for every field of ``alg``'s config that is its own or differs
+    from ``TrainingArguments``, then TRL's ModelConfig flags and where the other TrainingArguments fields
+    are documented: what ``hfrl list fields``, ``hfrl train --help`` and the options page show."""
+    from hfrl.core.model_args import MODEL_KEYS
+
+    inherited = training_arguments_fields()
+    rows = []
+    for name, f in config_schema(alg).fields.items():
+        if name in inherited and inherited[name] == f:
+            continue  # TrainingArguments' own, unchanged: listed once below
+        choices = f" One of: {', '.join(f.choices)}." if f.choices and len(f.choices) <= 8 else ""
+        rows.append((f"--{name}", f"{f.help}{choices} (default: {f.default!r})"))
+    rows.append(("--use_peft ...", f"trl.ModelConfig's flags for LoRA and 4/8-bit loading: {', '.join(MODEL_KEYS)}"))
+    rows.append(
+        (
+            "...",
+            "and every transformers.TrainingArguments field (report_to, logging_dir, seed, bf16, save_total_limit, "
+            f"...): {TRAINING_ARGUMENTS_URL}",
+        )
+    )
+    return rows
 
 
 # ---- writing -----------------------------------------------------------------------------------
@@ -161,7 +227,9 @@ def build() -> dict[str, Any]:
     from hfrl.trainers import ALGORITHMS
 
     def as_json(fields: dict[str, FieldInfo]) -> dict[str, Any]:
-        return {name: {"type": f.type, "default": f.default, "help": f.help} for name, f in fields.items()}
+        return {
+            name: _plain({k: v for k, v in dataclasses.asdict(f).items() if k != "name"}) for name, f in fields.items()
+        }
 
     base = as_json(fields_of(TrainingArguments))
     algorithms, configs = {}, {}
@@ -203,6 +271,7 @@ def main(argv: list[str] | None = None) -> int:
 
 __all__ = [
     "SCHEMA_FILE",
+    "option_rows",
     "ConfigSchema",
     "FieldInfo",
     "build",

@@ -265,6 +265,10 @@ class _OnlineAdapter(_TRLAdapter):
 class GRPOTrainer(CrashSafeMixin, HubMixin, _OnlineAdapter, trl.GRPOTrainer):
     """TRL's GRPOTrainer on an hfrl task: group-relative policy optimisation with the task's rewards."""
 
+    algs = {
+        "grpo": "TRL's GRPOTrainer (causal models, vLLM on a GPU): group-normalised advantages over several "
+        "completions.",
+    }
     config_class = GRPOConfig
     _tag_names = ["hfrl", "trl", "grpo"]
 
@@ -272,6 +276,7 @@ class GRPOTrainer(CrashSafeMixin, HubMixin, _OnlineAdapter, trl.GRPOTrainer):
 class RLOOTrainer(CrashSafeMixin, HubMixin, _OnlineAdapter, trl.RLOOTrainer):
     """TRL's RLOOTrainer on an hfrl task: REINFORCE leave-one-out with the task's rewards."""
 
+    algs = {"rloo": "TRL's RLOOTrainer (causal models, vLLM on a GPU): REINFORCE with a leave-one-out baseline."}
     config_class = RLOOConfig
     _tag_names = ["hfrl", "trl", "rloo"]
 
@@ -296,6 +301,7 @@ class _PairsAdapter(_TRLAdapter):
 class SFTTrainer(CrashSafeMixin, HubMixin, _PairsAdapter, trl.SFTTrainer):
     """TRL's SFTTrainer on an hfrl task: supervised fine-tuning on its references (or completions)."""
 
+    algs = {"sft": "TRL's SFTTrainer: supervised fine-tuning on the task's references or completions."}
     config_class = SFTConfig
     _tag_names = ["hfrl", "trl", "sft"]
     _pairs = staticmethod(sft_pairs)
@@ -317,6 +323,7 @@ def preference_pairs(dataset):
 class DPOTrainer(CrashSafeMixin, HubMixin, _PairsAdapter, trl.DPOTrainer):
     """TRL's DPOTrainer on an hfrl task with preference pairs (``chosen`` / ``rejected`` columns)."""
 
+    algs = {"dpo": "TRL's DPOTrainer: direct preference optimisation on chosen / rejected pairs."}
     config_class = DPOConfig
     _tag_names = ["hfrl", "trl", "dpo"]
     _pairs = staticmethod(preference_pairs)

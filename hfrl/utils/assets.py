@@ -5,7 +5,8 @@ and the public evidence for each pin.
 The code reads repositories and revisions from here, in one place: a task YAML names its data with
 ``dataset: {asset: NAME}`` (:func:`dataset_source`), and every ``from_pretrained`` of a Hub id asks
 :func:`model_revision` for the commit to load (None for a local folder, an id the manifest does not
-list, or an entry whose ``revision`` is null: those follow ``main``).
+list, or an entry whose ``revision`` is null: those follow ``main``). A file from PyPI (``packages``: the
+vaderSentiment sdist the ``movie_snippets`` task reads) is named by its URL and SHA-256 (:func:`package_entry`).
 
 >>> dataset_source("common_gen")["path"]
 'GEM/gem'
@@ -29,12 +30,16 @@ FULL_SHA = re.compile(r"[0-9a-f]{40}")
 
 @functools.cache
 def manifest() -> dict[str, Any]:
-    """The parsed manifest (``datasets`` and ``models``)."""
+    """The parsed manifest (``datasets``, ``models`` and ``packages``)."""
     import yaml
 
     with open(MANIFEST) as fh:
         data = yaml.safe_load(fh)
-    return {"datasets": data.get("datasets") or {}, "models": data.get("models") or {}}
+    return {
+        "datasets": data.get("datasets") or {},
+        "models": data.get("models") or {},
+        "packages": data.get("packages") or {},
+    }
 
 
 def dataset_entry(name: str) -> dict[str, Any]:
@@ -67,6 +72,20 @@ def resolve_dataset(spec: Any) -> Any:
         return spec
     extra = {k: v for k, v in spec.items() if k != "asset"}
     return {**dataset_source(str(spec["asset"])), **extra}
+
+
+def package_entry(name: str) -> dict[str, Any]:
+    """The manifest entry of PyPI file ``name`` (a copy: ``url``, ``version``, ``file``, ``sha256``...).
+
+    >>> package_entry("vaderSentiment")["file"]
+    'vaderSentiment-3.3.2.tar.gz'
+    """
+    entries = manifest()["packages"]
+    if name not in entries:
+        raise ValueError(
+            f"no package {name!r} in the asset manifest {MANIFEST.name}: one of {', '.join(sorted(entries))}"
+        )
+    return copy.deepcopy(entries[name])
 
 
 def model_entry(repo_id: str) -> dict[str, Any] | None:
@@ -103,5 +122,6 @@ __all__ = [
     "manifest",
     "model_entry",
     "model_revision",
+    "package_entry",
     "resolve_dataset",
 ]

@@ -9,7 +9,8 @@ from __future__ import annotations
 import difflib
 import importlib
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 
@@ -58,10 +59,31 @@ def import_path(path: str) -> Any:
     return obj
 
 
-def resolve(name: str, registry: dict[str, str], kind: str) -> Any:
+@dataclass(frozen=True)
+class Entry:
+    """A registry entry that says what it needs: ``path`` (``module:attr``, imported only when used),
+    the dataset ``inputs`` it reads besides prompts and completions (``references``, ``table``...),
+    the ``range`` of its per-sample score, what it ``needs`` that a plain install lacks (``wordnet``,
+    ``model``: a download, ``java``...), and for a metric, the per-sample score a reward takes
+    (``reward``: ``""`` for its only one, or a name; None: not a reward) and how (``reward_transform``).
+    Its description and arguments are its class's docstring and signature (:func:`describe`)."""
+
+    path: str
+    inputs: tuple[str, ...] = ()
+    range: str = ""
+    needs: tuple[str, ...] = ()
+    reward: str | None = None
+    reward_transform: str | None = None
+
+
+def path_of(entry: str | Entry) -> str:
+    return entry.path if isinstance(entry, Entry) else entry
+
+
+def resolve(name: str, registry: Mapping[str, str | Entry], kind: str) -> Any:
     """The object registered as ``name``, or the object at the ``module:attr`` path ``name``."""
     if name in registry:
-        return import_path(registry[name])
+        return import_path(path_of(registry[name]))
     if is_code_path(name):
         try:
             return import_path(name)
@@ -99,6 +121,28 @@ def built(obj: Any, args: dict[str, Any], kind: str, name: Any) -> Any:
     if args:
         raise ValueError(f"{kind} {name!r} is a function and takes no args; got {sorted(args)}")
     return obj
+
+
+def describe_path(path: str) -> str:
+    """:func:`describe` of the object at ``"package.module:Class"`` read from its source, without
+    importing the module (``hfrl list algs`` lists the advantage estimators without loading torch).
+
+    >>> describe_path("hfrl.utils.registry:UnknownNameError")
+    'An unknown task, algorithm, reward, metric, model or config key (the CLI exits with code 2).'
+    """
+    import ast
+    import importlib.util
+
+    module, _, attr = path.partition(":")
+    spec = importlib.util.find_spec(module)
+    if spec is None or spec.origin is None:
+        return ""
+    with open(spec.origin, encoding="utf-8") as fh:
+        tree = ast.parse(fh.read())
+    for node in tree.body:
+        if isinstance(node, (ast.ClassDef, ast.FunctionDef)) and node.name == attr:
+            return describe(type("", (), {"__doc__": ast.get_docstring(node)}))
+    return ""
 
 
 def describe(obj: Any) -> str:

@@ -60,6 +60,8 @@ def trusted_code(enabled: bool = True) -> Iterator[None]:
 
 
 def code_trusted() -> bool:
+    """Whether the user opted into code here (``--trust-code``, :func:`trusted_code`): files may then
+    name code, and every ``from_pretrained`` / ``generate`` gets ``trust_remote_code=True``."""
     return _TRUSTED.get()
 
 

@@ -15,7 +15,7 @@ SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "bench_online.py"
 def test_benchmark_writes_every_figure(tmp_path, tiny_causal_dir):
     out = tmp_path / "results.json"
     cmd = [sys.executable, str(SCRIPT), "--model", "tiny", "--prompts", "8", "--new-tokens", "4", "--iterations", "1",
-           "--json", str(out)]  # fmt: skip
+           "--algs", "ppo,nlpo,ppo+rloo", "--generations", "2", "--json", str(out)]  # fmt: skip
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
     results = json.loads(out.read_text())
@@ -27,3 +27,30 @@ def test_benchmark_writes_every_figure(tmp_path, tiny_causal_dir):
             results[run]
         )
     assert "ppo_over_floor" in proc.stdout  # the printed table
+    assert results["ppo+rloo_tokens_per_s_over_trl_grpo"] > 0 and "ppo+rloo" in proc.stdout
+
+
+@pytest.mark.slow
+def test_the_estimator_prefill_and_nlpo_benchmarks_run(tmp_path, tiny_causal_dir):
+    """benchmarks/bench_estimators.py (learn, cost), bench_prefill.py and bench_nlpo_generation.py on
+    the tiny model, a few seconds each: every figure they report is there."""
+    here = SCRIPT.parent
+
+    def run(script: str, *args: str) -> dict:
+        out = tmp_path / f"{script}.json"
+        proc = subprocess.run([sys.executable, str(here / script), *args, "--json", str(out)], capture_output=True,
+                              text=True, timeout=600)  # fmt: skip
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        return json.loads(out.read_text())
+
+    learned = run("bench_estimators.py", "learn", "--estimators", "rloo", "--seeds", "0", "--iterations", "1")
+    assert set(learned["rloo"]["runs"][0]) >= {"first5", "last10", "gain", "seconds"}
+    cost = run("bench_estimators.py", "cost", "--estimators", "rloo", "--iterations", "1", "--prompts", "8",
+               "--new-tokens", "4")  # fmt: skip
+    assert cost["gae"]["critic_parameters"] > 0 and cost["rloo"]["critic_parameters"] == 0
+    assert cost["gae_separate"]["critic_parameters"] > cost["gae"]["critic_parameters"]
+    prefill = run("bench_prefill.py", "--model", "tiny", "--prompts", "2", "--generations", "2", "--prompt-tokens",
+                  "8", "--new-tokens", "3", "--repeats", "1")  # fmt: skip
+    assert prefill["greedy_identical"] and prefill["speedup"] > 0
+    nlpo = run("bench_nlpo_generation.py", "--model", "tiny", "--prompts", "4", "--new-tokens", "3", "--repeats", "1")
+    assert nlpo["forwards_per_rollout"] == {"ppo": 3, "nlpo": 6} and nlpo["nlpo_over_ppo"] > 0

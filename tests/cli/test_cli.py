@@ -79,6 +79,8 @@ def test_threads_default_to_one_for_small_models_on_the_cpu(monkeypatch):
     [
         ("tasks", "numbers"),
         ("algs", "ppo"),
+        ("algs", "RLOO, no critic: each completion"),
+        ("fields", "How rewards become advantages"),
         ("rewards", "increasing_numbers"),
         ("metrics", "distinct_n"),
     ],
@@ -94,8 +96,8 @@ def test_list(what, expected, capsys):
         (
             ["train", "--task", "numbrs"],
             "error: unknown task 'numbrs'; did you mean 'numbers'? (known: cnn_dailymail, comet, common_gen, "
-            "daily_dialog, dates, faithdial, faithdial_wow, hh, imdb, iwslt2017, narrative_qa, numbers, reddit_neg, "
-            "reddit_pos, totto, wmt16, wow), or a 'module:attr' path to your own "
+            "daily_dialog, dates, faithdial, faithdial_wow, hh, imdb, iwslt2017, movie_snippets, narrative_qa, "
+            "numbers, reddit_neg, reddit_pos, totto, wmt16, wow), or a 'module:attr' path to your own "
             "task, a data file (.jsonl, .json, .csv, .tsv, .parquet), a folder of them or a Hub dataset id",
         ),
         (
@@ -300,3 +302,22 @@ def test_eval_test_before_after_and_no_token_in_config(tmp_path, capsys):
     assert "eval_test: true" in saved and "hf_secret_value" not in saved
     card = (out_dir / "README.md").read_text()
     assert "hf_secret_value" not in card
+
+
+def test_train_help_and_list_fields_show_the_same_fields(capsys):
+    """One source: the config dataclasses' fields (hfrl.trainers.schema). `hfrl train --help` lists
+    --alg ppo's as `hfrl list fields` does, with the same defaults."""
+    import json
+
+    from hfrl.testing import run_cli
+
+    code, listed, _ = run_cli(["list", "fields", "--alg", "ppo", "--json"], capsys)
+    assert code == 0
+    code, helped, _ = run_cli(["train", "--help"], capsys)
+    assert code == 0
+    rows = [(r["name"], r["description"]) for r in json.loads(listed) if "(default: " in r["description"]]
+    assert len(rows) > 30 and all(f"{flag} " in helped for flag, _ in rows)
+    for flag, text in rows:
+        default = text.rpartition("(default: ")[2]
+        line = next(line for line in helped.splitlines() if line.strip().startswith(f"{flag} "))
+        assert line.rstrip().endswith(f"(default: {default}"), (flag, line)

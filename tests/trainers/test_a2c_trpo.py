@@ -91,11 +91,9 @@ def test_trpo_fisher_chunks_give_the_same_step(kind, tiny_causal_dir, tiny_seq2s
             for n, p in policy.named_parameters():
                 p.copy_(start[n])
         trainer.args.fisher_batch_size = size
-        trainer.policy_step(rollout)
+        stats = trainer.policy_step(rollout)
         steps.append(torch.cat([(p.detach() - start[n]).flatten() for n, p in policy.named_parameters()]))
-        logs.append(
-            {k: trainer._iteration[k] for k in ("trpo/accepted", "trpo/step_size", "trpo/kl", "loss/policy", "entropy")}
-        )
+        logs.append({k: stats[k] for k in ("trpo/accepted", "trpo/step_size", "trpo/kl", "loss/policy", "entropy")})
     assert logs[0]["trpo/accepted"] == 1.0 and logs[0]["trpo/step_size"] > 0 and logs[0]["trpo/kl"] > 0
     torch.testing.assert_close(steps[1], steps[0], atol=1e-5, rtol=1e-3)
     for key in logs[0]:
@@ -124,9 +122,9 @@ def test_trpo_fisher_subsample_takes_fisher_vector_products_on_every_kth_complet
                 p.copy_(start[n])
         trainer.args.fisher_subsample, trainer.args.fisher_batch_size = every, size
         seen.clear()
-        trainer.policy_step(rollout)
+        stats = trainer.policy_step(rollout)
         steps.append(torch.cat([(p.detach() - start[n]).flatten() for n, p in policy.named_parameters()]))
-        logs.append({k: trainer._iteration[k] for k in ("trpo/accepted", "trpo/kl", "loss/policy")})
+        logs.append({k: stats[k] for k in ("trpo/accepted", "trpo/kl", "loss/policy")})
         if every == 2:
             assert [len(ids) for ids in seen] == [8, 4] and torch.equal(seen[1], rollout.response_ids[::2])
     assert all(log["trpo/accepted"] == 1.0 and 0 < log["trpo/kl"] <= 0.01 for log in logs)

@@ -199,6 +199,27 @@ def test_ppo_killed_then_resumed_matches_an_uninterrupted_run(stage, data, ppo_r
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize(("alg", "estimator", "steps"), [("ppo", "rloo", 4), ("trpo", "reinforce_baseline", 1)])
+def test_critic_free_group_run_killed_then_resumed_matches_an_uninterrupted_run(
+    alg, estimator, steps, data, tmp_path, tiny_causal_dir
+):
+    """Two completions per prompt, no critic (no value head in any checkpoint): killed a seeded random
+    moment after an iteration between the first and the second checkpoint, then resumed: the same
+    weights and log as an uninterrupted run. ``steps``: optimizer steps per iteration (PPO: 16
+    completions / 4; TRPO without a critic: its policy step alone)."""
+    reference, out = tmp_path / "reference", tmp_path / "run"
+    common = ["--task", str(data / "online"), "--alg", alg, *ONLINE, "--advantage_estimator", estimator,
+              "--num_generations", "2"]  # fmt: skip
+    hfrl_train([*common, "--output-dir", str(reference)])
+    rng = random.Random(17)  # an iteration after checkpoint-(3 x steps), then a moment later
+    hfrl_train([*common, "--output-dir", str(out)], kill_on=f"LOGGED step-{steps * rng.randint(4, 5)}",
+               delay=rng.uniform(0.0, 0.05))  # fmt: skip
+    hfrl_train([*common, "--output-dir", str(out), "--resume"])
+    assert_same_run(out, reference)
+    assert not list(out.rglob("value_head.safetensors")) and not list(reference.rglob("value_head.safetensors"))
+
+
+@pytest.mark.slow
 def test_nlpo_killed_inside_the_trainers_checkpoint_write_resumes_exactly(data, tmp_path, tiny_causal_dir):
     """Killed inside the Trainer's own write of checkpoint-12 (weights and optimizer written; RNG
     state, trainer state, KL controller and mask policy not): a missing mask policy used to reset

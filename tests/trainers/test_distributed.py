@@ -66,10 +66,10 @@ def test_nlpo_and_trpo_refuse_sharded_weights_with_one_line(tiny_causal_dir, mak
         reward_funcs=digit_reward,
         train_dataset=Dataset.from_dict({"prompt": ["1 2"] * 8}),
     )
-    trainer._require_unsharded_policy("needs the whole policy")  # DDP / one process: fine
+    trainer.require_unsharded_policy("needs the whole policy")  # DDP / one process: fine
     trainer.is_fsdp_enabled = True
     with pytest.raises(ValueError) as err:
-        trainer._require_unsharded_policy("copies the policy's weights into its mask policy")
+        trainer.require_unsharded_policy("copies the policy's weights into its mask policy")
     assert str(err.value) == (
         "PPO copies the policy's weights into its mask policy, which DeepSpeed ZeRO-3 and FSDP shard across "
         "processes: use DDP (hfrl/accelerate_configs/multi_gpu.yaml) or ZeRO-2 (deepspeed_zero2.yaml)"
@@ -130,3 +130,43 @@ def test_every_process_keeps_the_same_policy(tmp_path, tiny_causal_dir):
         ranks = [json.loads((tmp_path / f"{name}-{rank}.json").read_text()) for rank in (0, 1)]
         assert ranks[0]["checksum"] == ranks[1]["checksum"], (name, ranks)
         assert ranks[0]["moved"] > 0, (name, ranks)  # the step was taken: equal weights are not a no-op
+
+
+@pytest.mark.parametrize("config", ["fsdp.yaml", "deepspeed_zero2.yaml"])
+def test_sharded_configs_stop_on_a_cpu_only_machine(config, tmp_path, monkeypatch):
+    """accelerate sets FSDP and DeepSpeed up only for GPU-like devices: on the CPU its processes fall back
+    to plain DDP without a word (measured: the fsdp.yaml run's parameters were no DTensors, its final
+    weights equal DDP's to the bit). The run stops instead, saying what runs on the CPU."""
+    import torch
+
+    from hfrl.trainers.devices import SHARDING_ENV, check_sharding_on_cpu
+
+    if torch.cuda.is_available():
+        pytest.skip("a GPU machine shards for real")
+    variable = "ACCELERATE_USE_FSDP" if config == "fsdp.yaml" else "ACCELERATE_USE_DEEPSPEED"
+    monkeypatch.setenv(variable, "true")
+    with pytest.raises(ValueError) as err:
+        check_sharding_on_cpu()
+    assert str(err.value) == (
+        f"{SHARDING_ENV[variable]} shards the model across GPUs, and this machine has none: accelerate would "
+        "silently run plain DDP instead; on the CPU launch with hfrl/accelerate_configs/multi_cpu.yaml"
+    )
+
+
+@pytest.mark.slow
+def test_the_fsdp_config_launched_on_the_cpu_stops_with_one_line(tmp_path):
+    if shutil.which("accelerate") is None:
+        pytest.skip("the accelerate CLI is not on PATH")
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("a GPU machine shards for real")
+    configs = os.path.join(os.path.dirname(__import__("hfrl").__file__), "accelerate_configs")
+    cmd = ["accelerate", "launch", "--config_file", os.path.join(configs, "fsdp.yaml"), "--num_processes", "2",
+           "--mixed_precision", "no", "-m", "hfrl.cli", "train", "--task", "numbers", "--model", "tiny",
+           "-o", str(tmp_path / "run")]  # fmt: skip
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": os.pathsep.join(sys.path)}
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300)
+    assert proc.returncode != 0
+    assert "error: FSDP (fsdp.yaml) shards the model across GPUs, and this machine has none" in proc.stderr
+    assert not (tmp_path / "run").exists()

@@ -42,7 +42,7 @@ def test_rl4lms_layout_trains(alg, tiny_causal_dir, make_config):
     assert sum(int(part.token_mask.sum()) for part in parts[:4]) == int(rollout.response_mask.sum())  # one epoch
     trainer.model.train()
     trainer.compute_loss(trainer.model, parts[0])
-    assert trainer._update_stats["approx_kl"][0] == pytest.approx(0.0, abs=1e-6)
+    assert trainer.iteration.updates["approx_kl"][0] == pytest.approx(0.0, abs=1e-6)
 
     before = {n: p.detach().clone() for n, p in trainer.model.named_parameters() if p.requires_grad}
     trainer.train()

@@ -80,9 +80,8 @@ def test_rollout_tokens_lie_in_the_mask_and_kl_uses_unmasked(tiny_causal_dir, nl
     full = rollout.kl + rollout.ref_logprobs  # log pi(a|s) unmasked
     assert (rollout.logprobs[valid] >= full[valid] - 1e-5).all()
     assert (rollout.logprobs[valid] > full[valid] + 1e-3).any()
-    assert (
-        5 <= trainer._iteration["mask/kept_tokens"] < trainer.accelerator.unwrap_model(trainer.model).config.vocab_size
-    )
+    vocab = trainer.accelerator.unwrap_model(trainer.model).config.vocab_size
+    assert 5 <= trainer.iteration.metrics["mask/kept_tokens"] < vocab
 
 
 def test_nlpo_trains_seq2seq_and_logs_kept_tokens(tiny_seq2seq_dir, nlpo_config):
@@ -187,8 +186,8 @@ def test_stored_action_sets_are_the_sets_sampled_from(tiny_causal_dir, nlpo_conf
     sizes = stored[valid].sum(-1)
     eos = trainer.tokenizer.eos_token_id
     if "top_k" in generation and generation["top_k"]:
-        assert sizes.max() <= 5 and trainer._iteration["mask/kept_tokens"] <= 5
-        assert trainer._iteration["mask/top_p_tokens"] >= 20  # the mask policy's set alone is larger
+        assert sizes.max() <= 5 and trainer.iteration.metrics["mask/kept_tokens"] <= 5
+        assert trainer.iteration.metrics["mask/top_p_tokens"] >= 20  # the mask policy's set alone is larger
     else:
         assert not stored[..., eos][valid].any()  # min_new_tokens: EOS never in a stored set
     # old log-prob = the behaviour policy's: log softmax of the processed logits at the sampled token
@@ -197,7 +196,7 @@ def test_stored_action_sets_are_the_sets_sampled_from(tiny_causal_dir, nlpo_conf
     # the first minibatch's ratio is 1: the loss renormalises the same policy over the same sets
     minibatch = rollout[torch.arange(4)]
     with torch.no_grad():
-        new_logprobs, _, _ = trainer.policy_outputs(model, minibatch)
+        new_logprobs = trainer.policy_outputs(model, minibatch).logprobs
     ratio = torch.exp(new_logprobs - minibatch.logprobs)[minibatch.response_mask.bool()]
     torch.testing.assert_close(ratio, torch.ones_like(ratio), atol=1e-5, rtol=0)
 
@@ -222,7 +221,7 @@ def test_ppo_ratio_is_over_the_full_distribution_with_top_k(tiny_causal_dir, mak
     behaviour = behaviour.gather(-1, rollout.response_ids.unsqueeze(-1)).squeeze(-1)
     assert (rollout.logprobs[valid] < behaviour[valid] - 1e-3).all()  # the full softmax spreads mass past the 5
     with torch.no_grad():
-        new_logprobs, _, _ = trainer.policy_outputs(model, rollout)
+        new_logprobs = trainer.policy_outputs(model, rollout).logprobs
     torch.testing.assert_close(new_logprobs[valid], rollout.logprobs[valid], atol=1e-5, rtol=0)
 
 
@@ -253,3 +252,45 @@ def test_generation_looks_among_candidates_once_sets_are_small(tiny_causal_dir, 
         logits, _ = completion_forward(model, query_ids, query_mask, response, torch.ones_like(response))
     expected = top_p_threshold(logits[:, 1] / 0.05, 0.5, 1)
     torch.testing.assert_close(processor.thresholds[1], expected, atol=1e-3, rtol=0)
+
+
+@pytest.mark.parametrize("lora", [False, True])
+def test_the_mask_policy_costs_one_cached_forward_per_generated_token(lora, tiny_causal_dir, nlpo_config):
+    """Per generated token one forward of the mask policy, on the new token alone after the prompt
+    (its own KV cache), the prompt's asking for its last position's logits only; under LoRA the mask
+    adapter is switched on the adapter layers (PEFT's set_adapter walked every module twice a token)
+    and gives the logits PEFT's own switch gives."""
+    from peft import LoraConfig
+
+    from hfrl.core.policies import base_lm
+
+    generation = {"do_sample": True, "top_k": 0, "min_new_tokens": 6}
+    peft = LoraConfig(r=4, target_modules=["c_attn"], fan_in_fan_out=True, init_lora_weights=False) if lora else None
+    trainer = NLPOTrainer(model=tiny_causal_dir, args=nlpo_config(generation_kwargs=generation),
+                          reward_funcs=digit_reward, train_dataset=prompts(), peft_config=peft)  # fmt: skip
+    mask_policy = trainer.action_space.mask_policy
+    mask_model = base_lm(mask_policy.policy) if lora else mask_policy.model
+    calls = []
+
+    def spy(module, args, kwargs):  # the mask policy runs in inference mode (under LoRA the module is shared)
+        calls.append((kwargs["input_ids"].shape, kwargs.get("logits_to_keep"), torch.is_inference_mode_enabled()))
+
+    hook = mask_model.register_forward_pre_hook(spy, with_kwargs=True)
+    try:
+        rollout = trainer.collect_rollout([trainer.train_dataset[i] for i in range(8)])
+    finally:
+        hook.remove()
+    steps = rollout.response_ids.shape[1]
+    mask_calls = [call for call in calls if call[2]]
+    assert steps == 6 and len(mask_calls) == steps
+    assert mask_calls[0][1] == 1 and all(shape == (8, 1) for shape, _, _ in mask_calls[1:])
+    if lora:
+        ids, mask = rollout.query_ids, rollout.query_mask
+        with torch.no_grad(), mask_policy.active() as model:
+            ours = model(input_ids=ids, attention_mask=mask).logits
+        previous = mask_policy.policy.active_adapter
+        mask_policy.policy.set_adapter(MASK_ADAPTER)
+        with torch.no_grad():
+            theirs = mask_policy.policy(input_ids=ids, attention_mask=mask).logits
+        mask_policy.policy.set_adapter(previous)
+        assert torch.equal(ours, theirs)

@@ -85,8 +85,8 @@ def test_first_minibatch_ratio_is_one(alg, tiny_causal_dir, make_config):
     rollout = trainer.collect_rollout([trainer.train_dataset[i] for i in range(8)])
     trainer.model.train()
     trainer.compute_loss(trainer.model, rollout)
-    assert trainer._update_stats["approx_kl"][0] == pytest.approx(0.0, abs=1e-6)
-    assert trainer._update_stats["clipfrac"][0] == 0.0
+    assert trainer.iteration.updates["approx_kl"][0] == pytest.approx(0.0, abs=1e-6)
+    assert trainer.iteration.updates["clipfrac"][0] == 0.0
 
 
 def test_eval_saves_predictions_and_metrics(tiny_causal_dir, make_config):
@@ -196,8 +196,8 @@ def test_bad_inputs_fail_clearly(tiny_causal_dir, make_config):
     with pytest.raises(ValueError) as err:
         make_config(generation_kwargs={"do_sample": True, "num_beams": 4})
     assert str(err.value) == (
-        "generation_kwargs: num_beams must be 1 in rollouts (one completion sampled from the policy per prompt), "
-        "got 4; repeat prompts in the dataset for more samples"
+        "generation_kwargs: num_beams must be 1 in rollouts (completions are sampled from the policy), got 4; set "
+        "num_generations for several completions per prompt"
     )
     trainer = PPOTrainer(model=tiny_causal_dir, args=make_config(), reward_funcs=digit_reward, train_dataset=prompts(4))
     with pytest.raises(ValueError, match="has 4 prompts, fewer than one rollout"):

@@ -125,11 +125,13 @@ def test_list_algs_shows_trl_trainers(capsys):
     assert code == 0
     rows = {row["name"]: row["description"] for row in json.loads(out)}
     assert {"ppo", "nlpo", "a2c", "trpo", "grpo", "rloo", "sft", "dpo"} <= set(rows)
-    assert rows["grpo"] == "TRL's GRPOTrainer: group-relative advantages over several completions per prompt."
+    assert rows["grpo"] == (
+        "TRL's GRPOTrainer (causal models, vLLM on a GPU): group-normalised advantages over several completions."
+    )
     assert all("``" not in text and text.endswith(".") for text in rows.values())  # whole sentences, plain text
     code, table, _ = run_cli(["list", "algs"], capsys)  # the table: each name, its sentence wrapped beside it
     assert code == 0 and max(len(line) for line in table.splitlines()) <= 100
-    assert {line.split()[0] for line in table.splitlines() if not line.startswith(" ")} == set(rows)
+    assert {line.split()[0] for line in table.splitlines() if not line.startswith(" ")} == {n.split()[0] for n in rows}
 
 
 def test_configs_are_trls_with_cpu_defaults(tmp_path):

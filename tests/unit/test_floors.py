@@ -1,7 +1,8 @@
 """pyproject's lower bounds are the versions .ci/floors installs and tests (.ci/floors-constraints.txt):
 every ``name>=X`` of the dependencies and extras has the line ``name==X`` there, and every line there is
 such a bound, so a floor in pyproject is a tested fact. The dev extra's tools (pytest, ruff, mypy, build)
-are for contributors, not floors of hfrl, and .ci/floors installs whatever version of them pip picks."""
+and the docs extra (the site's builder and its browser test) are for contributors, not floors of hfrl,
+and .ci/floors installs whatever version of them pip picks."""
 
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ def lower_bounds(pyproject: dict) -> dict[str, Version]:
     """name -> the ``>=`` version of every requirement of the dependencies and the extras (tools left out);
     a requirement without one, or with two different ones, is an error."""
     project = pyproject["project"]
-    extras = project["optional-dependencies"].values()
+    extras = [reqs for name, reqs in project["optional-dependencies"].items() if name != "docs"]
     requirements = [*project["dependencies"], *(r for extra in extras for r in extra)]
     bounds: dict[str, Version] = {}
     for text in requirements:

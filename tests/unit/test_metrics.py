@@ -238,7 +238,7 @@ def test_evaluate_local_module_as_metric_and_reward():
     reward = load_reward({"id": "evaluate", "args": args})
     assert reward(prompts=["", ""], completions=["a b", ""], references=[["a c"], ["x"]]) == [0.5, 0.0]
     wrong = load_reward({"id": "evaluate", "args": {**args, "key": "nope"}})
-    with pytest.raises(ValueError, match=r"set key to one of its per-sample outputs \['scores'\]"):
+    with pytest.raises(ValueError, match=r"reward evaluate: reward_key 'nope' is not one of \['scores'\]"):
         wrong(prompts=[""], completions=["a"], references=[["a"]])
 
 
@@ -250,12 +250,14 @@ def test_registries_list_at_least_20_described_ids():
 
     assert len(REWARDS) + len(METRICS) >= 20
     for registry in (REWARDS, METRICS):
-        for name, path in registry.items():
-            assert describe(import_path(path)), f"{name} has no one-line description"
+        for name, entry in registry.items():
+            assert describe(import_path(entry.path)), f"{name} has no one-line description"
 
 
 def test_every_reward_id_is_a_metric():
-    result = load_metric("contains_date")(prompts=["", ""], completions=["2020-01-01", "no"])
+    from hfrl.rewards import load_task_metric
+
+    result = load_task_metric("contains_date")(prompts=["", ""], completions=["2020-01-01", "no"])
     assert result == {"contains_date": 0.5} and result.per_sample == {"contains_date": [1.0, 0.0]}
 
 
@@ -266,10 +268,11 @@ def test_unknown_metric_names_closest():
 
 @pytest.mark.parametrize(
     "module",
-    ["base", "diversity", "lexical", "table", "captioning", "commongen", "from_reward", "learned", "hf_evaluate"],
-)
+    ["metrics.base", "metrics.diversity", "metrics.lexical", "metrics.table", "metrics.captioning",
+     "metrics.commongen", "rewards.as_metric", "metrics.learned", "metrics.hf_evaluate"],
+)  # fmt: skip
 def test_docstring_examples(module):
-    mod = importlib.import_module(f"hfrl.metrics.{module}")
+    mod = importlib.import_module(f"hfrl.{module}")
     result = doctest.testmod(mod, optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
     assert result.failed == 0
 

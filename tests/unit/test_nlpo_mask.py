@@ -68,7 +68,8 @@ def test_mask_policy_steps_its_kv_cache_under_the_current_name(which, monkeypatc
     from transformers import AutoModelForCausalLM, AutoModelForSeq2SeqLM, AutoTokenizer
     from transformers.utils import generic
 
-    from hfrl.core.masking import CACHE_ARG, MaskPolicy, TopPMaskProcessor
+    from hfrl.core.masking import MaskPolicy, TopPMaskProcessor
+    from hfrl.core.policies import cache_kwarg
     from hfrl.core.tiny import tiny_model_path
 
     warned = []
@@ -88,4 +89,4 @@ def test_mask_policy_steps_its_kv_cache_under_the_current_name(which, monkeypatc
     from packaging.version import Version
 
     expected = "cache" if Version(transformers.__version__).release >= (5, 24) else "past_key_values"
-    assert expected == CACHE_ARG
+    assert expected == cache_kwarg(lm)

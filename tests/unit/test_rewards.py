@@ -145,6 +145,7 @@ def _spec(reward_id, classifier_dir, critic_dir):
         "bertscore": {"model_type": str(gt.get_model_path()) if gt else "", "device": "cpu"},
         "bleurt": {"checkpoint": os.path.join(FIXTURES, "bleurt_tiny"), "device": "cpu"},
         "learned_classifier": {"model": classifier_dir, "label": 0, "device": "cpu"},
+        "learned_judge": {"model": classifier_dir, "label": 0, "device": "cpu"},
         "intent_accuracy": {"model": classifier_dir, "device": "cpu"},
         "evaluate": {"path": os.path.join(FIXTURES, "word_match"), "references": "first"},
     }.get(reward_id, {})
@@ -216,10 +217,10 @@ def test_wrong_length_user_reward_is_an_error_naming_it():
         compute_rewards([my_reward], [1.0], ["", ""], ["a", "b"], torch.ones(2, 1), {})
     with pytest.raises(ValueError, match=message):  # inside a weighted sum
         load_reward({"id": "weighted", "args": {"rewards": [my_reward]}})(prompts=["", ""], completions=["a", "b"])
-    from hfrl.metrics import load_metric
+    from hfrl.rewards import load_task_metric
 
     with pytest.raises(ValueError, match=message):  # as a metric
-        load_metric({"id": "reward", "args": {"reward": my_reward}})(prompts=["", ""], completions=["a", "b"])
+        load_task_metric({"id": "reward", "args": {"reward": my_reward}})(prompts=["", ""], completions=["a", "b"])
 
 
 def test_weighted_sum_rejects_token_level_components():
@@ -256,3 +257,41 @@ def test_vader_sentiment_reward_and_metric_by_hand():
         ValueError, match="^vader_sentiment: input must be completion or prompt\\+completion, got 'pair'$"
     ):
         load_reward({"id": "vader_sentiment", "args": {"input": "pair"}})
+
+
+def test_every_metric_with_a_per_sample_score_is_a_reward_through_one_adapter():
+    """No mirrored reward class per metric: a metric's id is a reward (MetricReward), with the metric's
+    own arguments plus reward_key and missing; the registry entry names which score and how."""
+    from hfrl.metrics import METRICS
+    from hfrl.rewards import REWARDS, reward_ids
+    from hfrl.rewards.from_metrics import MetricReward
+
+    assert not set(REWARDS) & set(METRICS)  # described once
+    assert {k for k, e in METRICS.items() if e.reward is not None} <= set(reward_ids())
+    refs = {"references": [["the cat sat on the mat"]]}
+    # ROUGE-1 of "the cat sat" against "the cat sat on the mat": P = 3/3, R = 3/6, F = 2PR/(P+R) = 2/3
+    assert load_reward({"id": "rouge", "args": {"rouge_type": "rouge1"}})([""], ["the cat sat"], **refs) == [
+        pytest.approx(2 / 3)
+    ]
+    assert load_reward("rouge")([""], ["the cat sat"], **refs) == [pytest.approx(2 / 3)]  # rouge1 by default
+    ter = load_reward("ter")  # 1 - TER: 3 insertions over 6 reference words
+    assert isinstance(ter, MetricReward) and ter.__name__ == "ter" and ter([""], ["the cat sat"], **refs) == [0.5]
+    assert load_reward({"id": "bleu", "args": {"missing": -1.0}})([""], ["x"], references=[[]]) == [-1.0]
+    with pytest.raises(UnknownNameError, match=r"unknown argument of reward 'chrf' 'char_ordr'; did you mean"):
+        load_reward({"id": "chrf", "args": {"char_ordr": 3}})
+    with pytest.raises(ValueError, match=r"^metric 'distinct_n' has no per-sample score, so it is no reward"):
+        MetricReward.from_id("distinct_n")
+    with pytest.raises(ValueError, match=r"several per-sample scores \['rouge2', 'rougeL'\]; set reward_key"):
+        MetricReward.from_id("rouge", rouge_types=["rouge2", "rougeL"])([""], ["the cat"], **refs)
+
+
+def test_the_catalogue_lists_every_reward_and_metric_with_what_it_needs(capsys):
+    from hfrl.rewards import catalogue
+    from hfrl.testing import run_cli
+
+    page = catalogue.markdown()
+    meteor = next(line for line in page.splitlines() if line.startswith("| `meteor` "))
+    assert "| references | [0, 1] | wordnet |" in meteor and "`alpha=0.9`" in meteor and "`reward_key=None`" in meteor
+    assert len(catalogue.rewards()) >= 26 and len(catalogue.metrics()) >= 20
+    code, out, _ = run_cli(["list", "rewards"], capsys)
+    assert code == 0 and any(line.startswith("meteor ") and "needs wordnet" in line for line in out.splitlines())

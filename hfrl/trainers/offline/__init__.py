@@ -1,6 +1,23 @@
-"""Offline trainers: the A-LoL family (nll, wbc, r_gold, r_lol, a_lol, a_lol_ref_free, a_lol_seq, a_lol_kl)."""
+"""Offline trainers: the A-LoL family (nll, wbc, r_gold, r_lol, a_lol, a_lol_ref_free, a_lol_seq, a_lol_kl)
+and PRO, imported lazily: the exports derive from the trainers' declarations (:mod:`hfrl.trainers.declared`)."""
 
-from hfrl.trainers.offline.alol_config import ALoLConfig
-from hfrl.trainers.offline.alol_trainer import ALoLTrainer
+from __future__ import annotations
 
-__all__ = ["ALoLConfig", "ALoLTrainer"]
+import importlib
+from typing import TYPE_CHECKING, Any
+
+from hfrl.trainers.declared import exports
+
+_LAZY = exports("hfrl.trainers.offline")
+__all__ = sorted(_LAZY)
+
+if TYPE_CHECKING:  # pragma: no cover - for type checkers; tests/unit/test_registration.py keeps it equal to _LAZY
+    from hfrl.trainers.offline.alol_config import ALoLConfig  # noqa: F401
+    from hfrl.trainers.offline.alol_trainer import ALoLTrainer  # noqa: F401
+    from hfrl.trainers.offline.pro_trainer import PROConfig, PROTrainer  # noqa: F401
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

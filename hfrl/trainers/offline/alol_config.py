@@ -8,11 +8,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from transformers import TrainingArguments
-
 from hfrl.core.losses import ADVANTAGE_WEIGHTED, ALOL_ALGORITHMS, REWARD_WEIGHTED
 from hfrl.trainers.config_checks import check_finite
-from hfrl.trainers.devices import cpu_defaults
+from hfrl.trainers.rl_config import RLConfig
 
 SAMPLINGS = ("none", "good_priority", "good_random")
 
@@ -31,7 +29,7 @@ DISPLAY_NAMES = {
 
 
 @dataclass
-class ALoLConfig(TrainingArguments):
+class ALoLConfig(RLConfig):
     """Settings of offline advantage- and reward-weighted training (A-LoL, Baheti et al. 2024).
 
     Each training example is a (prompt, completion, reward) triple; the whole completion is one
@@ -39,7 +37,9 @@ class ALoLConfig(TrainingArguments):
     policy's log-probs, the value head ``V(x)`` and advantages ``A = R - V(x)``. The step budget is
     the Trainer's (``num_train_epochs`` or ``max_steps``); with ``good_priority`` / ``good_random``
     sampling an epoch draws as many examples as have a positive weight, so an epoch-based budget
-    scales with the positive fraction. An explicit ``max_steps`` is taken as is.
+    scales with the positive fraction. An explicit ``max_steps`` is taken as is. The value head's
+    validation generations use ``eval_generation_kwargs`` with ``do_sample`` false. The prompt,
+    generation, reward-weight and model-loading fields are :class:`~hfrl.trainers.rl_config.RLConfig`'s.
     """
 
     algorithms: ClassVar[tuple[str, ...]] = ALOL_ALGORITHMS  # what `algorithm` may be (PROConfig: pro)
@@ -68,9 +68,6 @@ class ALoLConfig(TrainingArguments):
     )
 
     # ---- Rewards and the value estimate V(x) ----
-    reward_weights: list[float] | None = field(
-        default=None, metadata={"help": "Weight of each reward function (default: 1 each)."}
-    )
     max_value: float = field(
         default=1.0, metadata={"help": "The value head predicts sigmoid(.) * max_value: the largest reward expected."}
     )
@@ -90,26 +87,9 @@ class ALoLConfig(TrainingArguments):
         },
     )
 
-    # ---- Lengths ----
-    max_prompt_length: int | None = field(default=512, metadata={"help": "Prompt tokens kept (None: all)."})
-    truncation_side: str = field(
-        default="left", metadata={"help": "Which end of a long prompt to cut: 'left' or 'right'."}
-    )
+    # ---- Lengths (prompts, max_new_tokens, evaluation's generation: RLConfig) ----
     max_completion_length: int = field(
         default=128, metadata={"help": "Completion tokens trained on (EOS included); longer ones are cut."}
-    )
-
-    # ---- Generation: evaluation and the value head's validation generations ----
-    max_new_tokens: int = field(default=128, metadata={"help": "Maximum completion length when generating."})
-    eval_max_new_tokens: int | None = field(
-        default=None, metadata={"help": "Maximum completion length in evaluation (default: max_new_tokens)."}
-    )
-    eval_generation_kwargs: dict[str, Any] = field(
-        default_factory=lambda: {"do_sample": False},
-        metadata={
-            "help": "Keyword arguments of `generate` for evaluation (default: greedy); the value head's "
-            "validation generations use them with do_sample false."
-        },
     )
 
     # ---- Preparation cache ----
@@ -128,45 +108,15 @@ class ALoLConfig(TrainingArguments):
     )
 
     # ---- Model ----
-    model_init_kwargs: dict[str, Any] | None = field(
-        default=None, metadata={"help": "Keyword arguments of `from_pretrained` when `model` is a name."}
-    )
-    base_model: str | None = field(
-        default=None,
-        metadata={
-            "help": "The base model that a PEFT adapter given as `model` loads onto, a Hub id or a path (default: "
-            "the base its adapter_config.json records, which may be a private path). Only for adapters."
-        },
-    )
-    bf16: bool | None = field(  # type: ignore[assignment]
-        default=None,
-        metadata={
-            "help": "bf16 mixed precision (float32 weights, bfloat16 autocast). Default: on where a CUDA GPU "
-            "supports bfloat16 and neither fp16 nor use_cpu is set, off on the CPU (hfrl.trainers.devices)."
-        },
-    )
     load_in_4bit: bool = field(
         default=False,
         metadata={
             "help": "QLoRA: load the base model in 4-bit NF4 (needs bitsandbytes, a CUDA GPU and a LoRA adapter)."
         },
     )
-    disable_dropout: bool = field(
-        default=True, metadata={"help": "Turn dropout off, so rho is exactly 1 before the first update."}
-    )
 
     # ---- TrainingArguments defaults that differ here ----
-    lr_scheduler_type: str = field(default="constant", metadata={"help": "Scheduler type (LoL-RL: constant)."})
     logging_steps: float = field(default=10, metadata={"help": "Log every N optimizer steps."})
-    remove_unused_columns: bool = field(
-        default=False, metadata={"help": "Keep dataset columns: rewards and metrics receive them as keyword arguments."}
-    )
-    ddp_find_unused_parameters: bool | None = field(
-        default=False,
-        metadata={
-            "help": "DDP: every trained parameter takes part in each forward, so DDP need not search for unused ones."
-        },
-    )
 
     def __post_init__(self) -> None:
         check_finite(self)
@@ -191,27 +141,18 @@ class ALoLConfig(TrainingArguments):
         for name in ("max_value", "value_learning_rate"):
             if not getattr(self, name) > 0:
                 raise ValueError(f"{name} must be > 0, got {getattr(self, name)}")
-        for name in ("value_epochs", "value_batch_size", "value_num_heads", "max_completion_length", "max_new_tokens"):
+        for name in ("value_epochs", "value_batch_size", "value_num_heads", "max_completion_length"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
-        for name in ("max_prompt_length", "eval_max_new_tokens", "preparation_batch_size"):
+        for name in ("preparation_batch_size",):
             if getattr(self, name) is not None and getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1 or None, got {getattr(self, name)}")
         if not 0 <= self.value_holdout_fraction < 1:
             raise ValueError(f"value_holdout_fraction must be in [0, 1), got {self.value_holdout_fraction}")
-        if self.truncation_side not in ("left", "right"):
-            raise ValueError(f"truncation_side must be 'left' or 'right', got {self.truncation_side!r}")
-        if not isinstance(self.eval_generation_kwargs, dict):
-            raise ValueError(
-                f"eval_generation_kwargs must be a mapping, got {type(self.eval_generation_kwargs).__name__}"
-            )
         if self.remove_unused_columns:
             raise ValueError(
                 "remove_unused_columns must be false: the trainer reads the prepared columns and rewards read the rest"
             )
-        if self.reward_weights is not None and not isinstance(self.reward_weights, (list, tuple)):
-            raise ValueError(f"reward_weights must be a list of numbers, got {self.reward_weights!r}")
-        cpu_defaults(self)
         super().__post_init__()
 
     @property

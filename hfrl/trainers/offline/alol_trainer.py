@@ -104,6 +104,16 @@ class ALoLTrainer(CrashSafeMixin, EvaluationMixin, HubMixin, Trainer):
     ```
     """
 
+    algs = {  # one trainer, one loss each (docs/algorithms.md §6)
+        "nll": "offline: negative log-likelihood of the data's responses (gives A-LoL's reference policy).",
+        "wbc": "offline: reward-weighted behaviour cloning, R * NLL.",
+        "r_gold": "offline: reward-weighted GOLD, R * sum_t max(pi, 0.1) * -log pi, no reference model.",
+        "r_lol": "offline: reward times the clamped importance weight pi / pi_ref times NLL (R-LoL).",
+        "a_lol": "offline: positive advantage R - V(x) times the clamped pi / pi_ref times NLL (A-LoL).",
+        "a_lol_ref_free": "offline: A-LoL without the importance weight, A+ * NLL.",
+        "a_lol_seq": "offline: A-LoL with a clamped importance weight per token.",
+        "a_lol_kl": "offline: A-LoL with a KL penalty to pi_ref instead of the importance weight.",
+    }
     config_class = ALoLConfig
     _name = "A-LoL"
     _tag_names = ["hfrl", "a-lol", "offline-rl"]

@@ -124,6 +124,7 @@ class PROTrainer(ALoLTrainer):
     """
 
     args: PROConfig
+    algs = {"pro": "offline: preference ranking over several scored responses per prompt, plus an SFT term (PRO)."}
     config_class = PROConfig
     _name = "PRO"
     _tag_names = ["hfrl", "pro", "offline-rl", "preference-ranking"]

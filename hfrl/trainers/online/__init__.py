@@ -1,25 +1,30 @@
-"""Online actor-critic trainers sharing one rollout and advantage core."""
+"""Online trainers sharing one rollout and advantage core (PPO, NLPO, A2C, TRPO), imported lazily:
+the exports derive from the trainers' declarations (:mod:`hfrl.trainers.declared`)."""
 
-from hfrl.trainers.online.a2c_config import A2CConfig
-from hfrl.trainers.online.a2c_trainer import A2CTrainer
-from hfrl.trainers.online.nlpo_config import NLPOConfig
-from hfrl.trainers.online.nlpo_trainer import NLPOTrainer
-from hfrl.trainers.online.online_config import OnlineConfig
-from hfrl.trainers.online.online_trainer import OnlineTrainer
-from hfrl.trainers.online.ppo_config import PPOConfig
-from hfrl.trainers.online.ppo_trainer import PPOTrainer
-from hfrl.trainers.online.trpo_config import TRPOConfig
-from hfrl.trainers.online.trpo_trainer import TRPOTrainer
+from __future__ import annotations
 
-__all__ = [
-    "A2CConfig",
-    "A2CTrainer",
-    "TRPOConfig",
-    "TRPOTrainer",
-    "NLPOConfig",
-    "NLPOTrainer",
-    "OnlineConfig",
-    "OnlineTrainer",
-    "PPOConfig",
-    "PPOTrainer",
-]
+import importlib
+from typing import TYPE_CHECKING, Any
+
+from hfrl.trainers.declared import exports
+
+_LAZY = exports("hfrl.trainers.online")
+__all__ = sorted(_LAZY)
+
+if TYPE_CHECKING:  # pragma: no cover - for type checkers; tests/unit/test_registration.py keeps it equal to _LAZY
+    from hfrl.trainers.online.a2c_config import A2CConfig  # noqa: F401
+    from hfrl.trainers.online.a2c_trainer import A2CTrainer  # noqa: F401
+    from hfrl.trainers.online.nlpo_config import NLPOConfig  # noqa: F401
+    from hfrl.trainers.online.nlpo_trainer import NLPOTrainer  # noqa: F401
+    from hfrl.trainers.online.online_config import OnlineConfig  # noqa: F401
+    from hfrl.trainers.online.online_trainer import OnlineTrainer  # noqa: F401
+    from hfrl.trainers.online.ppo_config import PPOConfig  # noqa: F401
+    from hfrl.trainers.online.ppo_trainer import PPOTrainer  # noqa: F401
+    from hfrl.trainers.online.trpo_config import TRPOConfig  # noqa: F401
+    from hfrl.trainers.online.trpo_trainer import TRPOTrainer  # noqa: F401
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -32,5 +32,5 @@ class A2CConfig(OnlineConfig):
 
     def __post_init__(self) -> None:
         if self.mini_batch_size is None:
-            self.mini_batch_size = self.rollout_batch_size
+            self.mini_batch_size = self.rollout_batch_size * self.num_generations
         super().__post_init__()

@@ -50,8 +50,10 @@ class NLPOActionSpace(ActionSpace):
             self.refreshed_at = iteration
         self.rollout_processors = []
 
-    def processors(self, query_ids: torch.Tensor, query_mask: torch.Tensor) -> list[LogitsProcessor]:
-        processor = TopPMaskProcessor(self.mask_policy, query_ids, query_mask)
+    def processors(
+        self, query_ids: torch.Tensor, query_mask: torch.Tensor, num_generations: int = 1
+    ) -> list[LogitsProcessor]:
+        processor = TopPMaskProcessor(self.mask_policy, query_ids, query_mask, num_generations)
         self.rollout_processors.append(processor)
         return [processor]
 
@@ -92,13 +94,15 @@ class NLPOTrainer(PPOTrainer):
     policy renormalised over the set each token was sampled from; the KL penalty uses the unmasked
     distribution."""
 
+    algs = {"nlpo": "online: PPO that samples inside the top-p set of a periodically refreshed mask policy (NLPO)."}
     config_class = NLPOConfig
+    args: NLPOConfig
     _name = "NLPO"
     _tag_names = ["hfrl", "nlpo"]
     _paper = paper("ramamurthy2023is")
 
     def _build_action_space(self) -> NLPOActionSpace:
-        self._require_unsharded_policy("copies the policy's weights into its mask policy")
+        self.require_unsharded_policy("copies the policy's weights into its mask policy")
         args: NLPOConfig = self.args  # type: ignore[assignment]
         mask_policy = MaskPolicy(
             self.accelerator.unwrap_model(self.model).policy,

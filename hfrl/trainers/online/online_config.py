@@ -1,31 +1,38 @@
-"""Configuration shared by the online actor-critic trainers (PPO, and later NLPO, A2C, TRPO)."""
+"""Configuration shared by the online trainers (PPO, NLPO, A2C, TRPO)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Any
 
-from transformers import TrainingArguments
-
 from hfrl.trainers.config_checks import check_finite
-from hfrl.trainers.devices import cpu_defaults
+from hfrl.trainers.rl_config import RLConfig
 
 
 @dataclass
-class OnlineConfig(TrainingArguments):
+class OnlineConfig(RLConfig):
     """Settings of the rollout, reward, KL penalty and advantage core of the online trainers.
 
-    One *iteration* is one rollout of ``rollout_batch_size`` prompts per process followed by
-    ``num_ppo_epochs`` passes over it in minibatches of ``mini_batch_size`` completions. Steps,
+    One *iteration* is one rollout of ``rollout_batch_size`` prompts per process, ``num_generations``
+    completions each, followed by ``num_ppo_epochs`` passes over it in minibatches of
+    ``mini_batch_size`` completions. Steps,
     logging, evaluation and saving are derived from iterations: ``max_steps = num_iterations *
     steps_per_iteration`` and ``per_device_train_batch_size = mini_batch_size /
-    gradient_accumulation_steps``.
+    gradient_accumulation_steps``. The prompt, evaluation-generation, reward-weight and model-loading
+    fields are :class:`~hfrl.trainers.rl_config.RLConfig`'s.
     """
 
     # ---- Iterations and batches ----
     num_iterations: int = field(default=100, metadata={"help": "Number of rollouts (iterations) to train for."})
     rollout_batch_size: int = field(
-        default=16, metadata={"help": "Prompts per rollout, per process (one completion each)."}
+        default=16, metadata={"help": "Prompts per rollout, per process (num_generations completions each)."}
+    )
+    num_generations: int = field(
+        default=1,
+        metadata={
+            "help": "Completions sampled per prompt: a group, which the group estimators (group_norm, dr_grpo, "
+            "rloo, reinforce_baseline) need >= 2 of. Each prompt is encoded once for its group's completions."
+        },
     )
     mini_batch_size: int = field(
         default=16,
@@ -37,7 +44,8 @@ class OnlineConfig(TrainingArguments):
         metadata={
             "help": "What a minibatch holds: 'sequences' (mini_batch_size whole completions) or 'tokens' (an equal "
             "share of the rollout's transitions, drawn at random across all its completions, as SB3's rollout "
-            "buffer / RL4LMs). Either way an epoch has rollout_batch_size / mini_batch_size minibatches."
+            "buffer / RL4LMs). Either way an epoch has (rollout_batch_size x num_generations) / mini_batch_size "
+            "minibatches."
         },
     )
     rollout_tokens: int | None = field(
@@ -48,17 +56,16 @@ class OnlineConfig(TrainingArguments):
         },
     )
     generation_batch_size: int | None = field(
-        default=None, metadata={"help": "Prompts per `generate` call (default: the whole rollout)."}
+        default=None,
+        metadata={
+            "help": "Completions per `generate` call, a multiple of num_generations (default: the whole rollout)."
+        },
     )
     scoring_batch_size: int | None = field(
         default=None, metadata={"help": "Completions per scoring forward pass (default: mini_batch_size)."}
     )
 
     # ---- Prompts and generation ----
-    max_prompt_length: int | None = field(default=512, metadata={"help": "Prompt tokens kept (None: all)."})
-    truncation_side: str = field(
-        default="left", metadata={"help": "Which end of a long prompt to cut: 'left' or 'right'."}
-    )
     max_new_tokens: int = field(default=20, metadata={"help": "Maximum completion length in rollouts."})
     generation_kwargs: dict[str, Any] = field(
         default_factory=lambda: {"do_sample": True, "top_k": 0, "top_p": 1.0, "temperature": 1.0},
@@ -73,18 +80,8 @@ class OnlineConfig(TrainingArguments):
             "so the first ratio is not exactly 1."
         },
     )
-    eval_max_new_tokens: int | None = field(
-        default=None, metadata={"help": "Maximum completion length in evaluation (default: max_new_tokens)."}
-    )
-    eval_generation_kwargs: dict[str, Any] = field(
-        default_factory=lambda: {"do_sample": False},
-        metadata={"help": "Keyword arguments of `generate` for evaluation (default: greedy)."},
-    )
 
     # ---- Reward and KL penalty ----
-    reward_weights: list[float] | None = field(
-        default=None, metadata={"help": "Weight of each reward function (default: 1 each)."}
-    )
     max_abs_reward: float | None = field(
         default=1e6,
         metadata={
@@ -103,14 +100,37 @@ class OnlineConfig(TrainingArguments):
         default=None,
         metadata={"help": "Target per-token KL of the adaptive controller; None keeps beta fixed."},
     )
+    kl_in_loss: bool = field(
+        default=False,
+        metadata={
+            "help": "Put the KL to the reference in the loss, beta * mean(k3) with k3 = exp(ref - logp) - (ref - logp) "
+            "- 1 (GRPO), instead of the per-token penalty -beta * kl_t in the reward (RL4LMs, the default). kl_coef "
+            "and kl_target set beta either way."
+        },
+    )
     kl_adapt_rate: float = field(
         default=0.1, metadata={"help": "Adaptive controller rate: beta *= 1 + rate * clip(error, -0.2, 0.2)."}
     )
 
     # ---- Advantages and critic ----
-    gamma: float = field(default=0.99, metadata={"help": "Discount factor."})
+    advantage_estimator: str = field(
+        default="gae",
+        metadata={
+            "help": "How rewards become advantages (docs/algorithms.md §13): gae (with a critic, the default), "
+            "group_norm (GRPO), dr_grpo (Dr. GRPO), rloo, reinforce_baseline (REINFORCE++-baseline), reinforce "
+            "(REINFORCE++); all but gae train no critic. A 'module:attr' path names your own."
+        },
+    )
+    gamma: float | None = field(
+        default=None, metadata={"help": "Discount factor (default: 0.99 with a critic, GAE; 1 without)."}
+    )
     lam: float = field(default=0.95, metadata={"help": "GAE lambda."})
-    whiten_advantages: bool = field(default=True, metadata={"help": "Normalise advantages over each rollout."})
+    whiten_advantages: bool = field(
+        default=True,
+        metadata={
+            "help": "GAE: normalise advantages over each rollout (the other estimators as their definition says)."
+        },
+    )
     whiten_scope: str = field(
         default="rollout",
         metadata={
@@ -122,9 +142,6 @@ class OnlineConfig(TrainingArguments):
     ent_coef: float = field(default=0.0, metadata={"help": "Entropy bonus coefficient c_e."})
     separate_critic: bool = field(
         default=False, metadata={"help": "Give the critic its own copy of the backbone (default: shared)."}
-    )
-    disable_dropout: bool = field(
-        default=True, metadata={"help": "Turn dropout off so rollout and update log-probs agree."}
     )
 
     # ---- Evaluation and checkpoints, in iterations ----
@@ -140,50 +157,25 @@ class OnlineConfig(TrainingArguments):
         default=False,
         metadata={"help": "Write every rollout's prompts, completions and rewards to completions/iteration-N.jsonl."},
     )
-    model_init_kwargs: dict[str, Any] | None = field(
-        default=None, metadata={"help": "Keyword arguments of `from_pretrained` when `model` is a name."}
-    )
-    base_model: str | None = field(
-        default=None,
-        metadata={
-            "help": "The base model that a PEFT adapter given as `model` loads onto, a Hub id or a path (default: "
-            "the base its adapter_config.json records, which may be a private path). Only for adapters."
-        },
-    )
-    bf16: bool | None = field(  # type: ignore[assignment]
-        default=None,
-        metadata={
-            "help": "bf16 mixed precision (float32 weights, bfloat16 autocast). Default: on where a CUDA GPU "
-            "supports bfloat16 and neither fp16 nor use_cpu is set, off on the CPU (hfrl.trainers.devices)."
-        },
-    )
 
     # ---- TrainingArguments defaults that differ for RL ----
     learning_rate: float = field(default=1e-6, metadata={"help": "Learning rate (GRUE: 1e-6 to 2e-6)."})
-    lr_scheduler_type: str = field(default="constant", metadata={"help": "Scheduler type."})
     max_grad_norm: float = field(default=0.5, metadata={"help": "Gradient clipping norm (SB3: 0.5)."})
-    remove_unused_columns: bool = field(
-        default=False, metadata={"help": "Keep dataset columns: rewards receive them as keyword arguments."}
-    )
     logging_strategy: str = field(default="steps", metadata={"help": "Log once per iteration (derived)."})
     logging_nan_inf_filter: bool = field(
         default=False, metadata={"help": "Log the real loss (a non-finite one stops the run before the step)."}
     )
-    ddp_find_unused_parameters: bool | None = field(
-        default=False,
-        metadata={
-            "help": "DDP: every trained parameter takes part in each forward, so DDP need not search for unused ones."
-        },
-    )
 
     def __post_init__(self) -> None:
         check_finite(self)
-        for name in ("num_iterations", "rollout_batch_size", "mini_batch_size", "num_ppo_epochs", "max_new_tokens"):
+        for name in ("num_iterations", "rollout_batch_size", "num_generations", "mini_batch_size", "num_ppo_epochs"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
-        if self.rollout_batch_size % self.mini_batch_size:
+        self._check_estimator()
+        if self.rollout_completions % self.mini_batch_size:
+            per = f" x num_generations ({self.num_generations})" if self.num_generations > 1 else ""
             raise ValueError(
-                f"rollout_batch_size ({self.rollout_batch_size}) must be a multiple of mini_batch_size "
+                f"rollout_batch_size ({self.rollout_batch_size}){per} must be a multiple of mini_batch_size "
                 f"({self.mini_batch_size}); change one of them"
             )
         if self.mini_batch_size % self.gradient_accumulation_steps:
@@ -199,8 +191,6 @@ class OnlineConfig(TrainingArguments):
             raise ValueError(
                 f"rollout_tokens must be >= 1 or None (one completion per prompt), got {self.rollout_tokens}"
             )
-        if self.truncation_side not in ("left", "right"):
-            raise ValueError(f"truncation_side must be 'left' or 'right', got {self.truncation_side!r}")
         if self.invalid_rewards not in ("error", "drop"):
             raise ValueError(f"invalid_rewards must be 'error' or 'drop', got {self.invalid_rewards!r}")
         if self.max_abs_reward is not None and self.max_abs_reward <= 0:
@@ -210,18 +200,17 @@ class OnlineConfig(TrainingArguments):
         if self.kl_target is not None and self.kl_target <= 0:
             raise ValueError(f"kl_target must be > 0 or None (fixed beta), got {self.kl_target}")
         for name in ("gamma", "lam"):
-            if not 0 <= getattr(self, name) <= 1:
+            if not 0 <= getattr(self, name) <= 1:  # type: ignore[operator]  # gamma: set by _check_estimator
                 raise ValueError(f"{name} must be in [0, 1], got {getattr(self, name)}")
         for name in ("num_beams", "num_return_sequences"):
             if (self.generation_kwargs or {}).get(name, 1) != 1:
                 raise ValueError(
-                    f"generation_kwargs: {name} must be 1 in rollouts (one completion sampled from the policy per "
-                    f"prompt), got {self.generation_kwargs[name]}; repeat prompts in the dataset for more samples"
+                    f"generation_kwargs: {name} must be 1 in rollouts (completions are sampled from the policy), got "
+                    f"{self.generation_kwargs[name]}; set num_generations for several completions per prompt"
                 )
         for name in ("eval_every", "save_every"):
             if getattr(self, name) is not None and getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1 or None, got {getattr(self, name)}")
-        cpu_defaults(self)
         self.per_device_train_batch_size = self.mini_batch_size // self.gradient_accumulation_steps
         self.max_steps = self.num_iterations * self.steps_per_iteration
         self.logging_steps = self.steps_per_iteration
@@ -233,10 +222,46 @@ class OnlineConfig(TrainingArguments):
             self.eval_strategy, self.eval_steps = "steps", self.eval_every * self.steps_per_iteration
         super().__post_init__()
 
+    def _check_estimator(self) -> None:
+        """``advantage_estimator`` is known and has what it needs; ``gamma``'s default follows it."""
+        from hfrl.core.estimators import estimator_class
+
+        estimator = estimator_class(self.advantage_estimator)
+        name = self.advantage_estimator
+        if estimator.needs_groups and self.num_generations < 2:
+            raise ValueError(
+                f"advantage_estimator {name} compares the completions of each prompt: set num_generations >= 2 "
+                f"(e.g. 4), got {self.num_generations}"
+            )
+        if self.num_generations > 1 and self.rollout_tokens is not None:
+            raise ValueError(
+                "rollout_tokens samples one completion per prompt per round: leave it unset with num_generations > 1"
+            )
+        if self.generation_batch_size is not None and self.generation_batch_size % self.num_generations:
+            raise ValueError(
+                f"generation_batch_size ({self.generation_batch_size}) must be a multiple of num_generations "
+                f"({self.num_generations}): a prompt's completions are generated together"
+            )
+        if estimator.loss_normaliser == "max_tokens" and self.minibatch_unit != "sequences":
+            raise ValueError(
+                f"advantage_estimator {name} sums each completion's tokens in the loss: set minibatch_unit 'sequences'"
+            )
+        if self.separate_critic and not estimator.needs_critic:
+            raise ValueError(f"separate_critic: advantage_estimator {name} trains no critic; leave separate_critic off")
+        if self.kl_in_loss and self.kl_coef == 0 and self.kl_target is None:
+            raise ValueError("kl_in_loss needs a KL coefficient: set kl_coef > 0 (or kl_target)")
+        if self.gamma is None:
+            self.gamma = 0.99 if estimator.needs_critic else 1.0
+
+    @property
+    def rollout_completions(self) -> int:
+        """Completions per rollout, per process: ``rollout_batch_size x num_generations``."""
+        return self.rollout_batch_size * self.num_generations
+
     @property
     def steps_per_iteration(self) -> int:
         """Optimizer steps per rollout: epochs x minibatches."""
-        return self.num_ppo_epochs * (self.rollout_batch_size // self.mini_batch_size)
+        return self.num_ppo_epochs * (self.rollout_completions // self.mini_batch_size)
 
     @property
     def micro_steps_per_iteration(self) -> int:

@@ -1,15 +1,34 @@
-"""The shared online actor-critic trainer: rollouts inside ``transformers.Trainer``'s loop.
+"""The shared online trainer: rollouts inside ``transformers.Trainer``'s loop.
 
 The training loop is the Trainer's own. The sampler hands the first micro-step of an iteration its
 ``rollout_batch_size`` prompts and the others placeholders (:mod:`.iteration_sampler`);
 ``_prepare_inputs`` collects a rollout when its buffer is empty (generate -> reward -> score -> KL
-penalty + GAE -> KL controller step, each phase one call on typed data: :mod:`hfrl.core.rollout`) and
-then hands out one minibatch per micro-step over ``num_ppo_epochs`` shuffled passes. Subclasses write
-their ``loss``; one that restricts the actions (NLPO) builds its own action space
-(:meth:`OnlineTrainer._build_action_space`, :mod:`hfrl.core.action_space`), which the core calls at
-generation, scoring, in the loss, for logging and in checkpoints. State that is not a model tensor
+penalty + advantages -> KL controller step, each phase one call on typed data:
+:mod:`hfrl.core.rollout`), runs the algorithm's policy step if it has one, and then hands out one
+minibatch per micro-step over ``num_ppo_epochs`` shuffled passes. State that is not a model tensor
 (KL coefficient, iteration, the action space's) travels in ``online_state.json`` inside each
-checkpoint, which counts once it is complete (:mod:`hfrl.trainers.crash_safe`).
+checkpoint, which counts once it is complete (:mod:`hfrl.trainers.crash_safe`). One iteration's
+numbers fill an :class:`~hfrl.trainers.online.iteration_record.IterationRecord` (``self.iteration``),
+logged once per iteration.
+
+An algorithm is a subclass that uses the protected hook surface, and nothing else of the core:
+
+- :meth:`OnlineTrainer.loss`: the minibatch loss from the policy's outputs on it (PPO, A2C; TRPO:
+  the critic's regression), with its statistics;
+- :meth:`OnlineTrainer.policy_step`: an update of the policy over the whole rollout, once per
+  iteration before the minibatches (TRPO's natural-gradient step; nothing by default), returning
+  what to log; ``minibatch_trains_policy = False`` when the minibatches train the critic alone;
+- :meth:`OnlineTrainer._build_action_space` -> ``self.action_space``: which tokens each step may
+  sample and the loss renormalises over (:mod:`hfrl.core.action_space`; NLPO's top-p mask);
+- :meth:`OnlineTrainer._build_estimator` -> ``self.estimator``: the advantage estimator, the config's
+  ``advantage_estimator`` (:mod:`hfrl.core.estimators`); without a critic (all but ``gae``) no value
+  head exists.
+
+Class attributes: ``minibatch_trains_policy``, ``minibatch_keeps_groups`` (a loss that needs each
+minibatch to hold whole groups). Helpers an algorithm may call: :meth:`OnlineTrainer.action_logprobs`,
+:attr:`OnlineTrainer.temperature`, :attr:`OnlineTrainer.has_critic`, :attr:`OnlineTrainer.loss_max_tokens`
+(Dr. GRPO's constant normaliser), :meth:`OnlineTrainer.global_sum`, :meth:`OnlineTrainer.require_unsharded_policy`,
+:meth:`OnlineTrainer.record`, and ``self.iteration`` (its ``kl_coef``, ``metrics``).
 """
 
 from __future__ import annotations
@@ -19,9 +38,8 @@ import json
 import math
 import os
 import time
-from collections import defaultdict
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any
+from typing import Any, ClassVar, NamedTuple, cast
 
 import torch
 from datasets import Dataset
@@ -31,7 +49,10 @@ from transformers.trainer_callback import ProgressCallback
 
 from hfrl.core.action_space import FULL_VOCABULARY, ActionSpace
 from hfrl.core.capture import CaptureSettings
+from hfrl.core.estimators import estimator_class
+from hfrl.core.estimators.base import AdvantageEstimator
 from hfrl.core.kl import make_kl_controller
+from hfrl.core.losses import kl_k3
 from hfrl.core.minibatches import plan_epoch, whiten_per_minibatch
 from hfrl.core.models import fix_tokenizer, load_pretrained_weights, load_tokenizer_for, load_trainable
 from hfrl.core.policies import ActorCritic, ReferencePolicy, disable_dropout, is_peft_model, tempered
@@ -46,6 +67,7 @@ from hfrl.core.rollout import (
     pad,
     rollout_stats,
     score,
+    whole_groups,
 )
 from hfrl.rewards import reward_list
 from hfrl.rewards.combine import compute_rewards
@@ -59,6 +81,7 @@ from hfrl.trainers.evaluation import (
 )
 from hfrl.trainers.hub_mixin import HubMixin
 from hfrl.trainers.iteration_log import IterationProgress, SaveStateAtEnd
+from hfrl.trainers.online.iteration_record import IterationRecord
 from hfrl.trainers.online.iteration_sampler import IterationSampler, PromptBatch, PromptRows
 from hfrl.trainers.online.online_config import OnlineConfig
 
@@ -68,10 +91,28 @@ VALUE_HEAD_NAME = "value_head.safetensors"
 RewardFunc = Callable[..., Sequence[Any]]
 
 
-class OnlineTrainer(CrashSafeMixin, EvaluationMixin, HubMixin, Trainer):
-    """Base of PPO / NLPO / A2C / TRPO. Subclasses set ``config_class`` and write :meth:`loss`."""
+class PolicyOutputs(NamedTuple):
+    """One forward of the trained model over a minibatch, what :meth:`OnlineTrainer.loss` reads (``(B, T)``)."""
 
+    logprobs: torch.Tensor | None  # of the taken tokens under the action distribution (None: critic only)
+    entropy: torch.Tensor | None  # of the action distribution, only when in the loss (ent_coef)
+    values: torch.Tensor | None  # V(s_t) (None: no critic)
+    full_logprobs: torch.Tensor | None = None  # of the taken tokens under the full softmax (kl_in_loss only)
+
+
+class OnlineTrainer(CrashSafeMixin, EvaluationMixin, HubMixin, Trainer):  # type: ignore[misc]  # HubMixin's card signature
+    """Base of PPO / NLPO / A2C / TRPO. Subclasses set ``config_class`` and write :meth:`loss` (and
+    :meth:`policy_step`, :meth:`_build_action_space` where they differ: the module's hook surface)."""
+
+    #: the algorithm names this trainer serves, with their `hfrl list algs` line (hfrl/trainers/declared.py)
+    algs: ClassVar[dict[str, str]] = {}  # a base: exported, no name of its own
     config_class: type[OnlineConfig] = OnlineConfig
+    args: OnlineConfig
+    #: whether each minibatch's loss trains the policy (False: the policy moves in policy_step alone, TRPO)
+    minibatch_trains_policy: bool = True
+    #: whether a minibatch must hold whole groups (a loss with statistics over a prompt's completions);
+    #: False: minibatches are drawn across groups (the advantages already carry the group baseline)
+    minibatch_keeps_groups: bool = False
     # Model-card metadata, read by hfrl.cards.
     _name = "Online"
     _tag_names: list[str] = ["hfrl"]
@@ -96,6 +137,7 @@ class OnlineTrainer(CrashSafeMixin, EvaluationMixin, HubMixin, Trainer):
             raise ValueError("reward_funcs is required: pass a reward function or a list of them")
         self.reward_funcs, self.reward_weights = reward_list(reward_funcs, args.reward_weights)
         self.metrics = dict(metrics or {})
+        self.estimator = self._build_estimator(args)
 
         policy, processing_class, fresh = _load_policy(model, args, processing_class, peft_config)
         # No reference model at all when the KL penalty is off for good. A starting adapter (not a
@@ -106,7 +148,8 @@ class OnlineTrainer(CrashSafeMixin, EvaluationMixin, HubMixin, Trainer):
             if needs_reference
             else None
         )
-        wrapped = ActorCritic(policy, separate_critic=args.separate_critic)
+        # No value head at all for the critic-free estimators: nothing built, scored, trained or saved.
+        wrapped = ActorCritic(policy, separate_critic=args.separate_critic, critic=self.estimator.needs_critic)
         self.is_encoder_decoder = wrapped.is_encoder_decoder
         self.tokenizer = processing_class
         self.args = args  # set early: _tokenize reads it before Trainer.__init__ runs
@@ -126,15 +169,20 @@ class OnlineTrainer(CrashSafeMixin, EvaluationMixin, HubMixin, Trainer):
         self.kl_ctl = make_kl_controller(args.kl_coef, args.kl_target, args.kl_adapt_rate)
         self._buffer: list[Rollout] = []
         self._rollout: Rollout | None = None  # the current iteration's rollout
-        self._iteration: dict[str, Any] = {}
-        self._update_stats: dict[str, list[float]] = defaultdict(list)
+        self.iteration: IterationRecord | None = None  # the current iteration's numbers, until it is logged
         self._mean_completion_length: float | None = None  # of the last rollout: sizes rollout_tokens' first round
         if not args.disable_tqdm:
             self.remove_callback(ProgressCallback)
             self.add_callback(IterationProgress())
         self.add_callback(SaveStateAtEnd())
         self.action_space = self._build_action_space()
-        self._own_checkpoint_files = (*self._own_checkpoint_files, *self.action_space.checkpoint_files)
+        critic = (VALUE_HEAD_NAME,) if self.has_critic else ()
+        self._own_checkpoint_files = (*critic, ONLINE_STATE_NAME, *self.action_space.checkpoint_files)
+
+    def _build_estimator(self, args: OnlineConfig) -> type[AdvantageEstimator]:
+        """How rewards become advantages (:mod:`hfrl.core.estimators`): the config's
+        ``advantage_estimator``. Called first in ``__init__``: it decides whether a critic is built."""
+        return estimator_class(args.advantage_estimator)
 
     def _build_action_space(self) -> ActionSpace:
         """What each step may sample and the loss renormalises over (:mod:`hfrl.core.action_space`): the
@@ -164,6 +212,7 @@ class OnlineTrainer(CrashSafeMixin, EvaluationMixin, HubMixin, Trainer):
             batch_size=self.args.rollout_batch_size * self.accelerator.num_processes,
             repeat_count=self.args.micro_steps_per_iteration,
             seed=self.args.seed,
+            num_generations=self.args.num_generations,
         )
 
     def _check_prompt_count(self, dataset: Any, processes: int) -> None:
@@ -186,13 +235,13 @@ class OnlineTrainer(CrashSafeMixin, EvaluationMixin, HubMixin, Trainer):
         return self._get_dataloader(
             dataset=PromptRows(self.train_dataset),
             description="Training",
-            batch_size=self.args.rollout_batch_size,
+            batch_size=self.args.rollout_completions,  # each prompt num_generations times (IterationSampler)
             sampler_fn=self._get_train_sampler,
             is_training=True,
         )
 
     # ---- rollout ----------------------------------------------------------------------------
-    def _prepare_inputs(self, batch: PromptBatch | list[dict[str, Any]]) -> Rollout:
+    def _prepare_inputs(self, batch: PromptBatch | list[dict[str, Any]]) -> Rollout:  # type: ignore[override]
         if not self._buffer:
             examples = batch.examples if isinstance(batch, PromptBatch) else batch
             if examples[0] is None:  # a placeholder batch (IterationSampler): only a first micro-step has prompts
@@ -202,18 +251,28 @@ class OnlineTrainer(CrashSafeMixin, EvaluationMixin, HubMixin, Trainer):
                 )
             self._rollout = self.collect_rollout(examples)
             self._buffer = self._minibatches(self._rollout)
+            stats = self.policy_step(self._rollout)
+            if stats and self.iteration is not None:
+                self.iteration.metrics.update(stats)
         return self._buffer.pop(0)
 
     def _minibatches(self, rollout: Rollout) -> list[Rollout]:
         """Every micro-step's share of the rollout, ``num_ppo_epochs`` shuffled passes of
-        ``rollout_batch_size / mini_batch_size`` minibatches (:mod:`hfrl.core.minibatches`)."""
+        ``rollout_completions / mini_batch_size`` minibatches (:mod:`hfrl.core.minibatches`), of whole
+        groups when :attr:`minibatch_keeps_groups`."""
         args = self.args
+        if not (self.minibatch_trains_policy or self.has_critic):  # nothing to train: the policy step was all
+            return [rollout] * args.micro_steps_per_iteration
         per_minibatch = args.gradient_accumulation_steps
-        num_minibatches = args.rollout_batch_size // args.mini_batch_size
-        whiten = args.whiten_advantages and args.whiten_scope == "minibatch"
+        num_minibatches = args.rollout_completions // args.mini_batch_size
+        whitened = args.whiten_advantages if self.estimator.whitening is None else self.estimator.whitening
+        whiten = whitened and args.whiten_scope == "minibatch"
+        groups = rollout.group_ids if self._whole_groups_per_minibatch() else None
         out = []
         for _ in range(args.num_ppo_epochs):
-            for minibatch in plan_epoch(rollout.response_mask, num_minibatches, per_minibatch, args.minibatch_unit):
+            for minibatch in plan_epoch(
+                rollout.response_mask, num_minibatches, per_minibatch, args.minibatch_unit, group_ids=groups
+            ):
                 advantages = (
                     whiten_per_minibatch(rollout.advantages, rollout.response_mask, minibatch) if whiten else None
                 )
@@ -225,21 +284,43 @@ class OnlineTrainer(CrashSafeMixin, EvaluationMixin, HubMixin, Trainer):
                     out.append(part)
         return out
 
+    def _whole_groups_per_minibatch(self) -> bool:
+        """Minibatches of whole groups: when the loss needs them (:attr:`minibatch_keeps_groups`), or
+        when they let the update run each prompt once (no critic, ``num_generations`` > 1, whole
+        completions, ``mini_batch_size`` a multiple of it)."""
+        args = self.args
+        if self.minibatch_keeps_groups:
+            return True
+        group = args.num_generations
+        return (
+            group > 1
+            and not self.has_critic
+            and args.minibatch_unit == "sequences"
+            and not args.mini_batch_size % group
+        )
+
     def _queries(self, batch: list[dict[str, Any]]) -> tuple[torch.Tensor, torch.Tensor]:
         side = "right" if self.is_encoder_decoder else "left"
         ids, mask = pad([ex[PROMPT_IDS] for ex in batch], self.tokenizer.pad_token_id, side)
         return ids.to(self.accelerator.device), mask.to(self.accelerator.device)
 
-    def _generate(self, query_ids, query_mask, generation_kwargs: dict, *, rollout: bool = False) -> Completions:
-        """Sample one completion per prompt with the policy in eval mode. A rollout's (``rollout``)
+    def _generate(
+        self, query_ids, query_mask, generation_kwargs: dict, *, rollout: bool = False, num_generations: int = 1
+    ) -> Completions:
+        """Sample ``num_generations`` completions per prompt with the policy in eval mode (each prompt
+        encoded once for them, :func:`hfrl.core.rollout.generate_completions`). A rollout's (``rollout``)
         samples through the action space and keeps what generation computed
         (:func:`hfrl.core.rollout.generate_completions`): the sets sampled from when the action space
         records them, the policy's log-probs and hidden states when :meth:`_capture_at_generation`."""
         from trl.models.utils import unwrap_model_for_generation
 
-        capture = CaptureSettings(self.temperature) if rollout and self._capture_at_generation() else None
+        capture = None
+        if rollout and self._capture_at_generation():  # hidden states only for a critic's values
+            capture = CaptureSettings(self.temperature, hidden=self.has_critic)
         with unwrap_model_for_generation(
-            self.model_wrapped, self.accelerator, gradient_checkpointing_kwargs=self.args.gradient_checkpointing_kwargs
+            self.model_wrapped,
+            self.accelerator,
+            gradient_checkpointing_kwargs=cast(dict | None, self.args.gradient_checkpointing_kwargs),
         ) as unwrapped:
             was_training = unwrapped.training
             unwrapped.eval()
@@ -248,7 +329,7 @@ class OnlineTrainer(CrashSafeMixin, EvaluationMixin, HubMixin, Trainer):
                     unwrapped.policy, query_ids, query_mask, generation_kwargs, self.tokenizer.pad_token_id,
                     batch_size=self.args.generation_batch_size,
                     action_space=self.action_space if rollout else FULL_VOCABULARY,
-                    capture=capture,
+                    capture=capture, num_generations=num_generations,
                 )  # fmt: skip
             unwrapped.train(was_training)
         return completions
@@ -266,7 +347,7 @@ class OnlineTrainer(CrashSafeMixin, EvaluationMixin, HubMixin, Trainer):
                 "the policy's next-token probabilities are NaN or infinite (its weights diverged)"
             ) from err
 
-    def _require_unsharded_policy(self, what: str) -> None:
+    def require_unsharded_policy(self, what: str) -> None:
         """One clear error instead of a silent failure where ``what`` needs the policy's full weights."""
         plugin = getattr(self.accelerator.state, "deepspeed_plugin", None)
         if self.is_fsdp_enabled or (plugin is not None and plugin.zero_stage == 3):
@@ -299,48 +380,112 @@ class OnlineTrainer(CrashSafeMixin, EvaluationMixin, HubMixin, Trainer):
         mask = self.action_space.loss_mask(inputs.action_sets, logits.shape[-1])
         return action_logprobs(logits, inputs.response_ids, mask, with_entropy=bool(self.args.ent_coef))
 
-    def policy_outputs(self, model, inputs: Rollout) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor]:
-        """One forward of the (wrapped) model over a minibatch: ``(logprobs, entropy or None, values)``."""
-        logits, values = model(inputs.query_ids, inputs.query_mask, inputs.response_ids, inputs.response_mask)
-        logprobs, entropy = self.action_logprobs(tempered(logits, self.temperature), inputs)
-        return logprobs, entropy, values
+    def policy_outputs(self, model, inputs: Rollout) -> PolicyOutputs:
+        """One forward of the (wrapped) model over a minibatch. With ``minibatch_trains_policy`` off,
+        the critic's values alone (a shared backbone then runs without gradient). With ``kl_in_loss``,
+        also the log-probs under the full softmax (the KL term's, when the action space masks)."""
+        if not self.minibatch_trains_policy:
+            _, values = model(
+                inputs.query_ids, inputs.query_mask, inputs.response_ids, inputs.response_mask, values_only=True
+            )
+            return PolicyOutputs(None, None, values)
+        group = self._shared_prompts(inputs)
+        grouped = {"group": group} if group > 1 else {}  # each prompt run once for its group (no critic)
+        logits, values = model(
+            inputs.query_ids, inputs.query_mask, inputs.response_ids, inputs.response_mask, **grouped
+        )
+        logits = tempered(logits, self.temperature)
+        logprobs, entropy = self.action_logprobs(logits, inputs)
+        full = None
+        if self.args.kl_in_loss:
+            from trl.trainer.utils import selective_log_softmax
 
-    def compute_loss(self, model, inputs: Rollout, return_outputs: bool = False, num_items_in_batch=None):
-        """The algorithm's :meth:`loss` on one forward over a minibatch, its statistics recorded."""
-        logprobs, entropy, values = self.policy_outputs(model, inputs)
-        loss, stats = self.loss(inputs, logprobs, entropy, values)
+            full = selective_log_softmax(logits, inputs.response_ids) if self.action_space.records_sets else logprobs
+        return PolicyOutputs(logprobs, entropy, values, full)
+
+    def training_step(self, model, inputs, num_items_in_batch=None) -> torch.Tensor:
+        """The Trainer's step; with nothing to train in minibatches (TRPO without a critic: the
+        iteration's one update is its policy step) only the rollout and the policy step run."""
+        if self.minibatch_trains_policy or self.has_critic:
+            return super().training_step(model, inputs, num_items_in_batch)
+        model.train()
+        self._prepare_inputs(inputs)
+        return torch.zeros((), device=self.args.device)
+
+    def _shared_prompts(self, batch: Rollout) -> int:
+        """The group size when a minibatch's forward may run each prompt once: groups of completions
+        (``num_generations`` > 1), whole and in order in the minibatch, and no critic (1 otherwise)."""
+        if self.args.num_generations < 2 or self.has_critic or batch.response_ids.shape[1] < 2:
+            return 1
+        return whole_groups(batch.group_ids)
+
+    def compute_loss(self, model, inputs: Rollout, return_outputs: bool = False, num_items_in_batch=None):  # type: ignore[override]
+        """The algorithm's :meth:`loss` on one forward over a minibatch, plus the KL term with
+        ``kl_in_loss``, its statistics recorded."""
+        out = self.policy_outputs(model, inputs)
+        loss, stats = self.loss(inputs, out)
+        if out.full_logprobs is not None and self.iteration is not None:
+            kl = kl_k3(out.full_logprobs, inputs.ref_logprobs, inputs.train_mask, self.loss_max_tokens)
+            loss = loss + self.iteration.kl_coef * kl  # + beta * mean_m(k3) (GRPO)
+            stats = {**stats, "loss/kl": kl.detach(), "loss/total": loss.detach()}
         self.record(stats)
-        return (loss, {"values": values}) if return_outputs else loss
+        return (loss, {"values": out.values}) if return_outputs else loss
 
-    def loss(
-        self, inputs: Rollout, logprobs: torch.Tensor, entropy: torch.Tensor | None, values: torch.Tensor
-    ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
-        """The algorithm's loss of a minibatch (``inputs``) from the policy's ``logprobs``, ``entropy``
-        (None unless ``ent_coef``) and ``values`` on it, with its statistics (``hfrl.core.losses``)."""
+    def loss(self, batch: Rollout, out: PolicyOutputs) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        """Hook: the algorithm's loss of a minibatch (``batch``) from the model's outputs on it
+        (:class:`PolicyOutputs`), with its detached statistics (``hfrl.core.losses``)."""
         raise NotImplementedError(f"{type(self).__name__} defines no loss")
+
+    def policy_step(self, rollout: Rollout) -> dict[str, float]:
+        """Hook: an update of the policy over the whole ``rollout``, once per iteration, after the
+        rollout was collected and before its minibatches; returns what to log with the iteration.
+        Nothing by default (the minibatches' optimizer steps train the policy); TRPO's natural
+        gradient step."""
+        return {}
+
+    @property
+    def has_critic(self) -> bool:
+        """Whether a value head exists (the advantage estimator needs one: ``gae``)."""
+        return self.estimator.needs_critic
+
+    @property
+    def loss_max_tokens(self) -> int | None:
+        """What the policy loss divides its token sum by, per completion (:func:`hfrl.core.losses.token_sum`):
+        ``max_new_tokens`` for an estimator with Dr. GRPO's constant normaliser; None: the token mean."""
+        if self.estimator.loss_normaliser != "max_tokens":
+            return None
+        return int(self._rollout_generation_kwargs()["max_new_tokens"])
 
     @property
     def temperature(self) -> float:
         return float(self.args.generation_kwargs.get("temperature") or 1.0)
 
     def _generate_rollout(self, batch: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], Completions]:
-        """Sample the rollout: one completion per prompt, then, with ``rollout_tokens``, further
-        completions of the same prompts (in turn) until the rollout holds that many transitions;
-        the first round already samples as many as the previous rollout's mean length asks for.
-        Returns the examples, one per completion, and the completions."""
-        args, target = self.args, self.args.rollout_tokens
+        """Sample the rollout: ``num_generations`` completions per prompt (``batch`` holds each prompt
+        that many times in a row, :class:`IterationSampler`), then, with ``rollout_tokens`` (one
+        completion per prompt), further completions of the same prompts (in turn) until the rollout
+        holds that many transitions; the first round already samples as many as the previous
+        rollout's mean length asks for. Returns the examples, one per completion, and the completions."""
+        args, target, group = self.args, self.args.rollout_tokens, self.args.num_generations
         pending = list(batch)
+        if len(pending) % group or any(
+            ex[PROMPT_IDS] != pending[i - i % group][PROMPT_IDS] for i, ex in enumerate(pending)
+        ):
+            raise ValueError(f"a rollout's examples must hold each prompt num_generations ({group}) times in a row")
         if target and self._mean_completion_length:
             pending = _cycle(batch, 0, max(len(batch), math.ceil(target / self._mean_completion_length)))
         examples: list[dict[str, Any]] = []
         rounds: list[Completions] = []
         tokens = 0
         while True:
+            prompts = pending[::group]  # one example per group
             chunk = min(args.generation_batch_size or len(pending), args.scoring_batch_size or args.mini_batch_size)
             if chunk < len(pending):  # batches of similar prompt lengths: less padding to generate and score over
-                pending = sorted(pending, key=lambda ex: len(ex[PROMPT_IDS]))
-            query_ids, query_mask = self._queries(pending)
-            rounds.append(self._generate(query_ids, query_mask, self._rollout_generation_kwargs(), rollout=True))
+                prompts = sorted(prompts, key=lambda ex: len(ex[PROMPT_IDS]))
+                pending = [ex for ex in prompts for _ in range(group)]
+            query_ids, query_mask = self._queries(prompts)
+            kwargs = self._rollout_generation_kwargs()
+            rounds.append(self._generate(query_ids, query_mask, kwargs, rollout=True, num_generations=group))
             examples += pending
             tokens += int(rounds[-1].response_mask.sum())
             if not target or tokens >= target:
@@ -371,27 +516,30 @@ class OnlineTrainer(CrashSafeMixin, EvaluationMixin, HubMixin, Trainer):
             )  # fmt: skip
         beta = self.kl_ctl.value
         rollout = assemble(
-            generated, scores, rewards,
-            kl_coef=beta, gamma=args.gamma, lam=args.lam, whiten_advantages=args.whiten_advantages, reduce=self._reduce,
+            generated, scores, rewards, kl_coef=beta, estimator=self.estimator, gamma=cast(float, args.gamma),
+            lam=args.lam, whiten_advantages=args.whiten_advantages, kl_in_reward=not args.kl_in_loss,
+            reduce=self._reduce,
         )  # fmt: skip
         stats = rollout_stats(rollout, self._reduce)  # over every process: the same on all of them
         self.kl_ctl.step(stats["kl"])
         t_score = time.perf_counter()
 
-        self._iteration = {
-            **stats,
-            "beta": beta,
-            **self._process_mean({f"rewards/{name}": value for name, value in rewards.means.items()}),
-            **self._process_mean({k: sum(v) / len(v) for k, v in self._reward_metrics.items() if v}),  # log_metric
-            "time/generate": t_generate - start,
-            "time/reward": t_reward - t_generate,
-            "time/score": t_score - t_reward,
-            "_start": start,
-            "_update_start": t_score,
-            "_tokens": int(generated.response_mask.sum()),
-            **self.action_space.rollout_stats(rollout.action_sets, rollout.response_mask),
-        }
-        self._update_stats.clear()
+        self.iteration = IterationRecord(
+            start=start,
+            update_start=t_score,
+            tokens=int(generated.response_mask.sum()),
+            kl_coef=beta,
+            metrics={
+                **stats,
+                "beta": beta,
+                **self._process_mean({f"rewards/{name}": value for name, value in rewards.means.items()}),
+                **self._process_mean({k: sum(v) / len(v) for k, v in self._reward_metrics.items() if v}),  # log_metric
+                "time/generate": t_generate - start,
+                "time/reward": t_reward - t_generate,
+                "time/score": t_score - t_reward,
+                **self.action_space.rollout_stats(rollout.action_sets, rollout.response_mask),
+            },
+        )
         if args.log_completions:
             self._write_completions(prompts, texts, rewards.scores.tolist())
         return rollout
@@ -444,42 +592,46 @@ class OnlineTrainer(CrashSafeMixin, EvaluationMixin, HubMixin, Trainer):
             ]
         )
         if self.args.should_save:
-            folder = os.path.join(self.args.output_dir, "completions")
+            folder = os.path.join(str(self.args.output_dir), "completions")
             os.makedirs(folder, exist_ok=True)
             iteration = self.state.global_step // self.args.steps_per_iteration + 1
             with open(os.path.join(folder, f"iteration-{iteration}.jsonl"), "w") as fh:
                 fh.writelines(json.dumps(row, default=str) + "\n" for row in rows)
 
     def record(self, stats: dict[str, torch.Tensor]) -> None:
-        """Keep a minibatch's loss statistics; they are averaged into the iteration's log entry. A
-        non-finite loss term stops the run here, before its backward and optimizer step."""
+        """Keep a minibatch's loss statistics in the iteration's record; they are averaged into its
+        log entry. A non-finite loss term stops the run here, before its backward and optimizer step."""
         values = {key: float(value) for key, value in stats.items()}
         broken = {k: v for k, v in values.items() if k.startswith("loss/") and not math.isfinite(v)}
         if broken:
             terms = ", ".join(f"{k} = {v}" for k, v in broken.items())
-            scale = f"; this rollout's reward mean {self._iteration.get('reward', float('nan')):.3g}"
-            raise self.non_finite(f"{terms}{scale}")
-        for key, value in values.items():
-            self._update_stats[key].append(value)
+            reward = self.iteration.metrics.get("reward", float("nan")) if self.iteration is not None else float("nan")
+            raise self.non_finite(f"{terms}; this rollout's reward mean {reward:.3g}")
+        if self.iteration is not None:
+            self.iteration.add_update(values)
+
+    def global_sum(self, local: torch.Tensor) -> torch.Tensor:
+        """``local`` summed over processes (itself in one process): what every process agrees on."""
+        return self._reduce(local) if self._reduce is not None else local
 
     # ---- logging ----------------------------------------------------------------------------
     def log(self, logs: dict[str, float], start_time: float | None = None) -> None:
-        if "loss" in logs and self._iteration:  # the Trainer's training log: once per iteration
-            logs = {**logs, **self._pop_iteration_metrics()}
+        if "loss" in logs and self.iteration is not None:  # the Trainer's training log: once per iteration
+            logs = {**logs, **self._close_iteration(self.iteration)}
+            self.iteration = None
         super().log(logs, start_time)
 
-    def _pop_iteration_metrics(self) -> dict[str, float]:
+    def _close_iteration(self, record: IterationRecord) -> dict[str, float]:
+        """The iteration's log entry: its metrics, the means of its minibatches' statistics (over
+        processes), the update's time and the tokens per second of the whole iteration."""
         now = time.perf_counter()
-        it = self._iteration
-        metrics = {k: v for k, v in it.items() if not k.startswith("_")}
-        metrics.update(self._process_mean({k: sum(v) / len(v) for k, v in self._update_stats.items()}))
-        metrics["time/update"] = now - it["_update_start"]
-        tokens = torch.tensor(float(it["_tokens"]), device=self.accelerator.device)
-        tokens = float(self.accelerator.reduce(tokens, reduction="sum"))
-        metrics["tokens_per_second"] = tokens / max(now - it["_start"], 1e-9)
+        metrics = dict(record.metrics)
+        metrics.update(self._process_mean(record.update_means()))
+        metrics["time/update"] = now - record.update_start
+        local = torch.tensor(float(record.tokens), device=self.accelerator.device)
+        tokens = float(self.accelerator.reduce(local, reduction="sum"))
+        metrics["tokens_per_second"] = tokens / max(now - record.start, 1e-9)
         metrics["iteration"] = self.state.global_step // self.args.steps_per_iteration
-        self._iteration = {}
-        self._update_stats.clear()
         return metrics
 
     # ---- evaluation (EvaluationMixin.evaluate) ---------------------------------------------
@@ -501,13 +653,13 @@ class OnlineTrainer(CrashSafeMixin, EvaluationMixin, HubMixin, Trainer):
 
     # ---- saving and resuming ----------------------------------------------------------------
     def _save(self, output_dir: str | None = None, state_dict=None) -> None:
-        """The policy as a plain transformers (or PEFT adapter) directory, the value head beside it.
+        """The policy as a plain transformers (or PEFT adapter) directory, the value head (if any) beside it.
 
         Under DeepSpeed / FSDP the Trainer passes the gathered ``state_dict`` of the whole wrapper;
         it is split by prefix (``policy.``, ``value_head.``, ``critic.``)."""
         from safetensors.torch import save_file
 
-        output_dir = output_dir or self.args.output_dir
+        output_dir = str(output_dir or self.args.output_dir)
         if not self.args.should_save:
             return
         os.makedirs(output_dir, exist_ok=True)
@@ -515,16 +667,15 @@ class OnlineTrainer(CrashSafeMixin, EvaluationMixin, HubMixin, Trainer):
         parts = _split_state_dict(state_dict, ("policy", "value_head", "critic")) if state_dict else {}
         only_trained = {"selected_adapters": [model.policy.active_adapter]} if is_peft_model(model.policy) else {}
         model.policy.save_pretrained(output_dir, state_dict=parts.get("policy"), **only_trained)
-        head = parts.get("value_head") or model.value_head.state_dict()
-        save_file({k: v.contiguous() for k, v in head.items()}, os.path.join(output_dir, VALUE_HEAD_NAME))
+        if model.value_head is not None:  # none without a critic
+            head = parts.get("value_head") or model.value_head.state_dict()
+            save_file({k: v.contiguous() for k, v in head.items()}, os.path.join(output_dir, VALUE_HEAD_NAME))
         if model.critic is not None:
             model.critic.save_pretrained(os.path.join(output_dir, "critic"), state_dict=parts.get("critic"))
         self.tokenizer.save_pretrained(output_dir)
         from hfrl.trainers.hub_mixin import save_training_args
 
         save_training_args(self.args, output_dir)  # the pickle never holds a secret
-
-    _own_checkpoint_files: tuple[str, ...] = (VALUE_HEAD_NAME, ONLINE_STATE_NAME)
 
     def _save_own_state(self, folder: str) -> None:
         """``online_state.json`` and the action space's files in the checkpoint (before it is marked
@@ -539,6 +690,7 @@ class OnlineTrainer(CrashSafeMixin, EvaluationMixin, HubMixin, Trainer):
         return {
             "iteration": self.state.global_step // self.args.steps_per_iteration,
             "kl_controller": self.kl_ctl.state_dict(),
+            "advantage_estimator": self.args.advantage_estimator,  # a critic (value_head.safetensors) with gae only
             **self.action_space.state(),
         }
 
@@ -549,9 +701,16 @@ class OnlineTrainer(CrashSafeMixin, EvaluationMixin, HubMixin, Trainer):
     def _load_from_checkpoint(self, resume_from_checkpoint: str, model: nn.Module | None = None) -> None:
         from safetensors.torch import load_file
 
-        wrapper: ActorCritic = model if model is not None else self.model
+        wrapper = cast(ActorCritic, model if model is not None else self.model)
         load_pretrained_weights(wrapper.policy, resume_from_checkpoint)
-        wrapper.value_head.load_state_dict(load_file(os.path.join(resume_from_checkpoint, VALUE_HEAD_NAME)))
+        if wrapper.value_head is not None:
+            head = os.path.join(resume_from_checkpoint, VALUE_HEAD_NAME)
+            if not os.path.isfile(head):
+                raise ValueError(
+                    f"{resume_from_checkpoint} holds no value head: a run without a critic wrote it; resume it with "
+                    f"its own advantage_estimator, not {self.args.advantage_estimator}"
+                )
+            wrapper.value_head.load_state_dict(load_file(head))
         if wrapper.critic is not None:
             load_pretrained_weights(wrapper.critic, os.path.join(resume_from_checkpoint, "critic"))
         with open(os.path.join(resume_from_checkpoint, ONLINE_STATE_NAME)) as fh:  # train() checked it is there
@@ -571,7 +730,7 @@ def _load_policy(
 
     enable_full_determinism(args.seed) if args.full_determinism else set_seed(args.seed)
     policy, fresh = load_trainable(
-        model, args.model_init_kwargs, args.base_model, peft_config, args.gradient_checkpointing
+        model, args.model_init_kwargs, args.base_model, peft_config, bool(args.gradient_checkpointing)
     )
     if tokenizer is None:
         tokenizer = load_tokenizer_for(model, policy)

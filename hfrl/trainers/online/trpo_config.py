@@ -46,17 +46,23 @@ class TRPOConfig(OnlineConfig):
         },
     )
     mini_batch_size: int | None = field(  # type: ignore[assignment]  # None: derived in __post_init__
-        default=None, metadata={"help": "Critic minibatch (default: min(128, rollout_batch_size))."}
+        default=None, metadata={"help": "Critic minibatch (default: min(128, the rollout's completions))."}
     )
-    num_ppo_epochs: int = field(default=10, metadata={"help": "Critic epochs per rollout (sb3-contrib: 10)."})
+    num_ppo_epochs: int = field(
+        default=10, metadata={"help": "Critic epochs per rollout (sb3-contrib: 10; none without a critic)."}
+    )
     learning_rate: float = field(default=1e-3, metadata={"help": "Critic learning rate (sb3-contrib: 1e-3)."})
     ddp_find_unused_parameters: bool | None = field(
         default=True, metadata={"help": "DDP: the critic's optimizer steps leave the policy's parameters unused."}
     )
 
     def __post_init__(self) -> None:
+        from hfrl.core.estimators import estimator_class
+
+        # no critic to regress (a critic-free advantage estimator): an iteration is its policy step alone
+        self._policy_step_only = not estimator_class(self.advantage_estimator).needs_critic
         if self.mini_batch_size is None:
-            self.mini_batch_size = min(128, self.rollout_batch_size)
+            self.mini_batch_size = min(128, self.rollout_batch_size * self.num_generations)
         if self.target_kl <= 0:
             raise ValueError(f"target_kl must be > 0, got {self.target_kl}")
         if not 0 < self.line_search_shrinking_factor < 1:
@@ -67,3 +73,9 @@ class TRPOConfig(OnlineConfig):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
         super().__post_init__()
+
+    @property
+    def steps_per_iteration(self) -> int:
+        """Optimizer steps per rollout: the critic's epochs x minibatches; 1 without a critic (the policy
+        step alone; the Trainer's optimizer then holds no parameters)."""
+        return 1 if getattr(self, "_policy_step_only", False) else super().steps_per_iteration

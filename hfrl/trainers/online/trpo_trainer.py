@@ -11,11 +11,11 @@ from typing import cast
 import torch
 
 from hfrl.core.advantages import masked_mean
-from hfrl.core.losses import categorical_kl, trpo_surrogate
+from hfrl.core.losses import categorical_kl, kl_k3, trpo_surrogate
 from hfrl.core.natural_gradient import backtracking_line_search, conjugate_gradient, flat, unflat
 from hfrl.core.policies import completion_forward, tempered
 from hfrl.core.rollout import Rollout, action_logprobs
-from hfrl.trainers.online.online_trainer import OnlineTrainer
+from hfrl.trainers.online.online_trainer import OnlineTrainer, PolicyOutputs
 from hfrl.trainers.online.trpo_config import TRPOConfig
 from hfrl.trainers.papers import paper
 
@@ -35,45 +35,43 @@ def _kl_gradient(logits: torch.Tensor, chunk: Rollout, params: list[torch.Tensor
 
 
 class TRPOTrainer(OnlineTrainer):
-    """TRPO. The policy step is not an optimizer step, so ``training_step`` is overridden: the first
-    micro-step of each iteration makes the natural-gradient step over the whole rollout (over the
-    trainable policy parameters only: all of them, or a PEFT adapter's); every micro-step then
-    regresses the critic on its minibatch with the Trainer's optimizer, which holds only the
-    critic's parameters."""
+    """TRPO, on the online core's hooks: :meth:`policy_step` makes the natural-gradient step over the
+    whole rollout once per iteration (over the trainable policy parameters only: all of them, or a
+    PEFT adapter's); every minibatch then regresses the critic (:meth:`loss`) with the Trainer's
+    optimizer, which holds only the critic's parameters. Without a critic (a critic-free advantage
+    estimator) an iteration is its policy step alone."""
 
+    algs = {"trpo": "online: a natural-gradient step inside a KL trust region, then the critic if any (TRPO)."}
     config_class = TRPOConfig
+    args: TRPOConfig
     _name = "TRPO"
     _tag_names = ["hfrl", "trpo"]
     _paper = paper("schulman2015trust")
+    minibatch_trains_policy = False  # the policy moves in policy_step; the minibatches train the critic
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
-        self._require_unsharded_policy("takes second derivatives through every policy parameter at once")
+        self.require_unsharded_policy("takes second derivatives through every policy parameter at once")
 
     def create_optimizer(self, model=None):
+        """The Trainer's optimizer over the critic alone (no parameters without a critic: its steps do nothing)."""
         return super().create_optimizer(self.accelerator.unwrap_model(self.model).critic_modules())
 
-    def training_step(self, model, inputs, num_items_in_batch=None) -> torch.Tensor:
-        model.train()
-        fresh = not self._buffer
-        minibatch: Rollout = self._prepare_inputs(inputs)
-        if fresh:
-            self.policy_step(self._rollout)
-        with self.compute_loss_context_manager():
-            loss = self.compute_loss(model, minibatch)
-        self.accelerator.backward(loss / self.args.gradient_accumulation_steps)
-        return loss.detach() / self.args.gradient_accumulation_steps
-
-    def compute_loss(self, model, inputs: Rollout, return_outputs: bool = False, num_items_in_batch=None):
+    def loss(self, batch: Rollout, out: PolicyOutputs) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         """The critic's loss: ``mean((V - R)^2)`` over completion tokens."""
-        _, values = model(
-            inputs.query_ids, inputs.query_mask, inputs.response_ids, inputs.response_mask, values_only=True
-        )
-        loss = masked_mean((values - inputs.returns) ** 2, inputs.train_mask)
-        self.record({"loss/value": loss.detach()})
-        return (loss, {"values": values}) if return_outputs else loss
+        loss = masked_mean((cast(torch.Tensor, out.values) - batch.returns) ** 2, batch.train_mask)
+        return loss, {"loss/value": loss.detach()}
 
-    def policy_step(self, rollout: Rollout) -> None:
+    def _objective(self, logprobs: torch.Tensor, chunk: Rollout) -> torch.Tensor:
+        """The surrogate ``mean_m(rho * A)`` to maximise, minus ``beta * mean_m(k3)`` with ``kl_in_loss``
+        (token means: Dr. GRPO's constant normaliser would rescale it by a per-rollout constant,
+        which changes no TRPO step)."""
+        objective = trpo_surrogate(logprobs, chunk.logprobs, chunk.advantages, chunk.response_mask)
+        if self.args.kl_in_loss and self.iteration is not None:
+            objective = objective - self.iteration.kl_coef * kl_k3(logprobs, chunk.ref_logprobs, chunk.response_mask)
+        return objective
+
+    def policy_step(self, rollout: Rollout) -> dict[str, float]:
         """Conjugate gradient on Fisher-vector products, then the line search under ``target_kl``.
 
         Every quantity is the masked mean over all completion tokens of every process: each chunk
@@ -104,38 +102,32 @@ class TRPOTrainer(OnlineTrainer):
             for chunk, weight, old in zip(chunks, weights, old_logits, strict=True):
                 new_logits, new_logprobs, _ = forward(chunk)
                 mask = chunk.response_mask
-                surrogate = trpo_surrogate(new_logprobs, chunk.logprobs, chunk.advantages, mask)
+                surrogate = self._objective(new_logprobs, chunk)
                 sums += weight * torch.stack([surrogate, categorical_kl(old, new_logits, mask)])
-            objective, kl = self._global(sums).tolist()
+            objective, kl = self.global_sum(sums).tolist()
             return objective, kl
 
         result = backtracking_line_search(
             params, full_step, evaluate, old_objective, args.target_kl,
             args.line_search_shrinking_factor, args.line_search_max_iter,
         )  # fmt: skip
-        self._iteration.update(
-            {
-                "trpo/step_size": result.step_fraction * max_step,
-                "trpo/kl": result.kl if result.accepted else 0.0,
-                "trpo/line_search_steps": result.steps,
-                "trpo/accepted": float(result.accepted),
-                "loss/policy": -result.objective,
-                "approx_kl": result.kl if result.accepted else 0.0,
-                "entropy": entropy,
-            }
-        )
+        return {
+            "trpo/step_size": result.step_fraction * max_step,
+            "trpo/kl": result.kl if result.accepted else 0.0,
+            "trpo/line_search_steps": result.steps,
+            "trpo/accepted": float(result.accepted),
+            "loss/policy": -result.objective,
+            "approx_kl": result.kl if result.accepted else 0.0,
+            "entropy": entropy,
+        }
 
     def _chunks(self, rollout: Rollout) -> tuple[list[Rollout], list[torch.Tensor]]:
         """``rollout`` in chunks of ``fisher_batch_size`` completions, each weighted by its share of
         the tokens of every process."""
         size = self.args.fisher_batch_size or len(rollout)
         chunks = [rollout[torch.arange(i, min(i + size, len(rollout)))] for i in range(0, len(rollout), size)]
-        total = self._global(rollout.response_mask.sum().float())
+        total = self.global_sum(rollout.response_mask.sum().float())
         return chunks, [chunk.response_mask.sum().float() / total for chunk in chunks]
-
-    def _global(self, local: torch.Tensor) -> torch.Tensor:
-        """Sum over processes (the identity in one process)."""
-        return self._reduce(local) if self._reduce is not None else local
 
     def _natural_gradient(self, forward, chunks: list[Rollout], weights: list[torch.Tensor], fisher, params):
         """The full step ``sqrt(2 delta / s^T F s) * s`` with ``s`` solving ``F s = g`` by conjugate
@@ -157,7 +149,7 @@ class TRPOTrainer(OnlineTrainer):
             with _math_attention():
                 logits, logprobs, entropy = forward(chunk, with_entropy=True)
             mask = chunk.response_mask
-            objective = trpo_surrogate(logprobs, chunk.logprobs, chunk.advantages, mask)
+            objective = self._objective(logprobs, chunk)
             grad += weight * flat(torch.autograd.grad(objective, params, retain_graph=shared))
             sums += weight * torch.stack([objective.detach(), masked_mean(entropy, mask)])
             old_logits.append(logits.detach())
@@ -166,8 +158,8 @@ class TRPOTrainer(OnlineTrainer):
         if retained is None and len(fisher_chunks) == 1:
             with _math_attention():
                 retained = kl_gradient(forward(fisher_chunks[0])[0], fisher_chunks[0])
-        grad = self._global(grad)
-        old_objective, entropy = self._global(sums).tolist()
+        grad = self.global_sum(grad)
+        old_objective, entropy = self.global_sum(sums).tolist()
 
         def fisher_product(on: list[Rollout], shares: list[torch.Tensor], graph: torch.Tensor | None):
             def product(vector: torch.Tensor) -> torch.Tensor:  # (F + damping I) v
@@ -179,7 +171,7 @@ class TRPOTrainer(OnlineTrainer):
                         with _math_attention():
                             grad_kl = kl_gradient(forward(chunk)[0], chunk)
                         hvp += weight * flat(torch.autograd.grad(grad_kl @ vector, params))
-                return self._global(hvp) + args.cg_damping * vector
+                return self.global_sum(hvp) + args.cg_damping * vector
 
             return product
 

@@ -1,0 +1,218 @@
+"""MkDocs hook: the reference pages, generated from the code at every build (never written by hand,
+so they cannot drift): the command line (each command's --help), the options (every algorithm's config
+fields: hfrl.trainers.schema), the tasks (their YAML and the pinned assets of hfrl/assets.yaml), the
+rewards and metrics (hfrl.rewards.catalogue) and the Python API (mkdocstrings, from the docstrings of
+every module's ``__all__``). A public class or function without a docstring fails the build.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import os
+from pathlib import Path
+
+from mkdocs.plugins import event_priority
+from mkdocs.structure.files import File
+
+ROOT = Path(__file__).resolve().parents[2]
+PACKAGE_DIRS = {"hfrl": ROOT / "hfrl", "hfrl.tasks": ROOT / "tasks", "hfrl.cards": ROOT / "cards"}
+API_SECTIONS = [  # (title, module prefix): the API page's sections, in reading order
+    ("Trainers and configs", "hfrl.trainers"),
+    ("Tasks", "hfrl.tasks"),
+    ("Rewards", "hfrl.rewards"),
+    ("Metrics", "hfrl.metrics"),
+    ("Runs: open, evaluate, export, push, chat", "hfrl.runs"),
+    ("Core: rollouts, advantages, losses, models", "hfrl.core"),
+    ("Model cards", "hfrl.cards"),
+    ("Utilities", "hfrl.utils"),
+    ("Testing helpers", "hfrl.testing"),
+]
+
+
+def public_modules() -> list[str]:
+    """Every module of hfrl (hfrl.cli aside: the command line has its own page) that declares ``__all__``."""
+    names = []
+    for package, folder in PACKAGE_DIRS.items():
+        for path in sorted(folder.rglob("*.py")):
+            parts = path.relative_to(folder).with_suffix("").parts
+            if "fixtures" in parts or "hooks" in parts:
+                continue
+            parts = parts[:-1] if parts[-1] == "__init__" else parts
+            name = ".".join((package, *parts))
+            if "__all__" in path.read_text():
+                names.append(name)
+    return names
+
+
+def public_objects() -> dict[str, dict[str, object]]:
+    """``{defining module: {name: object}}`` for every class and function some module of hfrl lists in
+    its ``__all__`` (a re-export, ``hfrl.PPOTrainer``, is documented where it is defined)."""
+    out: dict[str, dict[str, object]] = {}
+    for module_name in public_modules():
+        module = importlib.import_module(module_name)
+        for name in getattr(module, "__all__", []):
+            obj = getattr(module, name, None)
+            if (inspect.isclass(obj) or inspect.isfunction(obj)) and obj.__module__.startswith("hfrl"):
+                out.setdefault(obj.__module__, {})[obj.__name__] = obj
+    return out
+
+
+def api_page() -> str:
+    """``::: module`` with its public members, per section; checks every public object's docstring."""
+    found = public_objects()
+    undocumented = sorted(
+        f"{module}.{name}" for module, objects in found.items() for name, obj in objects.items() if not obj.__doc__
+    )
+    if undocumented:
+        raise ValueError(f"public API without a docstring: {', '.join(undocumented)}")
+    sections: dict[str, list[tuple[str, list[str]]]] = {prefix: [] for _, prefix in API_SECTIONS}
+    for module_name in sorted(found):
+        prefix = next((p for _, p in API_SECTIONS if module_name == p or module_name.startswith(p + ".")), None)
+        if prefix is not None:
+            sections[prefix].append((module_name, list(found[module_name])))
+    lines = [
+        "# Python API",
+        "",
+        "Generated from the docstrings: every class and function a module of hfrl lists in its `__all__`,",
+        "documented where it is defined (`hfrl.PPOTrainer` is `hfrl.trainers.online.ppo_trainer.PPOTrainer`).",
+        "The command line has its own page.",
+        "",
+    ]
+    for title, prefix in API_SECTIONS:
+        if not sections[prefix]:
+            continue
+        lines += [f"## {title}", ""]
+        for module_name, members in sections[prefix]:
+            lines += [f"::: {module_name}", "    options:", "      heading_level: 3", "      members:"]
+            lines += [f"        - {name}" for name in members] + [""]
+    return "\n".join(lines)
+
+
+def cli_page() -> str:
+    from typer.testing import CliRunner
+
+    from hfrl.cli.app import app
+
+    runner = CliRunner()
+    lines = [
+        "# Command line",
+        "",
+        "Generated from each command's `--help` (the same text `hfrl COMMAND --help` prints).",
+        "Errors print one line: exit code 2 for bad input, 1 for a failure while running;",
+        "`HFRL_DEBUG=1` shows the traceback.",
+        "",
+    ]
+    for command in ("train", "eval", "chat", "export", "push", "list", "check"):
+        result = runner.invoke(app, [command, "--help"], terminal_width=100, env={"COLUMNS": "100"})
+        if result.exit_code != 0:
+            raise ValueError(f"hfrl {command} --help failed: {result.output}")
+        lines += [f"## hfrl {command}", "", "```text", result.output.rstrip(), "```", ""]
+    return "\n".join(lines)
+
+
+def options_page() -> str:
+    from hfrl.trainers import ALGORITHMS
+    from hfrl.trainers.schema import config_schema, option_rows
+
+    lines = [
+        "# Options",
+        "",
+        "Every algorithm's config fields: each is a `--field value` of `hfrl train` (values read as YAML), a key",
+        "of a `--config` file, and an argument of the algorithm's config class in Python. Generated from the",
+        "dataclasses (`hfrl list fields --alg ALG` prints the same rows; `hfrl train --help` those of `ppo`).",
+        "",
+    ]
+    seen: dict[str, str] = {}
+    for alg in ALGORITHMS:
+        name = config_schema(alg).name
+        lines += [f"## {alg}", ""]
+        if name in seen:
+            lines += [f"The fields of `{name}`, as for [{seen[name]}](#{seen[name].replace('_', '-')}).", ""]
+            continue
+        seen[name] = alg
+        lines += [f"Config class: `{name}`.", "", "| option | what (default) |", "| --- | --- |"]
+        for flag, text in option_rows(alg):
+            lines.append(f"| `{flag}` | {text.replace('|', '&#124;')} |")
+        lines.append("")
+    return "\n".join(lines)
+
+
+def tasks_page() -> str:
+    from hfrl.tasks import TASKS, describe_task
+    from hfrl.tasks.base import read_task_yaml
+    from hfrl.utils.registry import import_path
+
+    lines = [
+        "# Tasks",
+        "",
+        "Generated from each task's YAML and the asset manifest (`hfrl/assets.yaml`: every Hub dataset and model",
+        "pinned to a full commit, with its size and licence). `hfrl check --task NAME` says what a task will",
+        "download and what is missing before a long run.",
+        "",
+        "| task | what | data (pinned) | default model | rewards | algorithms with settings |",
+        "| --- | --- | --- | --- | --- | --- |",
+    ]
+    for name, path in TASKS.items():
+        raw = read_task_yaml(import_path(path.partition(":")[0]).__file__)
+        try:
+            default_model, configs = describe_task(name).default_model, describe_task(name).configs
+        except ValueError:  # a task that needs an argument (reddit's safety classifier): its plain YAML
+            default_model, configs = raw.get("default_model"), raw.get("configs") or {}
+        dataset = raw.get("dataset") or {}
+        if dataset.get("path"):
+            rev = str(dataset.get("revision") or "main")
+            data = f"`{dataset['path']}@{rev[:10]}`"
+        else:
+            data = "shipped" if not dataset else "see the task"
+        rewards = ", ".join(_spec_id(r) for r in raw.get("rewards") or [])
+        configs = ", ".join(k for k in (configs or {}) if k != "defaults")
+        description = " ".join(str(raw.get("description", "")).split())
+        lines.append(f"| `{name}` | {description} | {data} | `{default_model}` | {rewards} | {configs} |")
+    return "\n".join(lines) + "\n"
+
+
+def _spec_id(spec: object) -> str:
+    if isinstance(spec, dict):
+        return str(spec.get("id"))
+    return str(spec)
+
+
+def rewards_page() -> str:
+    from hfrl.rewards import catalogue
+
+    return catalogue.markdown()
+
+
+GENERATED = {
+    "reference/cli.md": cli_page,
+    "reference/options.md": options_page,
+    "reference/tasks.md": tasks_page,
+    "reference/rewards-and-metrics.md": rewards_page,
+    "reference/api.md": api_page,
+}
+
+
+SOURCE_TREE = ROOT / "build" / "griffe-src"  # mkdocs.yml: mkdocstrings' paths
+
+
+@event_priority(100)  # before mkdocstrings reads its paths: on a fresh clone build/ does not exist yet
+def on_config(config, **kwargs):
+    """The package's source as it installs (pyproject's package-dir puts cli/, tasks/ and cards/ under
+    hfrl), copied into build/griffe-src/hfrl (its .py files only) for mkdocstrings to read."""
+    import shutil
+
+    if SOURCE_TREE.exists():
+        shutil.rmtree(SOURCE_TREE)
+    only_python = shutil.ignore_patterns("__pycache__", "fixtures", "*.yaml", "*.json", "*.bib", "templates")
+    shutil.copytree(ROOT / "hfrl", SOURCE_TREE / "hfrl", ignore=only_python)
+    for name in ("tasks", "cards", "cli"):
+        shutil.copytree(ROOT / name, SOURCE_TREE / "hfrl" / name, ignore=only_python)
+    return config
+
+
+def on_files(files, config, **kwargs):
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    for uri, make in GENERATED.items():
+        files.append(File.generated(config, uri, content=make()))
+    return files

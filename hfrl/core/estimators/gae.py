@@ -1,0 +1,30 @@
+"""``gae``: generalised advantage estimation with a critic (Schulman et al. 2016), the default of
+PPO, NLPO, A2C and TRPO. docs/algorithms.md §1 and §13.1.
+
+    python -m pytest tests/unit/test_estimators.py -k gae
+"""
+
+from __future__ import annotations
+
+from typing import cast
+
+from torch import Tensor
+
+from hfrl.core.advantages import gae, whiten
+from hfrl.core.estimators.base import AdvantageEstimator, Estimate, EstimatorInputs, add_scores
+
+
+class GAE(AdvantageEstimator):
+    """GAE(gamma, lambda) with a value head: A_t = sum_k (gamma lambda)^k delta_{t+k}, returns A + V (default)."""
+
+    needs_critic = True
+    whitening = None  # as whiten_advantages says
+
+    @staticmethod
+    def estimate(x: EstimatorInputs) -> Estimate:
+        rewards = add_scores(x.token_rewards, x.scores, x.mask)  # r_t = -beta kl_t + rtok_t + [t = T] R
+        # delta_t = r_t + gamma V(s_{t+1}) - V(s_t);  A_t = sum_k (gamma lambda)^k delta_{t+k};  R_t = A_t + V(s_t)
+        advantages, returns = gae(rewards, cast(Tensor, x.values), x.mask, x.gamma, x.lam)
+        if x.whiten:  # A <- (A - mean_m(A)) / sqrt(var_m(A) + 1e-8) over every process's completion tokens
+            advantages = whiten(advantages, x.mask, reduce=x.reduce)
+        return Estimate(advantages, returns)

@@ -1,0 +1,111 @@
+"""Which trainer serves which algorithm name, read from the trainers' own declarations.
+
+A trainer registers by declaring, on its class, the algorithm names it serves with a one-line
+summary each, and its config class::
+
+    class PPOTrainer(OnlineTrainer):
+        algs = {"ppo": "online: clipped-ratio policy updates ..."}
+        config_class = PPOConfig
+
+That is the one registration point: the algorithm registry (``hfrl.trainers.ALGORITHMS``, what
+``--alg`` accepts, and ``SUMMARIES``, what ``hfrl list algs`` prints) and the lazy exports of
+``hfrl``, ``hfrl.trainers.online`` and ``hfrl.trainers.offline`` derive from these declarations.
+They are read from the source with ``ast`` (nothing is imported: ``hfrl --help`` and ``hfrl list``
+load no torch), in the families' order (online, TRL's trainers, offline), the default algorithm
+first. A base class declares ``algs = {}``: exported, no name of its own.
+
+    python -m pytest tests/unit/test_registration.py
+"""
+
+from __future__ import annotations
+
+import ast
+import functools
+from pathlib import Path
+from typing import NamedTuple
+
+ROOT = Path(__file__).resolve().parent
+FAMILIES = ("online", "trl_adapters.py", "offline")  # the order `hfrl list algs` shows them in
+DEFAULT_ALG = "ppo"  # listed first: `hfrl train`'s default
+
+
+class Declared(NamedTuple):
+    """One trainer class that declares ``algs``."""
+
+    module: str  # hfrl.trainers.online.ppo_trainer
+    name: str  # PPOTrainer
+    config_module: str  # hfrl.trainers.online.ppo_config
+    config_name: str  # PPOConfig
+    algs: tuple[tuple[str, str], ...]  # (name, summary) pairs
+
+    @property
+    def package(self) -> str:
+        return self.module.rpartition(".")[0]
+
+
+def _modules() -> list[tuple[str, Path]]:
+    out = []
+    for family in FAMILIES:
+        path = ROOT / family
+        files = [path] if path.is_file() else sorted(path.glob("*.py"))
+        out += [(".".join(("hfrl", "trainers", *f.relative_to(ROOT).with_suffix("").parts)), f) for f in files]
+    return out
+
+
+def _declarations(module: str, source: str) -> list[Declared]:
+    tree = ast.parse(source)
+    imported = {
+        alias.asname or alias.name: node.module
+        for node in tree.body
+        if isinstance(node, ast.ImportFrom) and node.module
+        for alias in node.names
+    }
+    found = []
+    for node in tree.body:
+        if not isinstance(node, ast.ClassDef):
+            continue
+        values = {}
+        for item in node.body:
+            target = item.targets[0] if isinstance(item, ast.Assign) else getattr(item, "target", None)
+            if isinstance(target, ast.Name) and getattr(item, "value", None) is not None:
+                values[target.id] = item.value  # type: ignore[attr-defined]
+        algs, config = values.get("algs"), values.get("config_class")
+        if not isinstance(algs, ast.Dict) or not isinstance(config, ast.Name):
+            continue
+        pairs = tuple(
+            (key.value, value.value)
+            for key, value in zip(algs.keys, algs.values, strict=True)
+            if isinstance(key, ast.Constant) and isinstance(key.value, str)
+            and isinstance(value, ast.Constant) and isinstance(value.value, str)
+        )  # fmt: skip
+        found.append(Declared(module, node.name, imported.get(config.id, module), config.id, pairs))
+    return found
+
+
+@functools.cache
+def declared_trainers() -> tuple[Declared, ...]:
+    """Every trainer class under ``hfrl/trainers`` that declares ``algs`` (and ``config_class``)."""
+    found: list[Declared] = []
+    for module, path in _modules():
+        source = path.read_text(encoding="utf-8")
+        if "algs = {" in source or "algs: ClassVar" in source:
+            found += _declarations(module, source)
+    return tuple(found)
+
+
+def algorithms() -> dict[str, tuple[str, str]]:
+    """Algorithm name -> (``"module:Class"`` of its trainer, its one-line summary), in listing order."""
+    rows = [(name, (f"{t.module}:{t.name}", summary)) for t in declared_trainers() for name, summary in t.algs]
+    rows.sort(key=lambda row: row[0] != DEFAULT_ALG)  # stable: the families' order otherwise
+    return dict(rows)
+
+
+def exports(*packages: str) -> dict[str, str]:
+    """Class name -> module, for the trainers of ``packages`` (and the packages below them) and their
+    config classes: what those packages (and ``hfrl``) export lazily."""
+    out: dict[str, str] = {}
+    for t in declared_trainers():
+        if any(t.package == p or t.package.startswith(p + ".") for p in packages):
+            out[t.name] = t.module
+            out[t.config_name] = t.config_module
+    return out

