@@ -219,5 +219,7 @@ def on_files(files, config, **kwargs):
     for uri, make in GENERATED.items():
         files.append(File.generated(config, uri, content=make()))
     for name in BENCHMARK_IMAGES:  # the benchmark's own figure, as the benchmark last wrote it
-        files.append(File.generated(config, f"assets/benchmarks/{name}", content=(ROOT / "benchmarks" / name).read_bytes()))
+        files.append(
+            File.generated(config, f"assets/benchmarks/{name}", content=(ROOT / "benchmarks" / name).read_bytes())
+        )
     return files

@@ -279,8 +279,8 @@ class Walk:
                 code, output = self._in_process(command, monkeypatch, capsys)
                 assert code == 0, f"{where}\nexit {code}\n{output}"
                 continue
-            script = "set -e\n" + "\n".join(self.assignments) + "\n" + command + "\n"
-            proc = subprocess.run(["bash", "-c", script], cwd=self.folder, env=self.env, capture_output=True,
+            shell = "set -e\n" + "\n".join(self.assignments) + "\n" + command + "\n"
+            proc = subprocess.run(["bash", "-c", shell], cwd=self.folder, env=self.env, capture_output=True,
                                   text=True, stdin=subprocess.DEVNULL, timeout=900)  # fmt: skip
             assert proc.returncode == 0, (
                 f"{where}\nexit {proc.returncode}\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"

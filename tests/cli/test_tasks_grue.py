@@ -197,8 +197,8 @@ def test_hidden_test_references_and_dialogue_counts(tasks):
 
 
 def test_fixtures_hold_a_rollout_of_every_configured_algorithm(tasks):
-    """The README's offline commands run with the tasks' own settings: each fixture's train split holds
-    one rollout of every online algorithm the task configures (tasks/fixtures/make_fixtures.py)."""
+    """The offline commands of docs/how-to/own-data.md run with the tasks' own settings: each fixture's train
+    split holds one rollout of every online algorithm the task configures (tasks/fixtures/make_fixtures.py)."""
     from hfrl.tasks import describe_task
 
     for name, task in tasks.items():

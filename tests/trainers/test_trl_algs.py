@@ -170,7 +170,7 @@ def test_translate_task_defaults():
 
 
 def test_task_rewards_and_prompts_in_trls_own_trainer(tmp_path, tiny_causal_dir):
-    """The README's recipe: TRL's GRPOTrainer with a task's reward functions and its prompts. The
+    """The recipe of docs/how-to/from-trl.md: TRL's GRPOTrainer with a task's reward functions and its prompts. The
     `numbers` prompts are empty (generation starts from BOS, as in RL4LMs), which TRL cannot generate
     from: prepare_prompts gives them the tokenizer's BOS text."""
     import trl
