@@ -60,7 +60,7 @@ def test_one_ppo_iteration_on_real_text_through_the_cli(fitted, tiny_causal_dir,
         capsys,
     )  # fmt: skip
     assert code == 0, err
-    assert "reward: first iteration" in stdout
+    assert "in the first iteration" in stdout  # the run's summary line (hfrl.runs.run_report)
     rewards = [
         json.loads(line)["reward"] for line in (out / "iterations.jsonl").read_text().splitlines() if '"reward"' in line
     ]
