@@ -34,7 +34,6 @@ from hfrl.core.rollout import pad
 from hfrl.rewards import reward_list
 from hfrl.trainers.crash_safe import CrashSafeMixin
 from hfrl.trainers.evaluation import EvaluationMixin, completer, eval_mode, generate_and_score
-from hfrl.trainers.hub_mixin import HubMixin
 from hfrl.trainers.iteration_log import SaveStateAtEnd, report_steps
 from hfrl.trainers.offline.alol_config import DISPLAY_NAMES, ALoLConfig
 from hfrl.trainers.offline.preparation import (
@@ -46,6 +45,7 @@ from hfrl.trainers.offline.preparation import (
 )
 from hfrl.trainers.offline.priority_sampler import PrioritySampler
 from hfrl.trainers.papers import paper
+from hfrl.trainers.trainer_mixin import TrainerMixin
 
 RewardFunc = Callable[..., Sequence[Any]]
 
@@ -80,7 +80,7 @@ class _LogPreparation(TrainerCallback):
                 json.dump({**trainer.preparation.stats, "from_cache": trainer.preparation.from_cache}, fh, indent=2)
 
 
-class ALoLTrainer(CrashSafeMixin, EvaluationMixin, HubMixin, Trainer):
+class ALoLTrainer(CrashSafeMixin, EvaluationMixin, TrainerMixin, Trainer):
     """Offline RL on (prompt, completion, reward) data: A-LoL and its family, by ``args.algorithm``.
 
     Example:
