@@ -111,6 +111,7 @@ def gguf_source(base: str | None) -> dict[str, Any] | None:
 
     if not base or not is_gguf(base):
         return None
+    hub_id: str | None  # the Hub model the file was quantised from, when known
     if base == "smollm2":
         hub_id = SMOLLM2["hub_id"]
         text = (

@@ -84,7 +84,7 @@ def _load_local(source: str):
 
 def _unreadable(files: list[str], builder: str, err: BaseException) -> ValueError:
     """One line naming the file and the first real cause (datasets wraps it twice)."""
-    causes = []
+    causes: list[BaseException] = []
     cause: BaseException | None = err
     while cause is not None and len(causes) < 5:
         causes.append(cause)

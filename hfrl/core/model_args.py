@@ -72,11 +72,13 @@ def model_loading(model: Any, fields: dict[str, Any]) -> tuple[Any, dict[str, An
         )
     peft_config = get_peft_config(args)
     if peft_config is not None:
+        from peft import LoraConfig
+
         config = _model_config(model)
         if "lora_task_type" not in fields and config.get("is_encoder_decoder"):
             peft_config.task_type = "SEQ_2_SEQ_LM"
-        if config.get("model_type") == "gpt2":  # Conv1D weights are stored (in, out)
-            peft_config.fan_in_fan_out = True
+        if config.get("model_type") == "gpt2" and isinstance(peft_config, LoraConfig):  # TRL's is a LoraConfig
+            peft_config.fan_in_fan_out = True  # GPT-2's Conv1D weights are stored (in, out)
     return peft_config, init_kwargs
 
 

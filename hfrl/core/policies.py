@@ -14,10 +14,13 @@ import copy
 import functools
 import inspect
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeGuard
 
 import torch
 from torch import nn
+
+if TYPE_CHECKING:
+    from peft import PeftModel
 
 
 class ValueHead(nn.Module):
@@ -43,7 +46,7 @@ def hidden_size_of(config) -> int:
     raise ValueError(f"cannot find the hidden size in the config of {type(config).__name__}")
 
 
-def is_peft_model(model: nn.Module) -> bool:
+def is_peft_model(model: nn.Module) -> TypeGuard[PeftModel]:
     try:
         from peft import PeftModel
     except ImportError:  # pragma: no cover - peft is a dependency

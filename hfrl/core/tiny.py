@@ -12,6 +12,10 @@ from __future__ import annotations
 import os
 import random
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedModel
 
 TINY_MODELS = ("tiny", "tiny-t5")
 _VERSION = "v2"  # bump when the recipe below changes, so that stale caches are rebuilt (v2: tiny-t5's BOS id)
@@ -130,11 +134,12 @@ def _build(kind: str, out: Path, seed: int = 0) -> None:
     os.replace(tmp, out) if not out.exists() else None
 
 
-def _random_model(kind: str, tokenizer):
+def _random_model(kind: str, tokenizer: Any) -> PreTrainedModel:
     """The tiny GPT-2 (``tiny``) or T5 (``tiny-t5``) with random weights from the current RNG."""
     from transformers import GPT2Config, GPT2LMHeadModel, T5Config, T5ForConditionalGeneration
 
-    common = dict(
+    model: PreTrainedModel
+    common: dict[str, Any] = dict(
         vocab_size=len(tokenizer),
         pad_token_id=tokenizer.pad_token_id,
         eos_token_id=tokenizer.eos_token_id,
@@ -146,12 +151,15 @@ def _random_model(kind: str, tokenizer):
         model = GPT2LMHeadModel(config)
     else:
         tokenizer.padding_side = "right"
-        sizes = dict(d_model=64, d_ff=128, d_kv=16, num_heads=4, num_layers=2, num_decoder_layers=2)
-        # the tokenizer's BOS id in the config too: else the Trainer aligns it, with a note, at every run
-        config = T5Config(
-            decoder_start_token_id=tokenizer.pad_token_id, bos_token_id=tokenizer.bos_token_id, **sizes, **common
+        # the tokenizer's BOS id in the config too: else the Trainer aligns it, with a note, at every run.
+        # As a dict: they are PreTrainedConfig's keywords, which T5Config's typed signature does not list
+        starts: dict[str, Any] = dict(
+            decoder_start_token_id=tokenizer.pad_token_id, bos_token_id=tokenizer.bos_token_id
         )
-        model = T5ForConditionalGeneration(config)
+        t5 = T5Config(
+            d_model=64, d_ff=128, d_kv=16, num_heads=4, num_layers=2, num_decoder_layers=2, **starts, **common
+        )
+        model = T5ForConditionalGeneration(t5)
     return model
 
 

@@ -14,7 +14,8 @@ first reference (``first``, for modules that take one string per prediction) or 
 from __future__ import annotations
 
 import math
-from numbers import Number
+from decimal import Decimal
+from numbers import Real
 from typing import Any
 
 from hfrl.metrics.base import NAN, MetricResult, cached, nanmean, reference_lists, text_of
@@ -32,7 +33,7 @@ def load_module(path: str, config_name: str | None = None, **load_args):
 
 
 def _number(value: Any) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, Number):
+    if isinstance(value, bool) or not isinstance(value, (Real, Decimal)):
         try:
             import numpy as np
 

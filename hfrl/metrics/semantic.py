@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+from typing import Any
 
 from hfrl.metrics.base import NAN, SampleMetric, cached, default_device, encoded, reference_lists, require
 from hfrl.utils.assets import hub_kwargs
@@ -150,9 +151,13 @@ def load_bleurt(name: str, device: str = "cpu"):
         )
     with open(config_path) as fh:
         raw = json.load(fh)
-    fields = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size")
-    fields += ("hidden_act", "max_position_embeddings", "type_vocab_size", "layer_norm_eps", "pad_token_id")
-    config = BertConfig(**{k: raw[k] for k in fields if k in raw}, num_labels=1)
+    fields = (
+        *("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size"),
+        *("hidden_act", "max_position_embeddings", "type_vocab_size", "layer_norm_eps", "pad_token_id"),
+    )
+    # num_labels is PreTrainedConfig's keyword, which BertConfig's typed signature does not list
+    settings: dict[str, Any] = {**{k: raw[k] for k in fields if k in raw}, "num_labels": 1}
+    config = BertConfig(**settings)
     model = BertForSequenceClassification(config)
     embedding_size = raw.get("embedding_size")
     if embedding_size and embedding_size != config.hidden_size:
@@ -167,7 +172,7 @@ def load_bleurt(name: str, device: str = "cpu"):
             def forward(self, **kwargs):
                 return self.projection(self.embeddings(**kwargs))
 
-        model.bert.embeddings = ProjectedEmbeddings()
+        model.bert.add_module("embeddings", ProjectedEmbeddings())  # replaces BERT's (a Module's setattr)
     weights = _hub_file(name, "model.safetensors")
     if weights is not None:
         from safetensors.torch import load_file
@@ -199,7 +204,7 @@ def load_bleurt(name: str, device: str = "cpu"):
 
         pin = hub_kwargs(name, trust_remote_code=False)
         tokenizer = DebertaV2Tokenizer.from_pretrained(name, do_lower_case=False, **pin)
-    return tokenizer, model.to(device).eval()
+    return tokenizer, model.to(device).eval()  # type: ignore[arg-type]  # transformers' wrapped .to() loses its bound self
 
 
 class Bleurt(SampleMetric):

@@ -92,7 +92,7 @@ def parent_scores(
     for n in range(1, max_order + 1):
         pred, ref = _counts(prediction, n), _counts(reference, n)
         num = sum(c * (min(1.0, ref[g] / c) + (1.0 - min(1.0, ref[g] / c)) * entailed(g)) for g, c in pred.items())
-        den = sum(pred.values())
+        den = float(sum(pred.values()))
         precisions.append(num / den if den else 0.0)
         num = sum(c * entailed(g) * min(1.0, pred[g] / c) for g, c in ref.items())
         den = sum(c * entailed(g) for g, c in ref.items())

@@ -81,8 +81,8 @@ def collect_files(
     files["README.md"] = str(card).encode()
     if run.has_config_file:
         files[CONFIG_NAME] = config_text(run.config).encode()
-    eval_dir = run.path / EVAL_DIR
-    if eval_dir.is_dir():
+    eval_dir = run.path / EVAL_DIR if run.path is not None else None
+    if eval_dir is not None and eval_dir.is_dir():
         files.update({f"{EVAL_DIR}/{p.name}": p for p in sorted(eval_dir.glob("*.json"))})
     return files
 

@@ -171,6 +171,11 @@ class Run:
             from peft import PeftModel
 
             base = base_model or self.adapter_base
+            if base is None:
+                raise ValueError(
+                    "cannot load the adapter's base model: the run names none; "
+                    "pass --base-model with its Hub id or path"
+                )
             try:
                 lm = load_model(base)
             except UnknownNameError as err:

@@ -64,12 +64,17 @@ def tiny_llama(seed: int = 0) -> tuple[Any, Any]:
 
     tokenizer = build_tiny_tokenizer()
     torch.manual_seed(seed)
-    sizes = dict(
-        hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2
-    )
     ids = {f"{name}_token_id": getattr(tokenizer, f"{name}_token_id") for name in ("bos", "eos", "pad")}
     config = LlamaConfig(
-        vocab_size=len(tokenizer), max_position_embeddings=512, tie_word_embeddings=False, **sizes, **ids
+        vocab_size=len(tokenizer),
+        max_position_embeddings=512,
+        tie_word_embeddings=False,
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        **ids,
     )
     return LlamaForCausalLM(config).eval(), tokenizer
 

@@ -16,6 +16,7 @@ import hashlib
 import re
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 from urllib.parse import unquote
 
 PLURAL = {"dataset": "datasets", "model": "models"}
@@ -46,9 +47,7 @@ class FakeHubFiles:
         return {"type": "directory", "path": path, "oid": "0" * 40, "size": 0}
 
     def __call__(self, request):
-        from huggingface_hub.utils import _http
-
-        httpx = getattr(_http, "httpx2", None) or _http.httpx
+        httpx = _client_module()
         self.requests.append(request)
         path = unquote(request.url.path)
         match = re.fullmatch(r"/api/(datasets|models)/([^/]+/[^/]+)/(revision|tree|paths-info)/([^/]+)/?(.*)", path)
@@ -79,7 +78,7 @@ class FakeHubFiles:
         return httpx.Response(404, json={"error": f"not on the fake Hub: {request.method} {path}"})
 
     def _tree(self, files: dict[str, bytes], prefix: str, recursive: str | None) -> list[dict]:
-        out = set()
+        out: set[str] = set()
         for name in files:
             if prefix and not name.startswith(prefix + "/"):
                 continue
@@ -100,13 +99,21 @@ class FakeHubFiles:
             return parse_qs(body).get("paths", [])
 
 
+def _client_module() -> Any:
+    """huggingface_hub's HTTP client module: httpx2 in newer versions, httpx before (hence ``Any``)."""
+    from huggingface_hub.utils import _http
+
+    http: Any = _http
+    return getattr(http, "httpx2", None) or http.httpx
+
+
 @contextlib.contextmanager
 def serve_repos(repos: dict[tuple[str, str, str], Path]) -> Iterator[FakeHubFiles]:
     """Serve ``repos`` (see :class:`FakeHubFiles`) in online mode for the duration of the block."""
     from huggingface_hub import constants
     from huggingface_hub.utils import _http
 
-    httpx = getattr(_http, "httpx2", None) or _http.httpx
+    httpx = _client_module()
     fake = FakeHubFiles(repos)
     offline = constants.HF_HUB_OFFLINE
     constants.HF_HUB_OFFLINE = False

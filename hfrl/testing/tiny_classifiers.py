@@ -18,6 +18,10 @@ import json
 import os
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedModel
 
 HIDDEN = 32
 
@@ -63,23 +67,26 @@ def save_sequence_classifier(
     tokenizer = _tokenizer()
     names = {"id2label": dict(enumerate(labels)), "label2id": {name: i for i, name in enumerate(labels)}}
     torch.manual_seed(seed)
+    model: PreTrainedModel
     if architecture == "roberta":
-        model = RobertaForSequenceClassification(_roberta_config(tokenizer, num_labels=len(labels), **names))
+        roberta = RobertaForSequenceClassification(_roberta_config(tokenizer, num_labels=len(labels), **names))
         if logits is not None:
             with torch.no_grad():
-                model.classifier.out_proj.weight.zero_()
-                model.classifier.out_proj.bias.copy_(torch.tensor(list(logits)))
+                roberta.classifier.out_proj.weight.zero_()
+                roberta.classifier.out_proj.bias.copy_(torch.tensor(list(logits)))
+        model = roberta
     elif architecture == "gpt2":
-        model = GPT2ForSequenceClassification(
+        gpt2 = GPT2ForSequenceClassification(
             _gpt2_config(tokenizer, num_labels=len(labels), pad_token_id=tokenizer.pad_token_id, **names)
         )
         if logits is not None:  # `score` has no bias: make every hidden state e_0, then score = logits * 1
             with torch.no_grad():
-                model.transformer.ln_f.weight.zero_()
-                model.transformer.ln_f.bias.zero_()
-                model.transformer.ln_f.bias[0] = 1.0
-                model.score.weight.zero_()
-                model.score.weight[:, 0] = torch.tensor(list(logits))
+                gpt2.transformer.ln_f.weight.zero_()
+                gpt2.transformer.ln_f.bias.zero_()
+                gpt2.transformer.ln_f.bias[0] = 1.0
+                gpt2.score.weight.zero_()
+                gpt2.score.weight[:, 0] = torch.tensor(list(logits))
+        model = gpt2
     else:
         raise ValueError(f"architecture must be 'roberta' or 'gpt2', got {architecture!r}")
     model.save_pretrained(folder)
@@ -132,8 +139,8 @@ def save_comet_critic(folder: str | os.PathLike, logit: float | None = None, see
     head = torch.nn.ModuleDict({"dense": dense, "out_proj": out_proj})
     if logit is not None:
         with torch.no_grad():
-            head["out_proj"].weight.zero_()
-            head["out_proj"].bias.fill_(float(logit))
+            out_proj.weight.zero_()
+            out_proj.bias.fill_(float(logit))
     body.save_pretrained(folder)
     tokenizer.save_pretrained(folder)
     torch.save(head.state_dict(), os.path.join(folder, HEAD_FILE))
@@ -175,7 +182,8 @@ def save_oasst_reward_model(folder: str | os.PathLike, pooling: str = "last", se
     tokenizer = _tokenizer()
     tokenizer.add_tokens(["<|prompter|>", "<|assistant|>"], special_tokens=True)
     sizes = dict(hidden_size=HIDDEN, num_hidden_layers=2, num_attention_heads=4, intermediate_size=2 * HIDDEN)
-    config = {**OASST_RM_CONFIG, **sizes, "vocab_size": len(tokenizer), "pooling": pooling}
+    # the published keys as they are (values of several types): checked by GPTNeoXConfig at run time
+    config: dict[str, Any] = {**OASST_RM_CONFIG, **sizes, "vocab_size": len(tokenizer), "pooling": pooling}
     torch.manual_seed(seed)
     body = GPTNeoXModel(GPTNeoXConfig(**{k: v for k, v in config.items() if k not in ("model_type", "pooling")}))
     head = torch.nn.Linear(HIDDEN, 1)

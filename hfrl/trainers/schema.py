@@ -87,11 +87,11 @@ def _parsing(config_class: type) -> dict[str, dict[str, Any]]:
     import typing
 
     from transformers import HfArgumentParser
-    from transformers.hf_argparser import string_to_bool
+    from transformers.hf_argparser import DataClassType, string_to_bool
 
     hints = typing.get_type_hints(config_class)
     out = {}
-    for action in HfArgumentParser(config_class)._actions:
+    for action in HfArgumentParser(DataClassType(config_class))._actions:
         if action.dest == "help":
             continue
         kind = typing.get_origin(action.type) or action.type  # dict[str, Any] -> dict

@@ -1,8 +1,9 @@
 """TRL's own trainers on hfrl tasks: ``GRPOTrainer`` and ``RLOOTrainer`` with the task's reward
 functions, ``SFTTrainer`` on the task's references (the supervised warm start RL4LMs offered) and
 ``DPOTrainer`` on tasks with preference pairs. They configure TRL; nothing is re-implemented but
-the model card and Hub push, which are hfrl's (:class:`~hfrl.trainers.hub_mixin.HubMixin`: the task,
-rewards, resolved config and reward or loss curve, and never ``training_args.bin`` on the Hub).
+what hfrl adds to every trainer (:class:`~hfrl.trainers.trainer_mixin.TrainerMixin`): the model card
+and Hub push (the task, rewards, resolved config and reward or loss curve, and never
+``training_args.bin`` on the Hub), the stop on a non-finite gradient norm.
 
     hfrl train --task numbers --alg grpo --model tiny --max_steps 20
     hfrl train --task daily_dialog --alg sft --model tiny --max_steps 20
@@ -26,9 +27,9 @@ from typing import Any
 import trl
 
 from hfrl.trainers.crash_safe import CrashSafeMixin
-from hfrl.trainers.hub_mixin import HubMixin
 from hfrl.trainers.iteration_log import SaveStateAtEnd, report_steps
 from hfrl.trainers.task_defaults import lengths_to_max_length, online_defaults_to_trl
+from hfrl.trainers.trainer_mixin import TrainerMixin
 
 
 def _hfrl_defaults(args: Any) -> None:
@@ -262,7 +263,7 @@ class _OnlineAdapter(_TRLAdapter):
             return super()._generate(prompts)  # type: ignore[misc]
 
 
-class GRPOTrainer(CrashSafeMixin, HubMixin, _OnlineAdapter, trl.GRPOTrainer):
+class GRPOTrainer(CrashSafeMixin, TrainerMixin, _OnlineAdapter, trl.GRPOTrainer):
     """TRL's GRPOTrainer on an hfrl task: group-relative policy optimisation with the task's rewards."""
 
     algs = {
@@ -273,7 +274,7 @@ class GRPOTrainer(CrashSafeMixin, HubMixin, _OnlineAdapter, trl.GRPOTrainer):
     _tag_names = ["hfrl", "trl", "grpo"]
 
 
-class RLOOTrainer(CrashSafeMixin, HubMixin, _OnlineAdapter, trl.RLOOTrainer):
+class RLOOTrainer(CrashSafeMixin, TrainerMixin, _OnlineAdapter, trl.RLOOTrainer):
     """TRL's RLOOTrainer on an hfrl task: REINFORCE leave-one-out with the task's rewards."""
 
     algs = {"rloo": "TRL's RLOOTrainer (causal models, vLLM on a GPU): REINFORCE with a leave-one-out baseline."}
@@ -298,7 +299,7 @@ class _PairsAdapter(_TRLAdapter):
         return {"train_dataset": self._pairs(train), "eval_dataset": evaluation}
 
 
-class SFTTrainer(CrashSafeMixin, HubMixin, _PairsAdapter, trl.SFTTrainer):
+class SFTTrainer(CrashSafeMixin, TrainerMixin, _PairsAdapter, trl.SFTTrainer):
     """TRL's SFTTrainer on an hfrl task: supervised fine-tuning on its references (or completions)."""
 
     algs = {"sft": "TRL's SFTTrainer: supervised fine-tuning on the task's references or completions."}
@@ -320,11 +321,12 @@ def preference_pairs(dataset):
     return dataset.select_columns(["prompt", "chosen", "rejected"])
 
 
-class DPOTrainer(CrashSafeMixin, HubMixin, _PairsAdapter, trl.DPOTrainer):
+class DPOTrainer(CrashSafeMixin, TrainerMixin, _PairsAdapter, trl.DPOTrainer):
     """TRL's DPOTrainer on an hfrl task with preference pairs (``chosen`` / ``rejected`` columns)."""
 
     algs = {"dpo": "TRL's DPOTrainer: direct preference optimisation on chosen / rejected pairs."}
     config_class = DPOConfig
+    args: DPOConfig
     _tag_names = ["hfrl", "trl", "dpo"]
     _pairs = staticmethod(preference_pairs)
 

@@ -11,7 +11,11 @@ hfrl writes (``config.yaml``, the model card, ``training_args.bin``) is written 
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
+import os
 import re
+from collections.abc import Iterator
 from typing import Any
 
 TOKEN_SHAPE = re.compile(rb"hf_[A-Za-z0-9]{20,}")  # Hub user access tokens: "hf_" + 34 letters and digits
@@ -70,4 +74,52 @@ def refuse_tokens(data: bytes | str, what: str) -> None:
         )
 
 
-__all__ = ["TOKEN_SHAPE", "SecretInFileError", "find_token", "holds_secret", "is_secret", "redacted", "refuse_tokens"]
+@contextlib.contextmanager
+def secrets_removed(args: Any) -> Iterator[Any]:
+    """``args`` (a dataclass: a Trainer's config) without secrets inside, for the block: a secret-named
+    field (``hub_token``) set to None, a mapping field holding one at any depth (``model_init_kwargs:
+    {token: ...}``) replaced by its :func:`redacted` copy, so that what is pickled from it
+    (``training_args.bin``) never holds a secret. The values come back on exit."""
+    saved: dict[str, Any] = {}
+    for f in dataclasses.fields(args):
+        value = getattr(args, f.name, None)
+        clean: Any
+        if is_secret(f.name) and isinstance(value, str):
+            saved[f.name], clean = value, None
+        elif isinstance(value, (dict, list, tuple)) and redacted(value) is not value:
+            saved[f.name], clean = value, redacted(value)
+        else:
+            continue
+        setattr(args, f.name, clean)
+    try:
+        yield args
+    finally:
+        for name, value in saved.items():
+            setattr(args, name, value)
+
+
+def check_written(path: str) -> None:
+    """Delete the file ``path`` and raise :class:`SecretInFileError` if it holds a string shaped like a
+    Hub token (a secret under a name hfrl cannot know); nothing when there is no such file."""
+    if not os.path.isfile(path):
+        return
+    with open(path, "rb") as fh:
+        data = fh.read()
+    try:
+        refuse_tokens(data, path)
+    except SecretInFileError:
+        os.remove(path)
+        raise
+
+
+__all__ = [
+    "TOKEN_SHAPE",
+    "SecretInFileError",
+    "check_written",
+    "find_token",
+    "holds_secret",
+    "is_secret",
+    "redacted",
+    "refuse_tokens",
+    "secrets_removed",
+]

@@ -193,7 +193,7 @@ def _no_prompt() -> None:
     answered it). transformers asks only while its ``TIME_OUT_REMOTE_CODE`` is positive."""
     import sys
 
-    module = sys.modules.get("transformers.dynamic_module_utils")
+    module: Any = sys.modules.get("transformers.dynamic_module_utils")  # a module: its attributes unknown to mypy
     if module is None:
         import importlib
 

@@ -171,7 +171,7 @@ def _errors():
     from hfrl.metrics.learned import ClassifierUnavailableError
     from hfrl.rewards.combine import RewardError
     from hfrl.runs.run_config import ConfigFileError
-    from hfrl.trainers.hub_mixin import NonFiniteError
+    from hfrl.trainers.finite_guard import NonFiniteError
     from hfrl.utils.registry import UnknownNameError
     from hfrl.utils.trust import UntrustedCodeError
 
@@ -216,7 +216,7 @@ def test_a_library_bug_shows_its_traceback_not_a_usage_error(error, monkeypatch,
 
 def test_a_failure_while_running_is_one_line_with_exit_code_1(monkeypatch, capsys):
     from hfrl.cli import list_cmd
-    from hfrl.trainers.hub_mixin import NonFiniteError
+    from hfrl.trainers.finite_guard import NonFiniteError
 
     def diverged(what):
         raise NonFiniteError("iteration 3: loss/value = inf before the optimizer step\nmore detail")

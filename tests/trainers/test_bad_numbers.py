@@ -13,7 +13,7 @@ from datasets import Dataset
 from hfrl import PPOTrainer
 from hfrl.rewards.combine import RewardError, compute_rewards
 from hfrl.testing import digit_reward, run_cli
-from hfrl.trainers.hub_mixin import NonFiniteError
+from hfrl.trainers.finite_guard import NonFiniteError
 
 
 def prompts(n=8):

@@ -34,7 +34,6 @@ from hfrl.core.rollout import pad
 from hfrl.rewards import reward_list
 from hfrl.trainers.crash_safe import CrashSafeMixin
 from hfrl.trainers.evaluation import EvaluationMixin, completer, eval_mode, generate_and_score
-from hfrl.trainers.hub_mixin import HubMixin
 from hfrl.trainers.iteration_log import SaveStateAtEnd, report_steps
 from hfrl.trainers.offline.alol_config import DISPLAY_NAMES, ALoLConfig
 from hfrl.trainers.offline.preparation import (
@@ -46,6 +45,7 @@ from hfrl.trainers.offline.preparation import (
 )
 from hfrl.trainers.offline.priority_sampler import PrioritySampler
 from hfrl.trainers.papers import paper
+from hfrl.trainers.trainer_mixin import TrainerMixin
 
 RewardFunc = Callable[..., Sequence[Any]]
 
@@ -80,7 +80,7 @@ class _LogPreparation(TrainerCallback):
                 json.dump({**trainer.preparation.stats, "from_cache": trainer.preparation.from_cache}, fh, indent=2)
 
 
-class ALoLTrainer(CrashSafeMixin, EvaluationMixin, HubMixin, Trainer):
+class ALoLTrainer(CrashSafeMixin, EvaluationMixin, TrainerMixin, Trainer):
     """Offline RL on (prompt, completion, reward) data: A-LoL and its family, by ``args.algorithm``.
 
     Example:
@@ -115,6 +115,7 @@ class ALoLTrainer(CrashSafeMixin, EvaluationMixin, HubMixin, Trainer):
         "a_lol_kl": "offline: A-LoL with a KL penalty to pi_ref instead of the importance weight.",
     }
     config_class = ALoLConfig
+    args: ALoLConfig
     _name = "A-LoL"
     _tag_names = ["hfrl", "a-lol", "offline-rl"]
     _paper = paper("baheti2024improving")
@@ -183,7 +184,9 @@ class ALoLTrainer(CrashSafeMixin, EvaluationMixin, HubMixin, Trainer):
         if args.load_in_4bit:  # LoL-RL's QLoRA: NF4 with double quantisation, bfloat16 compute
             init_kwargs.setdefault("dtype", torch.bfloat16)
             init_kwargs["quantization_config"] = bnb_config(4, quant_type="nf4", double_quant=True)
-        policy, fresh = load_trainable(model, init_kwargs, args.base_model, peft_config, args.gradient_checkpointing)
+        policy, fresh = load_trainable(
+            model, init_kwargs, args.base_model, peft_config, bool(args.gradient_checkpointing)
+        )
         if is_peft_model(policy) and args.gradient_checkpointing:
             policy.enable_input_require_grads()  # frozen embeddings: checkpointed blocks still need a grad path
         return policy, fresh
@@ -201,7 +204,10 @@ class ALoLTrainer(CrashSafeMixin, EvaluationMixin, HubMixin, Trainer):
         lm.eval()
         adapter_off = self._fresh_adapter and self.ref_model is None
         try:
-            with torch.no_grad(), lm.disable_adapter() if adapter_off else contextlib.nullcontext():
+            with (
+                torch.no_grad(),
+                lm.disable_adapter() if adapter_off and is_peft_model(lm) else contextlib.nullcontext(),
+            ):
                 yield lm
         finally:
             lm.train(was_training)

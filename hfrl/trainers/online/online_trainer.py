@@ -79,11 +79,11 @@ from hfrl.trainers.evaluation import (
     encode_prompt,
     generate_and_score,
 )
-from hfrl.trainers.hub_mixin import HubMixin
 from hfrl.trainers.iteration_log import IterationProgress, SaveStateAtEnd
 from hfrl.trainers.online.iteration_record import IterationRecord
 from hfrl.trainers.online.iteration_sampler import IterationSampler, PromptBatch, PromptRows
 from hfrl.trainers.online.online_config import OnlineConfig
+from hfrl.trainers.trainer_mixin import TrainerMixin
 
 ONLINE_STATE_NAME = "online_state.json"
 VALUE_HEAD_NAME = "value_head.safetensors"
@@ -100,7 +100,7 @@ class PolicyOutputs(NamedTuple):
     full_logprobs: torch.Tensor | None = None  # of the taken tokens under the full softmax (kl_in_loss only)
 
 
-class OnlineTrainer(CrashSafeMixin, EvaluationMixin, HubMixin, Trainer):  # type: ignore[misc]  # HubMixin's card signature
+class OnlineTrainer(CrashSafeMixin, EvaluationMixin, TrainerMixin, Trainer):
     """Base of PPO / NLPO / A2C / TRPO. Subclasses set ``config_class`` and write :meth:`loss` (and
     :meth:`policy_step`, :meth:`_build_action_space` where they differ: the module's hook surface)."""
 
@@ -673,7 +673,7 @@ class OnlineTrainer(CrashSafeMixin, EvaluationMixin, HubMixin, Trainer):  # type
         if model.critic is not None:
             model.critic.save_pretrained(os.path.join(output_dir, "critic"), state_dict=parts.get("critic"))
         self.tokenizer.save_pretrained(output_dir)
-        from hfrl.trainers.hub_mixin import save_training_args
+        from hfrl.trainers.secret_free_save import save_training_args
 
         save_training_args(self.args, output_dir)  # the pickle never holds a secret
 

@@ -1,0 +1,64 @@
+"""What hfrl adds to every Trainer (hfrl.trainers.trainer_mixin), piece by piece: every registered trainer
+mixes it in at the same place, secrets leave a config only for the block, the card takes keywords."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+
+import pytest
+
+
+def test_every_trainer_mixes_in_what_hfrl_adds():
+    from transformers import Trainer
+
+    from hfrl.trainers import ALGORITHMS, algorithm_trainer
+    from hfrl.trainers.crash_safe import CrashSafeMixin
+    from hfrl.trainers.finite_guard import FiniteGuardMixin
+    from hfrl.trainers.hub_mixin import HubMixin
+    from hfrl.trainers.secret_free_save import SecretFreeSaveMixin
+    from hfrl.trainers.tied_weights import TiedWeightsMixin
+    from hfrl.trainers.trainer_mixin import TrainerMixin
+
+    pieces = (FiniteGuardMixin, TiedWeightsMixin, SecretFreeSaveMixin, HubMixin)
+    for alg in ALGORITHMS:
+        mro = algorithm_trainer(alg).__mro__
+        # crash safety wraps every other _save_checkpoint; the pieces come before the Trainer's methods
+        order = [mro.index(c) for c in (CrashSafeMixin, TrainerMixin, *pieces, Trainer)]
+        assert order == sorted(order), (alg, [c.__name__ for c in mro])
+
+
+def test_secrets_leave_the_config_for_the_block_only():
+    from hfrl.utils.secrets import secrets_removed
+
+    @dataclasses.dataclass
+    class Config:
+        hub_token: str | None = "hf_" + "a" * 34
+        model_init_kwargs: dict | None = None
+        learning_rate: float = 1e-5
+
+    kwargs = {"token": "hf_" + "b" * 34, "dtype": "bfloat16"}
+    config = Config(model_init_kwargs=kwargs)
+    with secrets_removed(config) as clean:
+        assert clean is config
+        assert (config.hub_token, config.model_init_kwargs) == (None, {"dtype": "bfloat16"})
+        assert config.learning_rate == 1e-5
+    assert config.hub_token == "hf_" + "a" * 34 and config.model_init_kwargs is kwargs
+
+
+def test_a_written_file_with_a_token_is_deleted(tmp_path):
+    from hfrl.utils.secrets import SecretInFileError, check_written
+
+    path = tmp_path / "training_args.bin"
+    path.write_bytes(b"\x80\x04 hf_" + b"c" * 34)
+    with pytest.raises(SecretInFileError, match=r"^refusing to write .*training_args\.bin: it holds a string shaped"):
+        check_written(str(path))
+    assert not os.path.exists(path)
+    check_written(str(tmp_path / "absent"))  # nothing written: nothing to check
+
+
+def test_the_card_takes_keywords_only():
+    from hfrl.trainers.hub_mixin import HubMixin
+
+    with pytest.raises(TypeError, match=r"^create_model_card takes keyword arguments only"):
+        HubMixin.create_model_card(HubMixin(), "my-model")  # transformers' first is language, TRL's model_name
