@@ -286,6 +286,8 @@ def test_every_metric_with_a_per_sample_score_is_a_reward_through_one_adapter():
 
 
 def test_the_catalogue_lists_every_reward_and_metric_with_what_it_needs(capsys):
+    import json
+
     from hfrl.rewards import catalogue
     from hfrl.testing import run_cli
 
@@ -293,5 +295,6 @@ def test_the_catalogue_lists_every_reward_and_metric_with_what_it_needs(capsys):
     meteor = next(line for line in page.splitlines() if line.startswith("| `meteor` "))
     assert "| references | [0, 1] | wordnet |" in meteor and "`alpha=0.9`" in meteor and "`reward_key=None`" in meteor
     assert len(catalogue.rewards()) >= 26 and len(catalogue.metrics()) >= 20
-    code, out, _ = run_cli(["list", "rewards"], capsys)
-    assert code == 0 and any(line.startswith("meteor ") and "needs wordnet" in line for line in out.splitlines())
+    code, out, _ = run_cli(["list", "rewards", "--json"], capsys)  # the table wraps to the terminal
+    described = {row["name"]: row["description"] for row in json.loads(out)}
+    assert code == 0 and "needs wordnet" in described["meteor"]
