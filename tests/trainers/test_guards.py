@@ -187,10 +187,10 @@ def test_an_entropy_collapse_is_warned_once(tiny_causal_dir, make_config, caplog
     with caplog.at_level(logging.WARNING, logger="hfrl.trainers.online.online_trainer"):
         trainer.train()
     entropies = [h["entropy"] for h in trainer.state.log_history if "entropy" in h]
-    assert entropies[1] < 0.01 * entropies[0] and entropies[3] < 0.1 * entropies[0]  # collapsed from iteration 2 on
+    assert entropies[1] < 0.01 * entropies[0] and entropies[3] < 0.05 * entropies[0]  # collapsed from iteration 2 on
     (warning,) = entropy_warnings(caplog)  # once, not at iterations 3 and 4
     assert warning == (
-        f"the policy's entropy collapsed at iteration 2: {entropies[1]:.3g} nats per token, under 10% of the first "
+        f"the policy's entropy collapsed at iteration 2: {entropies[1]:.3g} nats per token, under 5% of the first "
         f"iteration's {entropies[0]:.3g}; its samples barely vary and learning stalls: raise ent_coef, lower "
         "learning_rate, or keep the best evaluated policy (load_best_model_at_end)"
     )
