@@ -220,7 +220,33 @@ class OnlineConfig(RLConfig):
             self.save_strategy = "no"
         if self.eval_every:
             self.eval_strategy, self.eval_steps = "steps", self.eval_every * self.steps_per_iteration
+        if self.load_best_model_at_end:
+            self._check_best_model()
         super().__post_init__()
+
+    def _check_best_model(self) -> None:
+        """``load_best_model_at_end`` (transformers): the policy of the best evaluation by
+        ``metric_for_best_model`` (default ``eval_reward``) is loaded at the end, so that the saved
+        model is it. The best must be on disk: without ``save_every`` a checkpoint is written at each
+        evaluation that beats the best so far (``save_strategy`` "best"); with it, every saved
+        iteration must be an evaluated one. The metric's name is checked by the trainer, which knows
+        the reward functions (:meth:`OnlineTrainer._check_best_metric`)."""
+        if _strategy(self.eval_strategy) == "no":
+            raise ValueError(
+                "load_best_model_at_end keeps the best evaluated policy: set eval_every N (evaluate every N "
+                "iterations on the eval set)"
+            )
+        if self.metric_for_best_model is None:  # transformers' default, "loss", is no evaluation's
+            self.metric_for_best_model = "eval_reward"
+        if _strategy(self.save_strategy) == "no":
+            self.save_strategy = "best"
+        elif _strategy(self.save_strategy) == "steps" and self.eval_steps and self.save_steps % self.eval_steps:
+            save, every = self.save_steps / self.steps_per_iteration, self.eval_steps / self.steps_per_iteration
+            raise ValueError(
+                f"load_best_model_at_end: save_every ({save:g} iterations) must "
+                f"be a multiple of eval_every ({every:g}), so that every saved "
+                "checkpoint was evaluated; or leave save_every unset (a checkpoint at each new best)"
+            )
 
     def _check_estimator(self) -> None:
         """``advantage_estimator`` is known and has what it needs; ``gamma``'s default follows it."""
@@ -267,3 +293,8 @@ class OnlineConfig(RLConfig):
     def micro_steps_per_iteration(self) -> int:
         """Trainer micro-steps (forward/backward calls) per rollout."""
         return self.steps_per_iteration * self.gradient_accumulation_steps
+
+
+def _strategy(value: Any) -> str:
+    """A TrainingArguments strategy as its string ("no", "steps", ...), before or after its enum conversion."""
+    return str(getattr(value, "value", value))

@@ -33,28 +33,26 @@ minibatch to hold whole groups). Helpers an algorithm may call: :meth:`OnlineTra
 
 from __future__ import annotations
 
-import contextlib
 import json
 import math
 import os
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, ClassVar, NamedTuple, cast
 
 import torch
 from datasets import Dataset
-from torch import nn
 from transformers import PreTrainedModel, PreTrainedTokenizerBase, Trainer, TrainerCallback
 from transformers.trainer_callback import ProgressCallback
+from transformers.utils import logging
 
-from hfrl.core.action_space import FULL_VOCABULARY, ActionSpace
-from hfrl.core.capture import CaptureSettings
+from hfrl.core.action_space import ActionSpace
 from hfrl.core.estimators import estimator_class
 from hfrl.core.estimators.base import AdvantageEstimator
 from hfrl.core.kl import make_kl_controller
 from hfrl.core.losses import kl_k3
 from hfrl.core.minibatches import plan_epoch, whiten_per_minibatch
-from hfrl.core.models import fix_tokenizer, load_pretrained_weights, load_tokenizer_for, load_trainable
+from hfrl.core.models import fix_tokenizer, load_tokenizer_for, load_trainable
 from hfrl.core.policies import ActorCritic, ReferencePolicy, disable_dropout, is_peft_model, tempered
 from hfrl.core.rollout import (
     Completions,
@@ -62,31 +60,27 @@ from hfrl.core.rollout import (
     TaskRewards,
     action_logprobs,
     assemble,
-    concat,
-    generate_completions,
-    pad,
     rollout_stats,
     score,
     whole_groups,
 )
 from hfrl.rewards import reward_list
-from hfrl.rewards.combine import compute_rewards
+from hfrl.rewards.combine import compute_rewards, reward_name
 from hfrl.trainers.crash_safe import CrashSafeMixin
 from hfrl.trainers.evaluation import (
     NOT_REWARD_COLUMNS,
     PROMPT_IDS,
     EvaluationMixin,
     encode_prompt,
-    generate_and_score,
 )
 from hfrl.trainers.iteration_log import IterationProgress, SaveStateAtEnd
+from hfrl.trainers.online.checkpointing import ONLINE_STATE_NAME, VALUE_HEAD_NAME, OnlineCheckpointing
+from hfrl.trainers.online.entropy_watch import EntropyWatch
+from hfrl.trainers.online.generation import OnlineGeneration
 from hfrl.trainers.online.iteration_record import IterationRecord
 from hfrl.trainers.online.iteration_sampler import IterationSampler, PromptBatch, PromptRows
 from hfrl.trainers.online.online_config import OnlineConfig
 from hfrl.trainers.trainer_mixin import TrainerMixin
-
-ONLINE_STATE_NAME = "online_state.json"
-VALUE_HEAD_NAME = "value_head.safetensors"
 
 RewardFunc = Callable[..., Sequence[Any]]
 
@@ -100,9 +94,12 @@ class PolicyOutputs(NamedTuple):
     full_logprobs: torch.Tensor | None = None  # of the taken tokens under the full softmax (kl_in_loss only)
 
 
-class OnlineTrainer(CrashSafeMixin, EvaluationMixin, TrainerMixin, Trainer):
+class OnlineTrainer(OnlineCheckpointing, OnlineGeneration, CrashSafeMixin, EvaluationMixin, TrainerMixin, Trainer):
     """Base of PPO / NLPO / A2C / TRPO. Subclasses set ``config_class`` and write :meth:`loss` (and
-    :meth:`policy_step`, :meth:`_build_action_space` where they differ: the module's hook surface)."""
+    :meth:`policy_step`, :meth:`_build_action_space` where they differ: the module's hook surface).
+    Saving, the checkpoint's own state and resuming are :class:`OnlineCheckpointing`'s, sampling
+    (rollouts, the eval split) :class:`OnlineGeneration`'s: first in the bases, their ``_save``,
+    ``_save_own_state`` and ``generate_and_score`` replace the other mixins' and the Trainer's."""
 
     #: the algorithm names this trainer serves, with their `hfrl list algs` line (hfrl/trainers/declared.py)
     algs: ClassVar[dict[str, str]] = {}  # a base: exported, no name of its own
@@ -170,7 +167,7 @@ class OnlineTrainer(CrashSafeMixin, EvaluationMixin, TrainerMixin, Trainer):
         self._buffer: list[Rollout] = []
         self._rollout: Rollout | None = None  # the current iteration's rollout
         self.iteration: IterationRecord | None = None  # the current iteration's numbers, until it is logged
-        self._mean_completion_length: float | None = None  # of the last rollout: sizes rollout_tokens' first round
+        self._mean_completion_length = None  # of the last rollout: sizes rollout_tokens' first round
         if not args.disable_tqdm:
             self.remove_callback(ProgressCallback)
             self.add_callback(IterationProgress())
@@ -178,6 +175,38 @@ class OnlineTrainer(CrashSafeMixin, EvaluationMixin, TrainerMixin, Trainer):
         self.action_space = self._build_action_space()
         critic = (VALUE_HEAD_NAME,) if self.has_critic else ()
         self._own_checkpoint_files = (*critic, ONLINE_STATE_NAME, *self.action_space.checkpoint_files)
+        self.entropy_watch = EntropyWatch()  # a one-line warning when the policy's entropy collapses
+        if args.load_best_model_at_end:
+            self._check_best_metric(self.eval_dataset)
+
+    def _check_best_metric(self, eval_dataset: Any) -> None:
+        """``load_best_model_at_end`` needs a ``metric_for_best_model`` among the evaluation's (and an
+        eval set, without which the Trainer stops as for any ``eval_strategy``): ``eval_reward`` (each
+        split's ``eval_NAME_reward`` with a dict of eval sets), a reward function's
+        ``eval_rewards/NAME``, or a metric's (``eval_`` + a metric's name or one of its keys: checked
+        at the first evaluation, where the keys are known)."""
+        name = cast(str, self.args.metric_for_best_model)
+        name = name if name.startswith("eval_") else f"eval_{name}"
+        prefixes = [f"eval_{split}" for split in eval_dataset] if isinstance(eval_dataset, dict) else ["eval"]
+        rewards = [reward_name(f) for f in self.reward_funcs]
+        known = [f"{p}_{key}" for p in prefixes for key in ("reward", *(f"rewards/{r}" for r in rewards))]
+        if name in known or any(name.startswith(f"{p}_{metric}") for p in prefixes for metric in self.metrics):
+            return
+        raise ValueError(
+            f"metric_for_best_model {self.args.metric_for_best_model!r} is no evaluation metric of this run; "
+            f"use one of: {', '.join(known + [f'{prefixes[0]}_{m}' for m in self.metrics])}"
+        )
+
+    def _determine_best_metric(self, metrics: dict[str, float], trial: Any) -> bool:
+        """The Trainer's, with a one-line error when ``metric_for_best_model`` is not among the metrics."""
+        name = self.args.metric_for_best_model
+        name = name if name is None or name.startswith("eval_") else f"eval_{name}"
+        if name is not None and name not in metrics:
+            raise ValueError(
+                f"metric_for_best_model {self.args.metric_for_best_model!r} is not among this evaluation's metrics: "
+                f"{', '.join(sorted(k for k in metrics if k.startswith('eval_')))}"
+            )
+        return super()._determine_best_metric(metrics, trial)
 
     def _build_estimator(self, args: OnlineConfig) -> type[AdvantageEstimator]:
         """How rewards become advantages (:mod:`hfrl.core.estimators`): the config's
@@ -299,54 +328,6 @@ class OnlineTrainer(CrashSafeMixin, EvaluationMixin, TrainerMixin, Trainer):
             and not args.mini_batch_size % group
         )
 
-    def _queries(self, batch: list[dict[str, Any]]) -> tuple[torch.Tensor, torch.Tensor]:
-        side = "right" if self.is_encoder_decoder else "left"
-        ids, mask = pad([ex[PROMPT_IDS] for ex in batch], self.tokenizer.pad_token_id, side)
-        return ids.to(self.accelerator.device), mask.to(self.accelerator.device)
-
-    def _generate(
-        self, query_ids, query_mask, generation_kwargs: dict, *, rollout: bool = False, num_generations: int = 1
-    ) -> Completions:
-        """Sample ``num_generations`` completions per prompt with the policy in eval mode (each prompt
-        encoded once for them, :func:`hfrl.core.rollout.generate_completions`). A rollout's (``rollout``)
-        samples through the action space and keeps what generation computed
-        (:func:`hfrl.core.rollout.generate_completions`): the sets sampled from when the action space
-        records them, the policy's log-probs and hidden states when :meth:`_capture_at_generation`."""
-        from trl.models.utils import unwrap_model_for_generation
-
-        capture = None
-        if rollout and self._capture_at_generation():  # hidden states only for a critic's values
-            capture = CaptureSettings(self.temperature, hidden=self.has_critic)
-        with unwrap_model_for_generation(
-            self.model_wrapped,
-            self.accelerator,
-            gradient_checkpointing_kwargs=cast(dict | None, self.args.gradient_checkpointing_kwargs),
-        ) as unwrapped:
-            was_training = unwrapped.training
-            unwrapped.eval()
-            with self._autocast(), self._diverged_weights_named():
-                completions = generate_completions(
-                    unwrapped.policy, query_ids, query_mask, generation_kwargs, self.tokenizer.pad_token_id,
-                    batch_size=self.args.generation_batch_size,
-                    action_space=self.action_space if rollout else FULL_VOCABULARY,
-                    capture=capture, num_generations=num_generations,
-                )  # fmt: skip
-            unwrapped.train(was_training)
-        return completions
-
-    @contextlib.contextmanager
-    def _diverged_weights_named(self) -> Iterator[None]:
-        """Sampling from a policy whose weights went non-finite fails deep in torch ("probability
-        tensor contains either inf, nan or element < 0"): say what happened and what to change."""
-        try:
-            yield
-        except RuntimeError as err:
-            if "probability tensor contains" not in str(err):
-                raise
-            raise self.non_finite(
-                "the policy's next-token probabilities are NaN or infinite (its weights diverged)"
-            ) from err
-
     def require_unsharded_policy(self, what: str) -> None:
         """One clear error instead of a silent failure where ``what`` needs the policy's full weights."""
         plugin = getattr(self.accelerator.state, "deepspeed_plugin", None)
@@ -355,22 +336,6 @@ class OnlineTrainer(CrashSafeMixin, EvaluationMixin, TrainerMixin, Trainer):
                 f"{self._name} {what}, which DeepSpeed ZeRO-3 and FSDP shard across processes: use DDP "
                 "(hfrl/accelerate_configs/multi_gpu.yaml) or ZeRO-2 (deepspeed_zero2.yaml)"
             )
-
-    def _capture_at_generation(self) -> bool:
-        """Whether the rollout's policy log-probs and values come from generation (no scoring forward
-        of the policy): on by config, with the value head on the shared backbone."""
-        return self.args.logprobs_from_generation and not self.args.separate_critic
-
-    def _autocast(self):
-        """Rollout generation and scoring under the run's mixed precision (``bf16`` / ``fp16``), as
-        Accelerate runs the update's forward; a no-op in full precision."""
-        return self.accelerator.autocast()
-
-    def _decode(self, response_ids: torch.Tensor) -> list[str]:
-        return self.tokenizer.batch_decode(response_ids, skip_special_tokens=True)
-
-    def _rollout_generation_kwargs(self) -> dict:
-        return {"max_new_tokens": self.args.max_new_tokens, **self.args.generation_kwargs}
 
     def action_logprobs(self, logits: torch.Tensor, inputs: Rollout) -> tuple[torch.Tensor, torch.Tensor | None]:
         """Log-probs of the taken tokens and entropies under the action distribution for the loss
@@ -459,43 +424,6 @@ class OnlineTrainer(CrashSafeMixin, EvaluationMixin, TrainerMixin, Trainer):
     @property
     def temperature(self) -> float:
         return float(self.args.generation_kwargs.get("temperature") or 1.0)
-
-    def _generate_rollout(self, batch: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], Completions]:
-        """Sample the rollout: ``num_generations`` completions per prompt (``batch`` holds each prompt
-        that many times in a row, :class:`IterationSampler`), then, with ``rollout_tokens`` (one
-        completion per prompt), further completions of the same prompts (in turn) until the rollout
-        holds that many transitions; the first round already samples as many as the previous
-        rollout's mean length asks for. Returns the examples, one per completion, and the completions."""
-        args, target, group = self.args, self.args.rollout_tokens, self.args.num_generations
-        pending = list(batch)
-        if len(pending) % group or any(
-            ex[PROMPT_IDS] != pending[i - i % group][PROMPT_IDS] for i, ex in enumerate(pending)
-        ):
-            raise ValueError(f"a rollout's examples must hold each prompt num_generations ({group}) times in a row")
-        if target and self._mean_completion_length:
-            pending = _cycle(batch, 0, max(len(batch), math.ceil(target / self._mean_completion_length)))
-        examples: list[dict[str, Any]] = []
-        rounds: list[Completions] = []
-        tokens = 0
-        while True:
-            prompts = pending[::group]  # one example per group
-            chunk = min(args.generation_batch_size or len(pending), args.scoring_batch_size or args.mini_batch_size)
-            if chunk < len(pending):  # batches of similar prompt lengths: less padding to generate and score over
-                prompts = sorted(prompts, key=lambda ex: len(ex[PROMPT_IDS]))
-                pending = [ex for ex in prompts for _ in range(group)]
-            query_ids, query_mask = self._queries(prompts)
-            kwargs = self._rollout_generation_kwargs()
-            rounds.append(self._generate(query_ids, query_mask, kwargs, rollout=True, num_generations=group))
-            examples += pending
-            tokens += int(rounds[-1].response_mask.sum())
-            if not target or tokens >= target:
-                break
-            needed = math.ceil((target - tokens) * len(examples) / tokens)  # at the mean length so far
-            pending = _cycle(batch, len(examples), needed)
-        self._mean_completion_length = tokens / len(examples)
-        if len(rounds) == 1:
-            return examples, rounds[0]
-        return examples, concat(rounds, self.tokenizer.pad_token_id, *self._queries(examples))
 
     def collect_rollout(self, batch: list[dict[str, Any]]) -> Rollout:
         """Generate, reward, score, penalise KL, estimate advantages, step the KL controller."""
@@ -632,90 +560,11 @@ class OnlineTrainer(CrashSafeMixin, EvaluationMixin, TrainerMixin, Trainer):
         tokens = float(self.accelerator.reduce(local, reduction="sum"))
         metrics["tokens_per_second"] = tokens / max(now - record.start, 1e-9)
         metrics["iteration"] = self.state.global_step // self.args.steps_per_iteration
+        entropy = metrics.get("entropy")  # the same on every process (rollout_stats, the loss's: reduced)
+        warning = self.entropy_watch.observe(entropy, int(metrics["iteration"])) if entropy is not None else None
+        if warning and self.is_world_process_zero():
+            logging.get_logger(__name__).warning(warning)
         return metrics
-
-    # ---- evaluation (EvaluationMixin.evaluate) ---------------------------------------------
-    def generate_and_score(self, dataset: Dataset, prefix: str = "eval") -> tuple[dict[str, float], list[dict]]:
-        """The eval prompts completed by the policy with the eval settings (the whole vocabulary, as
-        :meth:`_generate` samples outside a rollout), scored
-        (:func:`hfrl.trainers.evaluation.generate_and_score`)."""
-        kwargs = {"max_new_tokens": self.args.eval_max_new_tokens or self.args.max_new_tokens}
-        kwargs.update(self.args.eval_generation_kwargs)
-        if PROMPT_IDS not in dataset.column_names:
-            dataset = self._tokenize(dataset)
-
-        def complete(batch: Dataset) -> list[str]:
-            return self._decode(self._generate(*self._queries(list(batch)), kwargs).response_ids)
-
-        scoring = self.scoring(prefix, policy=self.accelerator.unwrap_model(self.model).policy)
-        batch_size = self.args.per_device_eval_batch_size
-        return generate_and_score(dataset, complete, scoring, batch_size=batch_size, accelerator=self.accelerator)
-
-    # ---- saving and resuming ----------------------------------------------------------------
-    def _save(self, output_dir: str | None = None, state_dict=None) -> None:
-        """The policy as a plain transformers (or PEFT adapter) directory, the value head (if any) beside it.
-
-        Under DeepSpeed / FSDP the Trainer passes the gathered ``state_dict`` of the whole wrapper;
-        it is split by prefix (``policy.``, ``value_head.``, ``critic.``)."""
-        from safetensors.torch import save_file
-
-        output_dir = str(output_dir or self.args.output_dir)
-        if not self.args.should_save:
-            return
-        os.makedirs(output_dir, exist_ok=True)
-        model: ActorCritic = self.accelerator.unwrap_model(self.model)
-        parts = _split_state_dict(state_dict, ("policy", "value_head", "critic")) if state_dict else {}
-        only_trained = {"selected_adapters": [model.policy.active_adapter]} if is_peft_model(model.policy) else {}
-        model.policy.save_pretrained(output_dir, state_dict=parts.get("policy"), **only_trained)
-        if model.value_head is not None:  # none without a critic
-            head = parts.get("value_head") or model.value_head.state_dict()
-            save_file({k: v.contiguous() for k, v in head.items()}, os.path.join(output_dir, VALUE_HEAD_NAME))
-        if model.critic is not None:
-            model.critic.save_pretrained(os.path.join(output_dir, "critic"), state_dict=parts.get("critic"))
-        self.tokenizer.save_pretrained(output_dir)
-        from hfrl.trainers.secret_free_save import save_training_args
-
-        save_training_args(self.args, output_dir)  # the pickle never holds a secret
-
-    def _save_own_state(self, folder: str) -> None:
-        """``online_state.json`` and the action space's files in the checkpoint (before it is marked
-        complete: :mod:`hfrl.trainers.crash_safe`)."""
-        if self.args.should_save:
-            with open(os.path.join(folder, ONLINE_STATE_NAME), "w") as fh:
-                json.dump(self.online_state(), fh, indent=2)
-            self.action_space.save(folder)
-
-    def online_state(self) -> dict[str, Any]:
-        """What a checkpoint needs beyond model, optimizer, scheduler and RNG (subclasses extend)."""
-        return {
-            "iteration": self.state.global_step // self.args.steps_per_iteration,
-            "kl_controller": self.kl_ctl.state_dict(),
-            "advantage_estimator": self.args.advantage_estimator,  # a critic (value_head.safetensors) with gae only
-            **self.action_space.state(),
-        }
-
-    def load_online_state(self, state: dict[str, Any]) -> None:
-        self.kl_ctl.load_state_dict(state["kl_controller"])
-        self.action_space.load_state(state)
-
-    def _load_from_checkpoint(self, resume_from_checkpoint: str, model: nn.Module | None = None) -> None:
-        from safetensors.torch import load_file
-
-        wrapper = cast(ActorCritic, model if model is not None else self.model)
-        load_pretrained_weights(wrapper.policy, resume_from_checkpoint)
-        if wrapper.value_head is not None:
-            head = os.path.join(resume_from_checkpoint, VALUE_HEAD_NAME)
-            if not os.path.isfile(head):
-                raise ValueError(
-                    f"{resume_from_checkpoint} holds no value head: a run without a critic wrote it; resume it with "
-                    f"its own advantage_estimator, not {self.args.advantage_estimator}"
-                )
-            wrapper.value_head.load_state_dict(load_file(head))
-        if wrapper.critic is not None:
-            load_pretrained_weights(wrapper.critic, os.path.join(resume_from_checkpoint, "critic"))
-        with open(os.path.join(resume_from_checkpoint, ONLINE_STATE_NAME)) as fh:  # train() checked it is there
-            self.load_online_state(json.load(fh))
-        self.action_space.load(resume_from_checkpoint)
 
 
 def _load_policy(
@@ -738,18 +587,3 @@ def _load_policy(
     if args.disable_dropout:
         disable_dropout(policy)
     return policy, tokenizer, fresh
-
-
-def _cycle(examples: list, start: int, count: int) -> list:
-    """``count`` examples taken in turn from ``examples``, starting at index ``start`` (wrapping)."""
-    return [examples[(start + i) % len(examples)] for i in range(count)]
-
-
-def _split_state_dict(state_dict: dict, prefixes: tuple[str, ...]) -> dict[str, dict]:
-    """``{"policy.a": x, "value_head.b": y}`` -> ``{"policy": {"a": x}, "value_head": {"b": y}}``."""
-    parts: dict[str, dict] = {}
-    for key, value in state_dict.items():
-        head, _, rest = key.partition(".")
-        if head in prefixes:
-            parts.setdefault(head, {})[rest] = value
-    return parts

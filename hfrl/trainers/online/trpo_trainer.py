@@ -6,6 +6,7 @@ hfrl train --task numbers --alg trpo --model tiny
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from typing import cast
 
 import torch
@@ -27,11 +28,29 @@ def _math_attention():
     return sdpa_kernel([SDPBackend.MATH])
 
 
-def _kl_gradient(logits: torch.Tensor, chunk: Rollout, params: list[torch.Tensor]) -> torch.Tensor:
-    """The flat gradient of ``KL(pi_old || pi)`` (0 here) over ``params``, with its graph: ``F v`` is
-    its gradient's product with ``v``."""
-    kl = categorical_kl(logits.detach(), logits, chunk.response_mask)
-    return flat(torch.autograd.grad(kl, params, create_graph=True))
+def _fisher_product(logits: torch.Tensor, chunk: Rollout, params: list[torch.Tensor]) -> Callable:
+    """``v -> F v`` on one chunk's forward graph (kept for every call): ``F = J^T H J``, the Hessian
+    of the masked mean ``KL(pi_old || pi)`` in ``params`` at ``pi = pi_old``, with ``J`` the
+    Jacobian of the logits in ``params`` and ``H`` the KL's Hessian in the logits, at each of the
+    ``N`` unmasked positions ``H_t u = (p_t * u - p_t (p_t . u)) / N`` (softmax's). The Hessian's
+    other term, ``sum_t dKL/dz_t * d2 z_t``, vanishes: ``dKL/dz = pi - pi_old = 0`` there
+    (docs/algorithms.md §5). So no second derivative of the KL through the network is taken:
+    ``J v`` is the gradient in a dummy ``u`` of ``(J^T u) . v`` (the double-backward trick, through
+    the backward graph alone), ``J^T w`` one ordinary backward: the same ``F v`` as the KL's
+    Hessian-vector product up to float rounding (relative 1e-7), with a third fewer matrix products
+    (the numbers task's policy step: 0.75 s of CPU instead of 0.93 at one thread)."""
+    mask = chunk.response_mask.to(logits.dtype)
+    probs = torch.softmax(logits.detach(), dim=-1)
+    weights = (mask / mask.sum()).unsqueeze(-1)
+    dummy = torch.zeros_like(logits, requires_grad=True)
+    transposed = flat(torch.autograd.grad(logits, params, grad_outputs=dummy, create_graph=True))  # J^T u
+
+    def product(vector: torch.Tensor) -> torch.Tensor:
+        (jv,) = torch.autograd.grad(transposed, dummy, grad_outputs=vector, retain_graph=True)  # J v
+        hjv = weights * probs * (jv - (probs * jv).sum(-1, keepdim=True))
+        return flat(torch.autograd.grad(logits, params, grad_outputs=hjv, retain_graph=True))
+
+    return product
 
 
 class TRPOTrainer(OnlineTrainer):
@@ -133,18 +152,18 @@ class TRPOTrainer(OnlineTrainer):
         """The full step ``sqrt(2 delta / s^T F s) * s`` with ``s`` solving ``F s = g`` by conjugate
         gradient; ``g`` and the step's length ``s^T F s`` over ``chunks``, conjugate gradient's ``F``
         over ``fisher`` (chunks and weights: the same ones, or every ``fisher_subsample``-th
-        completion's). One Fisher chunk keeps its double-backward graph through conjugate gradient
-        (the gradient's own graph when it is the same single chunk); several recompute each chunk's
-        forward per Fisher-vector product, so memory is bounded by one chunk's graph.
-        ``KL(pi_old || pi)`` is 0 at the current parameters; its Hessian is ``F``."""
+        completion's). One Fisher chunk keeps its graph through conjugate gradient (the gradient's
+        own graph when it is the same single chunk); several recompute each chunk's forward per
+        Fisher-vector product, so memory is bounded by one chunk's graph.
+        ``KL(pi_old || pi)`` is 0 at the current parameters; its Hessian is ``F`` (:func:`_fisher_product`)."""
         args = self.args
-        kl_gradient = functools.partial(_kl_gradient, params=params)
+        fisher_on = functools.partial(_fisher_product, params=params)
         fisher_chunks, fisher_weights = fisher
         shared = fisher_chunks is chunks and len(chunks) == 1
         grad = torch.zeros(sum(p.numel() for p in params), device=weights[0].device)
         sums = torch.zeros(2, device=grad.device)  # surrogate, entropy
         old_logits: list[torch.Tensor] = []
-        retained = None  # (flat grad of the KL, with its graph): one Fisher chunk only
+        retained = None  # F v on the kept graph: one Fisher chunk only
         for chunk, weight in zip(chunks, weights, strict=True):
             with _math_attention():
                 logits, logprobs, entropy = forward(chunk, with_entropy=True)
@@ -154,24 +173,24 @@ class TRPOTrainer(OnlineTrainer):
             sums += weight * torch.stack([objective.detach(), masked_mean(entropy, mask)])
             old_logits.append(logits.detach())
             if shared:
-                retained = kl_gradient(logits, chunk)
+                with _math_attention():
+                    retained = fisher_on(logits, chunk)
         if retained is None and len(fisher_chunks) == 1:
             with _math_attention():
-                retained = kl_gradient(forward(fisher_chunks[0])[0], fisher_chunks[0])
+                retained = fisher_on(forward(fisher_chunks[0])[0], fisher_chunks[0])
         grad = self.global_sum(grad)
         old_objective, entropy = self.global_sum(sums).tolist()
 
-        def fisher_product(on: list[Rollout], shares: list[torch.Tensor], graph: torch.Tensor | None):
+        def fisher_product(on: list[Rollout], shares: list[torch.Tensor], kept: Callable | None):
             def product(vector: torch.Tensor) -> torch.Tensor:  # (F + damping I) v
-                if graph is not None:
-                    hvp = shares[0] * flat(torch.autograd.grad(graph @ vector, params, retain_graph=True))
+                if kept is not None:
+                    fvp = shares[0] * kept(vector)
                 else:
-                    hvp = torch.zeros_like(vector)
+                    fvp = torch.zeros_like(vector)
                     for chunk, weight in zip(on, shares, strict=True):
                         with _math_attention():
-                            grad_kl = kl_gradient(forward(chunk)[0], chunk)
-                        hvp += weight * flat(torch.autograd.grad(grad_kl @ vector, params))
-                return self.global_sum(hvp) + args.cg_damping * vector
+                            fvp += weight * fisher_on(forward(chunk)[0], chunk)(vector)
+                return self.global_sum(fvp) + args.cg_damping * vector
 
             return product
 

@@ -1,0 +1,39 @@
+"""A2C and TRPO learn the `numbers` task with its shipped config and the built-in tiny model (PPO's
+and NLPO's: tests/trainers/test_ppo_trainer.py, test_estimator_matrix.py). Shorter than the shipped
+runs, with bounds far from the measured curves: runs diverge chaotically with float order (threads,
+memory alignment, the tests that ran before), so each bound is half the lowest gain measured over
+seeds 0-2 and 42 at one thread (the numbers in each case; two threads could not be measured on the
+shared machine, issue 29's report)."""
+
+import pytest
+
+CASES = {
+    # alg: (iterations, the gain of the last 10 iterations' mean reward over the first 5's asked for).
+    # A2C (1000 iterations shipped), its first 300: gains 0.183 / 0.089 / 0.041 (seeds 0-2) and 0.047
+    # (seed 42, the test's), one thread.
+    "a2c": (300, 0.02),
+    # TRPO (300 iterations shipped), its first 50: gains 0.062 / 0.059 / 0.059 (seeds 0-2) and 0.040
+    # (seed 42), one thread.
+    "trpo": (50, 0.02),
+}
+
+
+def iteration_rewards(trainer):
+    return [h["reward"] for h in trainer.state.log_history if "reward" in h]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("alg", sorted(CASES))
+def test_numbers_learning_curve_goes_up(alg, tmp_path):
+    from hfrl.runs.experiment import build_trainer, resolve_run
+
+    iterations, gain = CASES[alg]
+    run = resolve_run(
+        "numbers", alg, "tiny", overrides={"num_iterations": iterations, "disable_tqdm": True},
+        output_dir=str(tmp_path / "numbers"),
+    )  # fmt: skip
+    trainer = build_trainer(run)
+    trainer.train()
+    rewards = iteration_rewards(trainer)
+    first, last = sum(rewards[:5]) / 5, sum(rewards[-10:]) / 10
+    assert last > first + gain, rewards
