@@ -109,7 +109,12 @@ def test_the_start_page_the_api_reference_and_search_work_in_chromium(served, br
     box = wait_for(browser, "input.md-search__input")
     box.click()
     box.send_keys("advantage estimator")
-    result = wait_for(browser, "li.md-search-result__item, .md-search-result__meta", timeout=30)
-    assert result.text.strip()
-    meta = browser.find_element(By.CSS_SELECTOR, ".md-search-result__meta").text
-    assert "matching" in meta.lower() and not meta.lower().startswith("no"), meta
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    def searched(drv) -> str | None:  # "Initializing search" shows until the index has loaded
+        text = drv.find_element(By.CSS_SELECTOR, ".md-search-result__meta").text
+        return text if "matching" in text.lower() else None
+
+    meta = WebDriverWait(browser, 30).until(searched)
+    assert not meta.lower().startswith("no"), meta
+    assert browser.find_element(By.CSS_SELECTOR, "li.md-search-result__item").text.strip()
