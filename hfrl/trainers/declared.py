@@ -21,8 +21,9 @@ from __future__ import annotations
 
 import ast
 import functools
+from collections.abc import Callable
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 ROOT = Path(__file__).resolve().parent
 FAMILIES = ("online", "trl_adapters.py", "offline")  # the order `hfrl list algs` shows them in
@@ -109,3 +110,16 @@ def exports(*packages: str) -> dict[str, str]:
             out[t.name] = t.module
             out[t.config_name] = t.config_module
     return out
+
+
+def lazy_getattr(package: str, lazy: dict[str, str]) -> Callable[[str], Any]:
+    """A package's module ``__getattr__`` (PEP 562) that imports an export from its module when first
+    asked for (``lazy``: :func:`exports`' name -> module), so that importing the package costs no torch."""
+    import importlib
+
+    def __getattr__(name: str) -> Any:
+        if name in lazy:
+            return getattr(importlib.import_module(lazy[name]), name)
+        raise AttributeError(f"module {package!r} has no attribute {name!r}")
+
+    return __getattr__

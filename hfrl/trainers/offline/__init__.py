@@ -3,10 +3,9 @@ and PRO, imported lazily: the exports derive from the trainers' declarations (:m
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from hfrl.trainers.declared import exports
+from hfrl.trainers.declared import exports, lazy_getattr
 
 _LAZY = exports("hfrl.trainers.offline")
 __all__ = sorted(_LAZY)
@@ -16,8 +15,4 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers; tests/unit/test_regis
     from hfrl.trainers.offline.alol_trainer import ALoLTrainer  # noqa: F401
     from hfrl.trainers.offline.pro_trainer import PROConfig, PROTrainer  # noqa: F401
 
-
-def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        return getattr(importlib.import_module(_LAZY[name]), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = lazy_getattr(__name__, _LAZY)

@@ -3,10 +3,9 @@ the exports derive from the trainers' declarations (:mod:`hfrl.trainers.declared
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from hfrl.trainers.declared import exports
+from hfrl.trainers.declared import exports, lazy_getattr
 
 _LAZY = exports("hfrl.trainers.online")
 __all__ = sorted(_LAZY)
@@ -23,8 +22,4 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers; tests/unit/test_regis
     from hfrl.trainers.online.trpo_config import TRPOConfig  # noqa: F401
     from hfrl.trainers.online.trpo_trainer import TRPOTrainer  # noqa: F401
 
-
-def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        return getattr(importlib.import_module(_LAZY[name]), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = lazy_getattr(__name__, _LAZY)
