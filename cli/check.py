@@ -23,6 +23,7 @@ from typing import Annotated, Any
 import typer
 
 from hfrl.cli._options import AlgOpt, ModelOpt, TaskArgOpt, TaskOpt
+from hfrl.utils.hub_access import cached_revisions, hub_reachable
 
 HELP = """Check, before a long run, that everything a task needs is there or can be downloaded.
 
@@ -44,7 +45,6 @@ Examples:
 
 QuantOpt = Annotated[bool, typer.Option("--load_in_4bit", "--load-in-4bit", help="The run loads 4-bit (QLoRA).")]
 Quant8Opt = Annotated[bool, typer.Option("--load_in_8bit", "--load-in-8bit", help="The run loads 8-bit.")]
-ProbeTimeout = 3.0  # seconds to decide whether the Hub is reachable
 
 
 @dataclass
@@ -60,13 +60,6 @@ class Report:
             self.problems.append(problem)
 
 
-def hub_reachable(timeout: float = ProbeTimeout) -> tuple[bool, str]:
-    """``(online, why not)``: :func:`hfrl.utils.hub_access.hub_reachable`."""
-    from hfrl.utils.hub_access import hub_reachable as probe
-
-    return probe(timeout)
-
-
 def megabytes(n: float | None) -> str:
     """``~1.3 GB`` / ``~6 MB`` / ``size unknown``.
 
@@ -76,13 +69,6 @@ def megabytes(n: float | None) -> str:
     if n is None:
         return "size unknown"
     return f"~{n / 1000:.1f} GB" if n >= 1000 else f"~{n:.0f} MB" if n >= 1 else f"~{n:.1f} MB"
-
-
-def _cached_revisions(repo_type: str, repo_id: str) -> dict[str, str]:
-    """Commit -> snapshot folder of ``repo_id`` in huggingface_hub's cache."""
-    from hfrl.utils.hub_access import cached_revisions
-
-    return cached_revisions(repo_type, repo_id)
 
 
 def _patterns(files: dict[str, Any]) -> list[str]:
@@ -119,7 +105,7 @@ def check_dataset(report: Report, task: str, source: dict[str, Any], online: boo
         return
     if revision is None or len(str(revision)) != 40:
         report.add(f"{head}: not pinned to a commit (follows {revision or 'main'})")
-    cached = _cached_revisions("dataset", repo).get(str(revision))
+    cached = cached_revisions("dataset", repo).get(str(revision))
     if cached and all(glob.glob(os.path.join(cached, p)) for p in patterns):
         report.add(f"{head}: cached ({cached})")
         return
@@ -177,7 +163,7 @@ def check_model(report: Report, name: str, role: str, online: bool) -> None:
         report.add(f"{head}: not in the asset manifest (no pinned commit, follows main)")
     elif revision is None:
         report.add(f"{head}: unpinned in the manifest ({entry.get('unpinned', 'no commit found')}; follows main)")
-    cached = _cached_revisions("model", name)
+    cached = cached_revisions("model", name)
     if (revision and revision in cached) or (revision is None and cached):
         report.add(f"{head}: cached")
         return
@@ -277,7 +263,7 @@ def chat_template_state(model: str) -> tuple[str, str | None]:
     """Whether ``model``'s tokenizer (a local folder or the cached snapshot) has a chat template."""
     folder = model if os.path.isdir(model) else None
     if folder is None:
-        cached = _cached_revisions("model", model)
+        cached = cached_revisions("model", model)
         folder = next(iter(cached.values()), None)
     if folder is None:
         return f"chat template of {model}: unknown until it is downloaded", None
@@ -395,7 +381,7 @@ def run_problems(run: dict[str, Any]) -> list[str]:
     if (hub_model or hub_data or own_hub) and not hub_reachable()[0]:  # offline: what is not cached stops the run
         if hub_data:
             check_dataset(report, spec.name, source, False, task_args)
-        if own_hub and not _cached_revisions("dataset", own_hub):
+        if own_hub and not cached_revisions("dataset", own_hub):
             report.add(
                 f"dataset {own_hub}: not cached",
                 f"dataset {own_hub} is not cached and the Hub cannot be reached: download it where it can, or give "
