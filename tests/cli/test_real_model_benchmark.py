@@ -58,3 +58,37 @@ def test_two_workers_two_seeds_merge_and_one_cell_reruns(tmp_path):
     assert set(after["runs"]) == set(before) and after["base"] == results["base"]  # merged, the base kept
     changed = {name for name, run in after["runs"].items() if run["date"] + str(run["seconds"]) != before[name]}
     assert changed == {"ppo-full-s0"}
+
+
+def _run(alg: str, seed: int, gain: float, seconds: float, config: dict) -> dict:
+    rows = [{"time/generate": seconds / 4, "time/update": seconds / 4, "tokens_per_second": 10.0}] * 2
+    return {"alg": alg, "mode": "lora", "seed": seed, "judge_gain": gain, "config": config, "iterations": rows}
+
+
+def test_against_trl_compares_the_best_online_cell_per_sample_and_per_minute():
+    """Hand-computed: every run trains on 480 completions (16 prompts x 30 iterations; TRL: 4 x 120
+    steps; ppo+rloo: 4 prompts x 4 generations x 30); per 1,000 completions = 1000 * gain / 480, per
+    minute = 60 * gain / the phases' seconds (two rows of generate + update = the seconds given)."""
+    sys.path.insert(0, str(SCRIPT.parent))
+    import real_model
+
+    online = {"rollout_batch_size": 16, "num_iterations": 30}
+    grouped = {"rollout_batch_size": 4, "num_generations": 4, "num_iterations": 30}
+    trl = {"per_device_train_batch_size": 4, "max_steps": 120}
+    runs = [
+        _run("ppo", 0, 0.24, 120.0, online), _run("ppo", 1, 0.30, 120.0, online),   # mean 0.27, the best
+        _run("ppo+rloo", 0, 0.12, 60.0, grouped),
+        _run("grpo", 0, 0.048, 30.0, trl),   # faster, but less gain per minute: 0.096 < 0.135
+        _run("rloo", 0, 0.30, 240.0, trl),   # more gain per sample than the best online cell
+    ]  # fmt: skip
+    results = {"settings": {"judge": "vader_sentiment"}, "runs": {f"{r['alg']}-{r['seed']}": r for r in runs}}
+    assert list(real_model.cells(results)) == [("ppo", "lora"), ("ppo+rloo", "lora"), ("grpo", "lora"),
+                                               ("rloo", "lora")]  # fmt: skip
+    assert real_model.train_seconds(runs[0]) == 120.0
+    lines = real_model.against_trl(results)
+    assert lines == [
+        "- lora: hfrl ppo vs TRL grpo (2 / 1 seeds): `vader_sentiment` gain per 1,000 completions +0.562 vs "
+        "+0.100, per minute of training +0.1350 vs +0.0960, 10.0 vs 10.0 generated tokens/s: **met**",
+        "- lora: hfrl ppo vs TRL rloo (2 / 1 seeds): `vader_sentiment` gain per 1,000 completions +0.562 vs "
+        "+0.625, per minute of training +0.1350 vs +0.0750, 10.0 vs 10.0 generated tokens/s: **NOT met**",
+    ]
