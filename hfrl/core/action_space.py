@@ -1,8 +1,10 @@
 """The action space of the online algorithms: which tokens each step may sample, and over which set
 the loss's action distribution is normalised.
 
-PPO, A2C and TRPO act over the whole vocabulary: :class:`ActionSpace` itself, which changes nothing.
-An algorithm that restricts the actions subclasses it in its own files (NLPO:
+PPO, A2C and TRPO act over the whole vocabulary: :class:`ActionSpace` itself, which changes nothing;
+with ``sampled_set_loss`` their loss renormalises over what generation's own processors (top_k,
+top_p, ...) left to sample: :class:`SampledSets`. An algorithm that restricts the actions further
+subclasses it in its own files (NLPO:
 :class:`hfrl.trainers.online.nlpo_trainer.NLPOActionSpace`). The online core (:mod:`hfrl.core.rollout`,
 :class:`hfrl.trainers.online.online_trainer.OnlineTrainer`, TRPO's policy step) calls only this
 interface:
@@ -72,3 +74,28 @@ class ActionSpace:
 
 
 FULL_VOCABULARY = ActionSpace()
+
+
+class SampledSets(ActionSpace):
+    """Sampling unchanged, but the loss's action distribution (ratio, old log-probs, entropy) is the
+    policy renormalised over the set each token was sampled from: the tokens generation's processors
+    left finite (``top_k``, ``top_p``, ``min_new_tokens``' EOS ban...), recorded 1 bit per vocabulary
+    entry. With truncated sampling the full softmax puts probability on tokens the rollout can never
+    draw, which no sampled advantage ever lowers; this is the policy that actually acted. NLPO's loss
+    does the same over its mask (:class:`hfrl.trainers.online.nlpo_trainer.NLPOActionSpace`)."""
+
+    records_sets = True
+
+    def loss_mask(self, action_sets: torch.Tensor | None, vocab: int) -> torch.Tensor | None:
+        from hfrl.core.capture import unpack_sets
+
+        return None if action_sets is None else unpack_sets(action_sets, vocab)
+
+    def rollout_stats(self, action_sets: torch.Tensor | None, response_mask: torch.Tensor) -> dict[str, float]:
+        """``sampled_set/tokens``: mean size of the sets sampled from."""
+        from hfrl.core.capture import set_sizes
+
+        if action_sets is None:
+            return {}
+        sizes = set_sizes(action_sets)[response_mask.bool()].float()
+        return {"sampled_set/tokens": sizes.mean().item() if len(sizes) else 0.0}

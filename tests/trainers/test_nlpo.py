@@ -225,6 +225,61 @@ def test_ppo_ratio_is_over_the_full_distribution_with_top_k(tiny_causal_dir, mak
     torch.testing.assert_close(new_logprobs[valid], rollout.logprobs[valid], atol=1e-5, rtol=0)
 
 
+@pytest.mark.parametrize("capture", [True, False], ids=["captured", "scored"])
+def test_ppo_sampled_set_loss_renormalises_over_the_top_k_it_sampled_from(tiny_causal_dir, make_config, capture):
+    """``sampled_set_loss``: PPO samples as before, but keeps each step's set (what top_k left) and its
+    old log-prob is the truncated distribution's, the behaviour policy's: log softmax of the processed
+    logits; the first ratio is 1 and the sets' size is logged."""
+    from hfrl import PPOTrainer
+
+    trainer = PPOTrainer(
+        model=tiny_causal_dir,
+        args=make_config(
+            generation_kwargs={"do_sample": True, "top_k": 5}, sampled_set_loss=True, logprobs_from_generation=capture
+        ),
+        reward_funcs=digit_reward,
+        train_dataset=prompts(),
+    )
+    model = trainer.accelerator.unwrap_model(trainer.model)
+    calls = _spy_processed_scores(model.policy)
+    rollout = trainer.collect_rollout([trainer.train_dataset[i] for i in range(8)])
+    processed = torch.stack(calls[0], dim=1)
+    valid = rollout.response_mask.bool()
+    stored = unpack_sets(rollout.action_sets, processed.shape[-1])
+    assert torch.equal(stored[valid], torch.isfinite(processed)[valid])
+    assert stored[valid].sum(-1).max() == 5
+    behaviour = processed.log_softmax(-1).gather(-1, rollout.response_ids.unsqueeze(-1)).squeeze(-1)
+    torch.testing.assert_close(rollout.logprobs[valid], behaviour[valid], atol=1e-5, rtol=0)
+    with torch.no_grad():
+        new_logprobs = trainer.policy_outputs(model, rollout).logprobs
+    torch.testing.assert_close(new_logprobs[valid], rollout.logprobs[valid], atol=1e-5, rtol=0)
+    assert trainer.action_space.rollout_stats(rollout.action_sets, rollout.response_mask) == {
+        "sampled_set/tokens": 5.0
+    }
+
+
+@pytest.mark.parametrize("alg", ["a2c", "trpo", "ppo+rloo"])
+def test_sampled_set_loss_trains_every_online_algorithm(tiny_causal_dir, make_config, alg):
+    """One iteration of A2C, TRPO and critic-free PPO with the loss over the sampled sets: finite
+    losses, the sets' size logged, the weights moved."""
+    from hfrl.runs.experiment import algorithm_trainer
+
+    name, _, estimator = alg.partition("+")
+    trainer_class = algorithm_trainer(name)
+    extra = {"advantage_estimator": estimator, "num_generations": 2} if estimator else {}
+    args = make_config(
+        trainer_class.config_class, generation_kwargs={"do_sample": True, "top_k": 4}, sampled_set_loss=True,
+        num_iterations=1, **extra,
+    )  # fmt: skip
+    trainer = trainer_class(model=tiny_causal_dir, args=args, reward_funcs=digit_reward, train_dataset=prompts())
+    before = [p.detach().clone() for p in trainer.model.parameters() if p.requires_grad]
+    trainer.train()
+    after = [p for p in trainer.model.parameters() if p.requires_grad]
+    assert any(not torch.equal(a, b) for a, b in zip(after, before, strict=True))
+    logged = [entry for entry in trainer.state.log_history if "sampled_set/tokens" in entry]
+    assert logged and logged[0]["sampled_set/tokens"] == 4.0
+
+
 def test_generation_looks_among_candidates_once_sets_are_small(tiny_causal_dir, nlpo_config):
     """A peaked mask policy (temperature 0.05): after the first step the processor looks for each
     top-p set among twice the last step's largest set (a topk), and its thresholds are the sort's."""

@@ -108,6 +108,15 @@ class OnlineConfig(RLConfig):
             "and kl_target set beta either way."
         },
     )
+    sampled_set_loss: bool = field(
+        default=False,
+        metadata={
+            "help": "Renormalise the loss's action distribution (ratio, old log-probs, entropy) over the tokens each "
+            "step could sample, what generation_kwargs' top_k / top_p left, as NLPO always does over its mask; the "
+            "KL penalty keeps the full softmax. False: the full softmax (RL4LMs' PPO), which with truncated "
+            "sampling keeps probability on tokens no rollout draws."
+        },
+    )
     kl_adapt_rate: float = field(
         default=0.1, metadata={"help": "Adaptive controller rate: beta *= 1 + rate * clip(error, -0.2, 0.2)."}
     )

@@ -46,7 +46,7 @@ from transformers import PreTrainedModel, PreTrainedTokenizerBase, Trainer, Trai
 from transformers.trainer_callback import ProgressCallback
 from transformers.utils import logging
 
-from hfrl.core.action_space import ActionSpace
+from hfrl.core.action_space import ActionSpace, SampledSets
 from hfrl.core.estimators import estimator_class
 from hfrl.core.estimators.base import AdvantageEstimator
 from hfrl.core.kl import make_kl_controller
@@ -215,8 +215,9 @@ class OnlineTrainer(OnlineCheckpointing, OnlineGeneration, CrashSafeMixin, Evalu
 
     def _build_action_space(self) -> ActionSpace:
         """What each step may sample and the loss renormalises over (:mod:`hfrl.core.action_space`): the
-        whole vocabulary here; NLPO builds its own. Called once, at the end of ``__init__``."""
-        return ActionSpace()
+        whole vocabulary here (with ``sampled_set_loss``, the loss over the sets generation sampled from);
+        NLPO builds its own. Called once, at the end of ``__init__``."""
+        return SampledSets() if self.args.sampled_set_loss else ActionSpace()
 
     # ---- data -------------------------------------------------------------------------------
     def _tokenize(self, dataset):
