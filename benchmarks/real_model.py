@@ -59,7 +59,7 @@ MODES = ("lora", "full")
 SAMPLES = 5  # completions shown before / after
 LORA = {"r": 16, "lora_alpha": 32, "lora_dropout": 0.0, "target_modules": "all-linear"}
 # Learning rates with the LoRA adapter (the task's configs are full fine-tuning's, what `hfrl train` runs)
-LORA_LR = {"ppo": 4e-4, "nlpo": 8e-4, "a2c": 1e-3, "trpo": None, "grpo": 4e-4, "rloo": 4e-4, "a_lol": 4e-4}
+LORA_LR = {"ppo": 4e-4, "nlpo": 4e-4, "a2c": 1e-3, "trpo": None, "grpo": 4e-4, "rloo": 4e-4, "a_lol": 4e-4}
 
 
 # ---- settings ------------------------------------------------------------------------------------

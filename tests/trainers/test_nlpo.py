@@ -253,9 +253,7 @@ def test_ppo_sampled_set_loss_renormalises_over_the_top_k_it_sampled_from(tiny_c
     with torch.no_grad():
         new_logprobs = trainer.policy_outputs(model, rollout).logprobs
     torch.testing.assert_close(new_logprobs[valid], rollout.logprobs[valid], atol=1e-5, rtol=0)
-    assert trainer.action_space.rollout_stats(rollout.action_sets, rollout.response_mask) == {
-        "sampled_set/tokens": 5.0
-    }
+    assert trainer.action_space.rollout_stats(rollout.action_sets, rollout.response_mask) == {"sampled_set/tokens": 5.0}
 
 
 @pytest.mark.parametrize("alg", ["a2c", "trpo", "ppo+rloo"])
