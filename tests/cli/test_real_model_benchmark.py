@@ -60,9 +60,10 @@ def test_two_workers_two_seeds_merge_and_one_cell_reruns(tmp_path):
     assert changed == {"ppo-full-s0"}
 
 
-def _run(alg: str, seed: int, gain: float, seconds: float, config: dict) -> dict:
+def _run(alg: str, seed: int, gain: float, seconds: float, config: dict, ppl: float = 1.0) -> dict:
     rows = [{"time/generate": seconds / 4, "time/update": seconds / 4, "tokens_per_second": 10.0}] * 2
-    return {"alg": alg, "mode": "lora", "seed": seed, "judge_gain": gain, "config": config, "iterations": rows}
+    return {"alg": alg, "mode": "lora", "seed": seed, "judge_gain": gain, "config": config, "iterations": rows,
+            "ppl_ratio": ppl}  # fmt: skip
 
 
 def test_against_trl_compares_the_best_online_cell_per_sample_and_per_minute():
@@ -78,17 +79,26 @@ def test_against_trl_compares_the_best_online_cell_per_sample_and_per_minute():
     runs = [
         _run("ppo", 0, 0.24, 120.0, online), _run("ppo", 1, 0.30, 120.0, online),   # mean 0.27, the best
         _run("ppo+rloo", 0, 0.12, 60.0, grouped),
+        _run("ppo+group_norm", 0, 0.60, 60.0, grouped, ppl=2.5),  # the most gain, but past 1.5x perplexity
         _run("grpo", 0, 0.048, 30.0, trl),   # faster, but less gain per minute: 0.096 < 0.135
         _run("rloo", 0, 0.30, 240.0, trl),   # more gain per sample than the best online cell
     ]  # fmt: skip
     results = {"settings": {"judge": "vader_sentiment"}, "runs": {f"{r['alg']}-{r['seed']}": r for r in runs}}
-    assert list(real_model.cells(results)) == [("ppo", "lora"), ("ppo+rloo", "lora"), ("grpo", "lora"),
-                                               ("rloo", "lora")]  # fmt: skip
+    assert list(real_model.cells(results)) == [("ppo", "lora"), ("ppo+group_norm", "lora"), ("ppo+rloo", "lora"),
+                                               ("grpo", "lora"), ("rloo", "lora")]  # fmt: skip
     assert real_model.train_seconds(runs[0]) == 120.0
     lines = real_model.against_trl(results)
     assert lines == [
-        "- lora: hfrl ppo vs TRL grpo (2 / 1 seeds): `vader_sentiment` gain per 1,000 completions +0.562 vs "
-        "+0.100, per minute of training +0.1350 vs +0.0960, 10.0 vs 10.0 generated tokens/s: **met**",
-        "- lora: hfrl ppo vs TRL rloo (2 / 1 seeds): `vader_sentiment` gain per 1,000 completions +0.562 vs "
-        "+0.625, per minute of training +0.1350 vs +0.0750, 10.0 vs 10.0 generated tokens/s: **NOT met**",
+        "- lora: hfrl ppo+group_norm vs TRL grpo (1 / 1 seeds): `vader_sentiment` gain per 1,000 completions +1.250 "
+        "vs +0.100, per minute of training +0.6000 vs +0.0960, 10.0 vs 10.0 generated tokens/s, perplexity 2.50x vs "
+        "1.00x: **met**",
+        "- lora: hfrl ppo+group_norm vs TRL rloo (1 / 1 seeds): `vader_sentiment` gain per 1,000 completions +1.250 "
+        "vs +0.625, per minute of training +0.6000 vs +0.0750, 10.0 vs 10.0 generated tokens/s, perplexity 2.50x vs "
+        "1.00x: **met**",
+        "- lora: hfrl ppo, the best within 1.5x perplexity vs TRL grpo (2 / 1 seeds): `vader_sentiment` gain per "
+        "1,000 completions +0.562 vs +0.100, per minute of training +0.1350 vs +0.0960, 10.0 vs 10.0 generated "
+        "tokens/s, perplexity 1.00x vs 1.00x: **met**",
+        "- lora: hfrl ppo, the best within 1.5x perplexity vs TRL rloo (2 / 1 seeds): `vader_sentiment` gain per "
+        "1,000 completions +0.562 vs +0.625, per minute of training +0.1350 vs +0.0750, 10.0 vs 10.0 generated "
+        "tokens/s, perplexity 1.00x vs 1.00x: **NOT met**",
     ]
