@@ -978,8 +978,10 @@ def against_trl(results: dict[str, Any]) -> list[str]:
         ppl = {alg: statistics.mean(r["ppl_ratio"] for r in runs) for alg, runs in ours.items()}
         best = max(ours, key=gain.__getitem__)
         bounded = max((alg for alg in ours if ppl[alg] <= PPL_BOUND), key=gain.__getitem__, default=None)
-        picks = [(best, "")] + ([(bounded, f", the best within {PPL_BOUND}x perplexity")] if bounded != best else [])
-        for alg, why in [pick for pick in picks if pick[0] is not None]:
+        picks = [(best, "")]
+        if bounded not in (None, best):
+            picks.append((bounded, f", the best within {PPL_BOUND}x perplexity"))
+        for alg, why in picks:
             for rival, runs in theirs.items():
                 a, b = _efficiency(ours[alg]), _efficiency(runs)
                 ok = "met" if a[0] > b[0] and a[1] > b[1] else "NOT met"

@@ -185,8 +185,7 @@ class OnlineTrainer(OnlineCheckpointing, OnlineGeneration, CrashSafeMixin, Evalu
         split's ``eval_NAME_reward`` with a dict of eval sets), a reward function's
         ``eval_rewards/NAME``, or a metric's (``eval_`` + a metric's name or one of its keys: checked
         at the first evaluation, where the keys are known)."""
-        name = cast(str, self.args.metric_for_best_model)
-        name = name if name.startswith("eval_") else f"eval_{name}"
+        name = _eval_metric(cast(str, self.args.metric_for_best_model))
         prefixes = [f"eval_{split}" for split in eval_dataset] if isinstance(eval_dataset, dict) else ["eval"]
         rewards = [reward_name(f) for f in self.reward_funcs]
         known = [f"{p}_{key}" for p in prefixes for key in ("reward", *(f"rewards/{r}" for r in rewards))]
@@ -199,8 +198,7 @@ class OnlineTrainer(OnlineCheckpointing, OnlineGeneration, CrashSafeMixin, Evalu
 
     def _determine_best_metric(self, metrics: dict[str, float], trial: Any) -> bool:
         """The Trainer's, with a one-line error when ``metric_for_best_model`` is not among the metrics."""
-        name = self.args.metric_for_best_model
-        name = name if name is None or name.startswith("eval_") else f"eval_{name}"
+        name = None if self.args.metric_for_best_model is None else _eval_metric(self.args.metric_for_best_model)
         if name is not None and name not in metrics:
             raise ValueError(
                 f"metric_for_best_model {self.args.metric_for_best_model!r} is not among this evaluation's metrics: "
@@ -588,3 +586,8 @@ def _load_policy(
     if args.disable_dropout:
         disable_dropout(policy)
     return policy, tokenizer, fresh
+
+
+def _eval_metric(name: str) -> str:
+    """``metric_for_best_model`` as the Trainer reads it: ``eval_`` prefixed unless it already is."""
+    return name if name.startswith("eval_") else f"eval_{name}"
