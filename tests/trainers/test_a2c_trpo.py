@@ -140,3 +140,31 @@ def test_trpo_fisher_subsample_must_be_positive(tmp_path):
 def test_trpo_fisher_batch_size_must_be_positive(tmp_path):
     with pytest.raises(ValueError, match="fisher_batch_size must be >= 1 or None, got 0"):
         TRPOConfig(output_dir=str(tmp_path), fisher_batch_size=0)
+
+
+def test_trpo_fisher_is_the_kl_hessian_and_its_quadratic_form_needs_no_transpose(tiny_causal_dir, make_config):
+    """``_Fisher.product`` is the Hessian-vector product of ``KL(pi_old || pi)`` at ``pi = pi_old``
+    (taken here by differentiating the KL twice), and ``_Fisher.quadratic(v)`` (the step's length,
+    without ``J^T``'s backward) is ``v @ product(v)``."""
+    from hfrl.core.losses import categorical_kl
+    from hfrl.core.natural_gradient import flat
+    from hfrl.core.policies import completion_forward
+    from hfrl.trainers.online.trpo_trainer import _Fisher, _math_attention
+
+    args = make_config(TRPOConfig, num_iterations=1, max_new_tokens=5)
+    trainer = TRPOTrainer(model=tiny_causal_dir, args=args, reward_funcs=digit_reward, train_dataset=prompts())
+    rollout = trainer.collect_rollout([trainer.train_dataset[i] for i in range(4)])
+    policy = trainer.model.policy
+    params = [p for p in policy.parameters() if p.requires_grad]
+    batch = (rollout.query_ids, rollout.query_mask, rollout.response_ids, rollout.response_mask)
+    vector = torch.randn(sum(p.numel() for p in params), generator=torch.Generator().manual_seed(0))
+    with _math_attention():
+        logits = completion_forward(policy, *batch)[0]
+        fisher = _Fisher(logits, rollout, params)
+        product, quadratic = fisher.product(vector), fisher.quadratic(vector)
+        kl = categorical_kl(logits.detach(), completion_forward(policy, *batch)[0], rollout.response_mask)
+        grad = flat(torch.autograd.grad(kl, params, create_graph=True))
+        hvp = flat(torch.autograd.grad(grad @ vector, params))
+    torch.testing.assert_close(product, hvp, rtol=1e-4, atol=1e-6)
+    assert quadratic.item() == pytest.approx((vector @ product).item(), rel=1e-5)
+    assert quadratic.item() > 0

@@ -5,8 +5,6 @@ hfrl train --task numbers --alg trpo --model tiny
 
 from __future__ import annotations
 
-import functools
-from collections.abc import Callable
 from typing import cast
 
 import torch
@@ -28,29 +26,42 @@ def _math_attention():
     return sdpa_kernel([SDPBackend.MATH])
 
 
-def _fisher_product(logits: torch.Tensor, chunk: Rollout, params: list[torch.Tensor]) -> Callable:
-    """``v -> F v`` on one chunk's forward graph (kept for every call): ``F = J^T H J``, the Hessian
-    of the masked mean ``KL(pi_old || pi)`` in ``params`` at ``pi = pi_old``, with ``J`` the
-    Jacobian of the logits in ``params`` and ``H`` the KL's Hessian in the logits, at each of the
-    ``N`` unmasked positions ``H_t u = (p_t * u - p_t (p_t . u)) / N`` (softmax's). The Hessian's
-    other term, ``sum_t dKL/dz_t * d2 z_t``, vanishes: ``dKL/dz = pi - pi_old = 0`` there
-    (docs/algorithms.md §5). So no second derivative of the KL through the network is taken:
-    ``J v`` is the gradient in a dummy ``u`` of ``(J^T u) . v`` (the double-backward trick, through
-    the backward graph alone), ``J^T w`` one ordinary backward: the same ``F v`` as the KL's
-    Hessian-vector product up to float rounding (relative 1e-7), with a third fewer matrix products
-    (the numbers task's policy step: 0.75 s of CPU instead of 0.93 at one thread)."""
-    mask = chunk.response_mask.to(logits.dtype)
-    probs = torch.softmax(logits.detach(), dim=-1)
-    weights = (mask / mask.sum()).unsqueeze(-1)
-    dummy = torch.zeros_like(logits, requires_grad=True)
-    transposed = flat(torch.autograd.grad(logits, params, grad_outputs=dummy, create_graph=True))  # J^T u
+class _Fisher:
+    """The Fisher of one chunk's forward graph (kept for every call): ``F = J^T H J``, the Hessian of
+    the masked mean ``KL(pi_old || pi)`` in ``params`` at ``pi = pi_old``, with ``J`` the Jacobian of
+    the logits in ``params`` and ``H`` the KL's Hessian in the logits, at each of the ``N`` unmasked
+    positions ``H_t u = (p_t * u - p_t (p_t . u)) / N`` (softmax's). The Hessian's other term,
+    ``sum_t dKL/dz_t * d2 z_t``, vanishes: ``dKL/dz = pi - pi_old = 0`` there (docs/algorithms.md §5).
+    So no second derivative of the KL through the network is taken: ``J v`` is the gradient in a
+    dummy ``u`` of ``(J^T u) . v`` (the double-backward trick, through the backward graph alone),
+    ``J^T w`` one ordinary backward: the same ``F v`` as the KL's Hessian-vector product up to float
+    rounding (relative 1e-7), with a third fewer matrix products (the numbers task's policy step:
+    0.75 s of CPU instead of 0.93 at one thread)."""
 
-    def product(vector: torch.Tensor) -> torch.Tensor:
-        (jv,) = torch.autograd.grad(transposed, dummy, grad_outputs=vector, retain_graph=True)  # J v
-        hjv = weights * probs * (jv - (probs * jv).sum(-1, keepdim=True))
-        return flat(torch.autograd.grad(logits, params, grad_outputs=hjv, retain_graph=True))
+    def __init__(self, logits: torch.Tensor, chunk: Rollout, params: list[torch.Tensor]) -> None:
+        mask = chunk.response_mask.to(logits.dtype)
+        self.logits, self.params = logits, params
+        self.probs = torch.softmax(logits.detach(), dim=-1)
+        self.weights = mask / mask.sum()
+        self.dummy = torch.zeros_like(logits, requires_grad=True)
+        self.transposed = flat(torch.autograd.grad(logits, params, grad_outputs=self.dummy, create_graph=True))
 
-    return product
+    def _jv(self, vector: torch.Tensor) -> torch.Tensor:
+        (jv,) = torch.autograd.grad(self.transposed, self.dummy, grad_outputs=vector, retain_graph=True)
+        return jv
+
+    def product(self, vector: torch.Tensor) -> torch.Tensor:
+        """``F v``."""
+        jv = self._jv(vector)
+        hjv = self.weights.unsqueeze(-1) * self.probs * (jv - (self.probs * jv).sum(-1, keepdim=True))
+        return flat(torch.autograd.grad(self.logits, self.params, grad_outputs=hjv, retain_graph=True))
+
+    def quadratic(self, vector: torch.Tensor) -> torch.Tensor:
+        """``v^T F v = (J v)^T H (J v) = sum_t (p_t . (J v)_t^2 - (p_t . (J v)_t)^2) / N``: the same
+        number as ``v @ product(v)`` without ``J^T``'s backward."""
+        jv = self._jv(vector)
+        pjv = self.probs * jv
+        return (self.weights * ((pjv * jv).sum(-1) - pjv.sum(-1) ** 2)).sum()
 
 
 class TRPOTrainer(OnlineTrainer):
@@ -154,50 +165,60 @@ class TRPOTrainer(OnlineTrainer):
         over ``fisher`` (chunks and weights: the same ones, or every ``fisher_subsample``-th
         completion's). One Fisher chunk keeps its graph through conjugate gradient (the gradient's
         own graph when it is the same single chunk); several recompute each chunk's forward per
-        Fisher-vector product, so memory is bounded by one chunk's graph.
-        ``KL(pi_old || pi)`` is 0 at the current parameters; its Hessian is ``F`` (:func:`_fisher_product`)."""
+        Fisher-vector product, so memory is bounded by one chunk's graph. ``s^T F s`` is
+        :meth:`_Fisher.quadratic` (no ``J^T`` backward), on the gradient's kept graph when the
+        rollout is one chunk. ``KL(pi_old || pi)`` is 0 at the current parameters; its Hessian is
+        ``F`` (:class:`_Fisher`)."""
         args = self.args
-        fisher_on = functools.partial(_fisher_product, params=params)
         fisher_chunks, fisher_weights = fisher
-        shared = fisher_chunks is chunks and len(chunks) == 1
+        one_chunk = len(chunks) == 1
+        shared = fisher_chunks is chunks and one_chunk
         grad = torch.zeros(sum(p.numel() for p in params), device=weights[0].device)
         sums = torch.zeros(2, device=grad.device)  # surrogate, entropy
         old_logits: list[torch.Tensor] = []
-        retained = None  # F v on the kept graph: one Fisher chunk only
+        whole: _Fisher | torch.Tensor | None = None  # the rollout's Fisher (or its forward's logits, graph kept)
         for chunk, weight in zip(chunks, weights, strict=True):
             with _math_attention():
                 logits, logprobs, entropy = forward(chunk, with_entropy=True)
             mask = chunk.response_mask
             objective = self._objective(logprobs, chunk)
-            grad += weight * flat(torch.autograd.grad(objective, params, retain_graph=shared))
+            grad += weight * flat(torch.autograd.grad(objective, params, retain_graph=one_chunk))
             sums += weight * torch.stack([objective.detach(), masked_mean(entropy, mask)])
             old_logits.append(logits.detach())
-            if shared:
+            if one_chunk:
                 with _math_attention():
-                    retained = fisher_on(logits, chunk)
+                    whole = _Fisher(logits, chunk, params) if shared else logits
+        # F v on the kept graph: one Fisher chunk only
+        retained = whole if isinstance(whole, _Fisher) else None
         if retained is None and len(fisher_chunks) == 1:
             with _math_attention():
-                retained = fisher_on(forward(fisher_chunks[0])[0], fisher_chunks[0])
+                retained = _Fisher(forward(fisher_chunks[0])[0], fisher_chunks[0], params)
         grad = self.global_sum(grad)
         old_objective, entropy = self.global_sum(sums).tolist()
 
-        def fisher_product(on: list[Rollout], shares: list[torch.Tensor], kept: Callable | None):
-            def product(vector: torch.Tensor) -> torch.Tensor:  # (F + damping I) v
-                if kept is not None:
-                    fvp = shares[0] * kept(vector)
-                else:
-                    fvp = torch.zeros_like(vector)
-                    for chunk, weight in zip(on, shares, strict=True):
-                        with _math_attention():
-                            fvp += weight * fisher_on(forward(chunk)[0], chunk)(vector)
-                return self.global_sum(fvp) + args.cg_damping * vector
+        def fisher_product(vector: torch.Tensor) -> torch.Tensor:  # (F + damping I) v over fisher
+            if retained is not None:
+                fvp = fisher_weights[0] * retained.product(vector)
+            else:
+                fvp = torch.zeros_like(vector)
+                for chunk, weight in zip(fisher_chunks, fisher_weights, strict=True):
+                    with _math_attention():
+                        fvp += weight * _Fisher(forward(chunk)[0], chunk, params).product(vector)
+            return self.global_sum(fvp) + args.cg_damping * vector
 
-            return product
-
-        direction = conjugate_gradient(fisher_product(fisher_chunks, fisher_weights, retained), grad, args.cg_max_steps)
+        direction = conjugate_gradient(fisher_product, grad, args.cg_max_steps)
         # the step's length from the whole rollout's Fisher: a subsample's can miss directions it curves in
-        whole = fisher_product(chunks, weights, retained if fisher_chunks is chunks else None)
-        curvature = direction @ whole(direction)
+        if isinstance(whole, torch.Tensor):
+            with _math_attention():
+                whole = _Fisher(whole, chunks[0], params)
+        if whole is not None:
+            quadratic = weights[0] * whole.quadratic(direction)
+        else:
+            quadratic = torch.zeros((), device=grad.device)
+            for chunk, weight in zip(chunks, weights, strict=True):
+                with _math_attention():
+                    quadratic += weight * _Fisher(forward(chunk)[0], chunk, params).quadratic(direction)
+        curvature = self.global_sum(quadratic) + args.cg_damping * (direction @ direction)
         max_step = torch.sqrt(2 * args.target_kl / curvature.clamp(min=1e-12)).item()  # 0.5 s^T F s = delta
         full_step = unflat((max_step * direction).detach(), params)
         return old_logits, old_objective, full_step, max_step, entropy
