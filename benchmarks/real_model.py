@@ -86,6 +86,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--iterations", type=int, default=None, help="iterations (default: the task's)")
     parser.add_argument("--eval-prompts", type=int, default=64, help="test prompts before / after")
     parser.add_argument("--lora-lr", type=float, default=None, help="learning rate with LoRA (default: the task's)")
+    parser.add_argument("--lora-rank", type=int, default=None,
+                        help=f"the LoRA adapter's rank r, with lora_alpha 2r (default: {LORA['r']})")  # fmt: skip
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2], help="seeds: every cell runs once each")
     parser.add_argument("--seed", type=int, default=None, help="one seed (the same as --seeds N)")
     parser.add_argument("--json", default=str(HERE / "results-real.json"), help="figures (runs merge into it)")
@@ -99,6 +101,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     args = parser.parse_args(argv)
     if args.seed is not None:
         args.seeds = [args.seed]
+    if args.lora_rank is not None and args.lora_rank < 1:
+        parser.error(f"--lora-rank must be >= 1, got {args.lora_rank}")
+    args.lora = LORA if args.lora_rank is None else {**LORA, "r": args.lora_rank, "lora_alpha": 2 * args.lora_rank}
     return args
 
 
@@ -346,7 +351,7 @@ def run_online(alg: str, mode: str, ctx: dict, out: str, seed: int) -> tuple[Any
         reward_funcs=ctx["task"].reward_funcs,
         train_dataset=ctx["task"].dataset["train"],
         processing_class=ctx["tokenizer"],
-        peft_config=lora_config() if mode == "lora" else None,
+        peft_config=lora_config(ctx) if mode == "lora" else None,
         callbacks=[recorder.callback()],
     )
     recorder.trainer = trainer
@@ -395,7 +400,7 @@ def run_trl(alg: str, mode: str, ctx: dict, out: str, seed: int) -> tuple[Any, l
         args=trainer_class.config_class(**fields),
         reward_funcs=ctx["task"].reward_funcs,
         train_dataset=ctx["task"].dataset["train"],
-        peft_config=lora_config() if mode == "lora" else None,
+        peft_config=lora_config(ctx) if mode == "lora" else None,
         callbacks=[Hook()],
     )
     rollout = trainer._generate_and_score_completions
@@ -487,7 +492,7 @@ def run_alol(mode: str, ctx: dict, out: str, seed: int) -> tuple[Any, list[dict]
         train_dataset=data,
         eval_dataset=validation.select(range(min(len(validation), budget.a.eval_prompts))),
         processing_class=tokenizer,
-        peft_config=lora_config() if mode == "lora" else None,
+        peft_config=lora_config(ctx) if mode == "lora" else None,
         callbacks=[Hook()],
     )
     trainer.train()
@@ -515,10 +520,10 @@ class UnitReward:
         return [(float(r) + 1) / 2 for r in self.reward(prompts=prompts, completions=completions, **columns)]
 
 
-def lora_config() -> Any:
+def lora_config(ctx: dict) -> Any:
     from peft import LoraConfig
 
-    return LoraConfig(task_type="CAUSAL_LM", **LORA)
+    return LoraConfig(task_type="CAUSAL_LM", **ctx["lora"])
 
 
 def run_name(alg: str, mode: str, seed: int) -> str:
@@ -619,12 +624,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                "judge": judge, "plain_model": plain_model_dir(a.model),
                "out": a.out or tempfile.mkdtemp(prefix="hfrl-real-"),
                "eval_prompts": task.dataset["test"]["prompt"][: a.eval_prompts],
-               "eval_settings": eval_settings}  # fmt: skip
+               "eval_settings": eval_settings, "lora": a.lora}  # fmt: skip
         settings = {"model": a.model, "task": a.task, "task_args": task_args, "reward": reward_name,
                     "judges": list(task_judges), "judge": judge, "prompts": budget.prompts,
                     "new_tokens": budget.new_tokens, "iterations": budget.iterations,
                     "eval_prompts": len(ctx["eval_prompts"]), "eval_split": "test",
-                    "eval_generation": eval_settings["eval_generation_kwargs"], "lora": LORA}  # fmt: skip
+                    "eval_generation": eval_settings["eval_generation_kwargs"], "lora": a.lora}  # fmt: skip
         if results.get("settings") not in (None, settings):
             print("note: these settings differ from those of the runs already in", a.json, "- starting afresh")
             results = {"runs": {}, "notes": list(a.note)}

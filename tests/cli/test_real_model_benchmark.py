@@ -102,3 +102,19 @@ def test_against_trl_compares_the_best_online_cell_per_sample_and_per_minute():
         "1,000 completions +0.562 vs +0.625, per minute of training +0.1350 vs +0.0750, 10.0 vs 10.0 generated "
         "tokens/s, perplexity 1.00x vs 1.00x: **NOT met**",
     ]
+
+
+def test_lora_rank_sets_r_and_alpha_and_rejects_zero(capsys):
+    """``--lora-rank R``: the adapter's r and lora_alpha 2r (the default adapter is left as it is);
+    0 is a one-line usage error."""
+    import pytest
+
+    sys.path.insert(0, str(SCRIPT.parent))
+    import real_model
+
+    assert real_model.parse_args([]).lora == real_model.LORA and real_model.LORA["r"] == 16
+    assert real_model.parse_args(["--lora-rank", "32"]).lora == {**real_model.LORA, "r": 32, "lora_alpha": 64}
+    assert real_model.LORA["r"] == 16
+    with pytest.raises(SystemExit) as exited:
+        real_model.parse_args(["--lora-rank", "0"])
+    assert exited.value.code == 2 and "--lora-rank must be >= 1, got 0" in capsys.readouterr().err
