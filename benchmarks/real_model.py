@@ -736,6 +736,18 @@ def cells(results: dict[str, Any]) -> dict[tuple[str, str], list[dict[str, Any]]
     return out
 
 
+def marks(cell: list[dict[str, Any]]) -> str:
+    """The settings that change an algorithm itself (``sampled_set_loss``), in brackets, when a
+    cell's runs have them; empty otherwise."""
+    found = [key for key in ("sampled_set_loss",) if any(r["config"].get(key) for r in cell)]
+    return f" ({', '.join(found)})" if found else ""
+
+
+def label(alg: str, mode: str, cell: list[dict[str, Any]]) -> str:
+    """A cell's name in the report: ``ALG-MODE`` and its :func:`marks`."""
+    return f"{alg}-{mode}{marks(cell)}"
+
+
 def train_seconds(run: dict[str, Any]) -> float:
     """Seconds of the training work itself, summed over the iterations: hfrl's generate, reward, score
     and update phases; TRL's rollout and the rest of its steps (the base model's perplexity and the
@@ -891,9 +903,9 @@ def write_report(results: dict[str, Any], path: str, png: str) -> None:
     for (alg, mode), cell in grouped.items():
         flag = unconfirmed(cell)
         if flag:
-            hacked.append((f"{alg}-{mode}", flag, cell))
+            hacked.append((label(alg, mode, cell), flag, cell))
         lines.append(
-            f"| {alg}-{mode} | {len(cell)} | {pm([r['reward_gain'] for r in cell])} | "
+            f"| {label(alg, mode, cell)} | {len(cell)} | {pm([r['reward_gain'] for r in cell])} | "
             + " | ".join(pm([r["judge_gains"][j] for r in cell if j in r["judge_gains"]]) for j in judge_names)
             + f" | {pm([r['ppl_ratio'] for r in cell], '.2f')} | {pm([r['distinct_1'] for r in cell], '.3f')} | "
             f"{pm([r['distinct_2'] for r in cell], '.3f')} | {pm([r['mean_length'] for r in cell], '.1f')} | "
@@ -922,7 +934,7 @@ def write_report(results: dict[str, Any], path: str, png: str) -> None:
         ]
         loads = [x for run in cell for x in run["load_average"]]
         speed = _fmt(_mean(rows, "tokens_per_second", skip=0), ".1f")
-        lines.append(f"| {alg}-{mode} | {' | '.join(phases)} | {speed} | {cell[0]['threads']} | "
+        lines.append(f"| {label(alg, mode, cell)} | {' | '.join(phases)} | {speed} | {cell[0]['threads']} | "
                      f"{min(loads):.1f}-{max(loads):.1f} |")  # fmt: skip
     lines += ["", "## Targets", "", *targets(results), "", f"![learning curves]({Path(png).name})", "",
               "## Completions before and after (the first seed)", ""]  # fmt: skip
@@ -937,7 +949,7 @@ def write_report(results: dict[str, Any], path: str, png: str) -> None:
             run = next((r for r in cell if str(r["seed"]) == first_seed), None)
             if run is not None:
                 after = run["final"]["samples"][i]
-                lines.append(f"- {alg}-{mode} ({after['reward']:+.2f}): {after['completion']!r}")
+                lines.append(f"- {label(alg, mode, cell)} ({after['reward']:+.2f}): {after['completion']!r}")
         lines.append("")
     lines += ["## Settings of each run", ""]
     for name in sorted(runs):
@@ -960,8 +972,10 @@ def targets(results: dict[str, Any]) -> list[str]:
         gain = statistics.mean(r["judge_gain"] for r in cell)
         ratio = statistics.mean(r["ppl_ratio"] for r in cell)
         ok = "met" if gain >= 0.25 and ratio <= PPL_BOUND else "NOT met"
-        out.append(f"- {alg}-{mode} ({len(cell)} seeds): `{judge}` {pm([r['judge_gain'] for r in cell])} over base "
-                   f"(target +0.25), reference perplexity {ratio:.2f}x base (target <= 1.5x): **{ok}**")  # fmt: skip
+        out.append(
+            f"- {label(alg, mode, cell)} ({len(cell)} seeds): `{judge}` {pm([r['judge_gain'] for r in cell])} "
+            f"over base (target +0.25), reference perplexity {ratio:.2f}x base (target <= 1.5x): **{ok}**"
+        )
     out += against_trl(results)
     return out or ["- no PPO / NLPO run yet"]
 
@@ -992,10 +1006,10 @@ def against_trl(results: dict[str, Any]) -> list[str]:
                 ok = "met" if a[0] > b[0] and a[1] > b[1] else "NOT met"
                 rival_ppl = statistics.mean(r["ppl_ratio"] for r in runs)
                 out.append(
-                    f"- {mode}: hfrl {alg}{why} vs TRL {rival} ({len(ours[alg])} / {len(runs)} seeds): `{judge}` gain "
-                    f"per 1,000 completions {a[0]:+.3f} vs {b[0]:+.3f}, per minute of training {a[1]:+.4f} vs "
-                    f"{b[1]:+.4f}, {a[2]:.1f} vs {b[2]:.1f} generated tokens/s, perplexity {ppl[alg]:.2f}x vs "
-                    f"{rival_ppl:.2f}x: **{ok}**"
+                    f"- {mode}: hfrl {alg}{marks(ours[alg])}{why} vs TRL {rival} ({len(ours[alg])} / {len(runs)} "
+                    f"seeds): `{judge}` gain per 1,000 completions {a[0]:+.3f} vs {b[0]:+.3f}, per minute of "
+                    f"training {a[1]:+.4f} vs {b[1]:+.4f}, {a[2]:.1f} vs {b[2]:.1f} generated tokens/s, perplexity "
+                    f"{ppl[alg]:.2f}x vs {rival_ppl:.2f}x: **{ok}**"
                 )
     return out
 

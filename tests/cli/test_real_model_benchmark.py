@@ -79,7 +79,8 @@ def test_against_trl_compares_the_best_online_cell_per_sample_and_per_minute():
     runs = [
         _run("ppo", 0, 0.24, 120.0, online), _run("ppo", 1, 0.30, 120.0, online),   # mean 0.27, the best
         _run("ppo+rloo", 0, 0.12, 60.0, grouped),
-        _run("ppo+group_norm", 0, 0.60, 60.0, grouped, ppl=2.5),  # the most gain, but past 1.5x perplexity
+        _run("ppo+group_norm", 0, 0.60, 60.0, {**grouped, "sampled_set_loss": True}, ppl=2.5),  # the most gain,
+        # but past 1.5x perplexity
         _run("grpo", 0, 0.048, 30.0, trl),   # faster, but less gain per minute: 0.096 < 0.135
         _run("rloo", 0, 0.30, 240.0, trl),   # more gain per sample than the best online cell
     ]  # fmt: skip
@@ -87,14 +88,17 @@ def test_against_trl_compares_the_best_online_cell_per_sample_and_per_minute():
     assert list(real_model.cells(results)) == [("ppo", "lora"), ("ppo+group_norm", "lora"), ("ppo+rloo", "lora"),
                                                ("grpo", "lora"), ("rloo", "lora")]  # fmt: skip
     assert real_model.train_seconds(runs[0]) == 120.0
+    assert [real_model.label(alg, mode, cell) for (alg, mode), cell in real_model.cells(results).items()][:3] == [
+        "ppo-lora", "ppo+group_norm-lora (sampled_set_loss)", "ppo+rloo-lora"
+    ]  # fmt: skip
     lines = real_model.against_trl(results)
     assert lines == [
-        "- lora: hfrl ppo+group_norm vs TRL grpo (1 / 1 seeds): `vader_sentiment` gain per 1,000 completions +1.250 "
-        "vs +0.100, per minute of training +0.6000 vs +0.0960, 10.0 vs 10.0 generated tokens/s, perplexity 2.50x vs "
-        "1.00x: **met**",
-        "- lora: hfrl ppo+group_norm vs TRL rloo (1 / 1 seeds): `vader_sentiment` gain per 1,000 completions +1.250 "
-        "vs +0.625, per minute of training +0.6000 vs +0.0750, 10.0 vs 10.0 generated tokens/s, perplexity 2.50x vs "
-        "1.00x: **met**",
+        "- lora: hfrl ppo+group_norm (sampled_set_loss) vs TRL grpo (1 / 1 seeds): `vader_sentiment` gain per "
+        "1,000 completions +1.250 vs +0.100, per minute of training +0.6000 vs +0.0960, 10.0 vs 10.0 generated "
+        "tokens/s, perplexity 2.50x vs 1.00x: **met**",
+        "- lora: hfrl ppo+group_norm (sampled_set_loss) vs TRL rloo (1 / 1 seeds): `vader_sentiment` gain per "
+        "1,000 completions +1.250 vs +0.625, per minute of training +0.6000 vs +0.0750, 10.0 vs 10.0 generated "
+        "tokens/s, perplexity 2.50x vs 1.00x: **met**",
         "- lora: hfrl ppo, the best within 1.5x perplexity vs TRL grpo (2 / 1 seeds): `vader_sentiment` gain per "
         "1,000 completions +0.562 vs +0.100, per minute of training +0.1350 vs +0.0960, 10.0 vs 10.0 generated "
         "tokens/s, perplexity 1.00x vs 1.00x: **met**",
