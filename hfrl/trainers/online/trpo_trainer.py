@@ -182,7 +182,7 @@ class TRPOTrainer(OnlineTrainer):
                 logits, logprobs, entropy = forward(chunk, with_entropy=True)
             mask = chunk.response_mask
             objective = self._objective(logprobs, chunk)
-            grad += weight * flat(torch.autograd.grad(objective, params, retain_graph=one_chunk))
+            grad.addcmul_(flat(torch.autograd.grad(objective, params, retain_graph=one_chunk)), weight)
             sums += weight * torch.stack([objective.detach(), masked_mean(entropy, mask)])
             old_logits.append(logits.detach())
             if one_chunk:
@@ -196,15 +196,15 @@ class TRPOTrainer(OnlineTrainer):
         grad = self.global_sum(grad)
         old_objective, entropy = self.global_sum(sums).tolist()
 
-        def fisher_product(vector: torch.Tensor) -> torch.Tensor:  # (F + damping I) v over fisher
+        def fisher_product(vector: torch.Tensor) -> torch.Tensor:  # (F + damping I) v over fisher, in place
             if retained is not None:
-                fvp = fisher_weights[0] * retained.product(vector)
+                fvp = retained.product(vector).mul_(fisher_weights[0])
             else:
                 fvp = torch.zeros_like(vector)
                 for chunk, weight in zip(fisher_chunks, fisher_weights, strict=True):
                     with _math_attention():
-                        fvp += weight * _Fisher(forward(chunk)[0], chunk, params).product(vector)
-            return self.global_sum(fvp) + args.cg_damping * vector
+                        fvp.addcmul_(_Fisher(forward(chunk)[0], chunk, params).product(vector), weight)
+            return self.global_sum(fvp).add_(vector, alpha=args.cg_damping)
 
         direction = conjugate_gradient(fisher_product, grad, args.cg_max_steps)
         # the step's length from the whole rollout's Fisher: a subsample's can miss directions it curves in
