@@ -122,3 +122,21 @@ def test_lora_rank_sets_r_and_alpha_and_rejects_zero(capsys):
     with pytest.raises(SystemExit) as exited:
         real_model.parse_args(["--lora-rank", "0"])
     assert exited.value.code == 2 and "--lora-rank must be >= 1, got 0" in capsys.readouterr().err
+
+
+def test_workers_start_the_longest_runs_first():
+    """``--workers``: the jobs run longest first, by the cell's mean seconds in the JSON when it has
+    runs of it (here A-LoL-full measured at 40 min outranks TRPO-full's default 30), else by the
+    table of measured minutes (``ppo+rloo`` as ``ppo``), unknown cells last; the module's doctests
+    (``worker_argv``, ``longest_first``) pass."""
+    import doctest
+
+    sys.path.insert(0, str(SCRIPT.parent))
+    import real_model
+
+    results = {"runs": {"a": {"alg": "a_lol", "mode": "full", "seconds": 2400.0}}}
+    jobs = [("ppo", "lora", 0), ("ppo+rloo", "full", 1), ("trpo", "full", 0), ("a_lol", "full", 2), ("x", "lora", 0)]
+    assert real_model.longest_first(jobs, results) == [
+        ("a_lol", "full", 2), ("trpo", "full", 0), ("ppo+rloo", "full", 1), ("ppo", "lora", 0), ("x", "lora", 0)
+    ]  # fmt: skip
+    assert doctest.testmod(real_model).failed == 0
