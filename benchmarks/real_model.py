@@ -690,11 +690,12 @@ def worker_argv(argv: list[str]) -> list[str]:
     return common
 
 
-# Minutes per run measured here at one thread (2026-11-26, 30 x 16 completions): the order of last resort
-MINUTES = {("ppo", "lora"): 4.8, ("nlpo", "lora"): 6.3, ("a2c", "lora"): 4.4, ("trpo", "lora"): 14.6,
-           ("grpo", "lora"): 6.4, ("rloo", "lora"): 6.4, ("a_lol", "lora"): 3.6, ("ppo", "full"): 5.3,
-           ("nlpo", "full"): 6.4, ("a2c", "full"): 5.9, ("trpo", "full"): 30.0, ("grpo", "full"): 6.6,
-           ("rloo", "full"): 6.8, ("a_lol", "full"): 3.9}  # fmt: skip
+# Minutes per run (wall, with loading and evaluation) measured here at one thread, two runs at a time
+# (2026-11-26, 30 x 16 completions): the order of last resort
+MINUTES = {("ppo", "lora"): 4.8, ("nlpo", "lora"): 6.4, ("a2c", "lora"): 4.4, ("trpo", "lora"): 14.2,
+           ("grpo", "lora"): 6.4, ("rloo", "lora"): 6.4, ("a_lol", "lora"): 3.7, ("ppo", "full"): 5.3,
+           ("nlpo", "full"): 6.5, ("a2c", "full"): 5.5, ("trpo", "full"): 21.6, ("grpo", "full"): 6.6,
+           ("rloo", "full"): 7.0, ("a_lol", "full"): 4.2}  # fmt: skip
 
 
 def longest_first(jobs: list[tuple[str, str, int]], results: dict) -> list[tuple[str, str, int]]:
