@@ -19,10 +19,11 @@ FAST = ["--rollout_batch_size", "8", "--mini_batch_size", "4", "--num_ppo_epochs
 
 @pytest.fixture
 def saved_run(tmp_path, capsys):
-    """PPO on numbers with settings that differ from the task's defaults, a checkpoint per iteration."""
+    """PPO on numbers with settings that differ from the task's defaults (its rate, constant instead of
+    annealed), a checkpoint per iteration."""
     out = tmp_path / "run"
     args = ["train", "--task", "numbers", "--model", "tiny", "-o", str(out), *FAST, "--learning_rate", "5e-4",
-            "--num_iterations", "2", "--save_every", "1"]  # fmt: skip
+            "--lr_scheduler_type", "constant", "--num_iterations", "2", "--save_every", "1"]  # fmt: skip
     code, _, err = run_cli(args, capsys)
     assert code == 0, err
     return out
@@ -44,6 +45,7 @@ def test_resume_continues_with_the_runs_own_settings(saved_run, capsys):
     after = yaml.safe_load((saved_run / "config.yaml").read_text())
     assert after == {**before, "num_iterations": 3}
     assert (after["learning_rate"], after["rollout_batch_size"]) == (5e-4, 8)  # not the task's 2e-3 / 64
+    assert after["lr_scheduler_type"] == "constant"  # not the task's linear
     logs = [h for h in json.loads((saved_run / "trainer_state.json").read_text())["log_history"] if "reward" in h]
     assert [h["iteration"] for h in logs] == [1, 2, 3] and logs[-1]["learning_rate"] == 5e-4
 
