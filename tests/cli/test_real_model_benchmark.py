@@ -27,7 +27,9 @@ def test_two_workers_two_seeds_merge_and_one_cell_reruns(tmp_path):
         "--prompts", "4", "--new-tokens", "4", "--iterations", "1", "--eval-prompts", "4",
         "--json", str(out), "--results", str(tmp_path / "R.md"), "--plot", str(tmp_path / "c.png"),
     ]  # fmt: skip
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    temporary = tmp_path / "tmp"
+    temporary.mkdir()
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "TMPDIR": str(temporary)}
     command = [*common, "--workers", "2", "--algs", "ppo,a_lol", "--modes", "full", "--seeds", "0", "1"]
     done = subprocess.run(command, capture_output=True, text=True, env=env)
     assert done.returncode == 0, done.stderr[-2000:]
@@ -49,6 +51,7 @@ def test_two_workers_two_seeds_merge_and_one_cell_reruns(tmp_path):
     report = (tmp_path / "R.md").read_text()
     assert "| ppo-full | 2 |" in report and "| a_lol-full | 2 |" in report and " ± " in report
     assert (tmp_path / "c.png").is_file()
+    assert not list(temporary.glob("hfrl-real-*"))  # the workers' and the runs' temporary folders are gone
 
     before = {name: run["date"] + str(run["seconds"]) for name, run in results["runs"].items()}
     done = subprocess.run([*common, "--algs", "ppo", "--modes", "full", "--seed", "0"], capture_output=True,
@@ -126,7 +129,7 @@ def test_lora_rank_sets_r_and_alpha_and_rejects_zero(capsys):
 
 def test_workers_start_the_longest_runs_first():
     """``--workers``: the jobs run longest first, by the cell's mean seconds in the JSON when it has
-    runs of it (here A-LoL-full measured at 40 min outranks TRPO-full's default 30), else by the
+    runs of it (here A-LoL-full measured at 40 min outranks TRPO-full's table 20.9), else by the
     table of measured minutes (``ppo+rloo`` as ``ppo``), unknown cells last; the module's doctests
     (``worker_argv``, ``longest_first``) pass."""
     import doctest

@@ -172,11 +172,16 @@ class TRPOTrainer(OnlineTrainer):
         args = self.args
         fisher_chunks, fisher_weights = fisher
         one_chunk = len(chunks) == 1
-        shared = fisher_chunks is chunks and one_chunk
+
+        def fisher_of(chunk: Rollout, logits: torch.Tensor | None = None) -> _Fisher:
+            """The chunk's Fisher, on ``logits``' kept graph or on a fresh forward."""
+            with _math_attention():
+                return _Fisher(forward(chunk)[0] if logits is None else logits, chunk, params)
+
         grad = torch.zeros(sum(p.numel() for p in params), device=weights[0].device)
         sums = torch.zeros(2, device=grad.device)  # surrogate, entropy
         old_logits: list[torch.Tensor] = []
-        whole: _Fisher | torch.Tensor | None = None  # the rollout's Fisher (or its forward's logits, graph kept)
+        kept = None  # one chunk: its logits, the forward's graph kept for its Fisher
         for chunk, weight in zip(chunks, weights, strict=True):
             with _math_attention():
                 logits, logprobs, entropy = forward(chunk, with_entropy=True)
@@ -185,14 +190,14 @@ class TRPOTrainer(OnlineTrainer):
             grad.addcmul_(flat(torch.autograd.grad(objective, params, retain_graph=one_chunk)), weight)
             sums += weight * torch.stack([objective.detach(), masked_mean(entropy, mask)])
             old_logits.append(logits.detach())
-            if one_chunk:
-                with _math_attention():
-                    whole = _Fisher(logits, chunk, params) if shared else logits
-        # F v on the kept graph: one Fisher chunk only
-        retained = whole if isinstance(whole, _Fisher) else None
-        if retained is None and len(fisher_chunks) == 1:
-            with _math_attention():
-                retained = _Fisher(forward(fisher_chunks[0])[0], fisher_chunks[0], params)
+            kept = logits if one_chunk else None
+        # conjugate gradient's Fisher on a kept graph: the rollout's own (one chunk, not subsampled) or the
+        # one Fisher chunk's; None with several chunks (a fresh forward per chunk and product)
+        shared = fisher_chunks is chunks
+        if shared:
+            retained = fisher_of(chunks[0], kept) if kept is not None else None
+        else:
+            retained = fisher_of(fisher_chunks[0]) if len(fisher_chunks) == 1 else None
         grad = self.global_sum(grad)
         old_objective, entropy = self.global_sum(sums).tolist()
 
@@ -202,22 +207,19 @@ class TRPOTrainer(OnlineTrainer):
             else:
                 fvp = torch.zeros_like(vector)
                 for chunk, weight in zip(fisher_chunks, fisher_weights, strict=True):
-                    with _math_attention():
-                        fvp.addcmul_(_Fisher(forward(chunk)[0], chunk, params).product(vector), weight)
+                    fvp.addcmul_(fisher_of(chunk).product(vector), weight)
             return self.global_sum(fvp).add_(vector, alpha=args.cg_damping)
 
         direction = conjugate_gradient(fisher_product, grad, args.cg_max_steps)
         # the step's length from the whole rollout's Fisher: a subsample's can miss directions it curves in
-        if isinstance(whole, torch.Tensor):
-            with _math_attention():
-                whole = _Fisher(whole, chunks[0], params)
+        # (built after conjugate gradient, on the gradient's kept graph when the rollout is one chunk)
+        whole = retained if shared else fisher_of(chunks[0], kept) if kept is not None else None
         if whole is not None:
             quadratic = weights[0] * whole.quadratic(direction)
         else:
             quadratic = torch.zeros((), device=grad.device)
             for chunk, weight in zip(chunks, weights, strict=True):
-                with _math_attention():
-                    quadratic += weight * _Fisher(forward(chunk)[0], chunk, params).quadratic(direction)
+                quadratic += weight * fisher_of(chunk).quadratic(direction)
         curvature = self.global_sum(quadratic) + args.cg_damping * (direction @ direction)
         max_step = torch.sqrt(2 * args.target_kl / curvature.clamp(min=1e-12)).item()  # 0.5 s^T F s = delta
         full_step = unflat((max_step * direction).detach(), params)
