@@ -68,5 +68,6 @@ def parse_task_args(items: list[str]) -> dict:
         key, eq, value = item.partition("=")
         if not eq or not key.strip():
             raise ValueError(f"--task-arg takes KEY=VALUE, got {item!r}")
-        out[key.strip().replace("-", "_")] = load_yaml(value) if value != "" else ""
+        name = key.strip().replace("-", "_")
+        out[name] = load_yaml(value, f"--task-arg {name}") if value != "" else ""
     return out

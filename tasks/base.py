@@ -100,11 +100,15 @@ def read_task_yaml(module_file: str) -> dict[str, Any]:
     merged key by key, this file's values winning (tasks that share rewards and configs, such as
     ``reddit_pos`` and ``reddit_neg``).
     """
+    from hfrl.utils.bounded import invalid_yaml, load_yaml, read_text
     from hfrl.utils.trust import check_file
 
     path = Path(module_file).with_suffix(".yaml")
-    with open(path) as fh:
-        spec = check_file(yaml.safe_load(fh) or {}, f"task file {path}")
+    what = f"task file {path}"
+    try:
+        spec = check_file(load_yaml(read_text(path, what), what) or {}, what)  # bounded: a task file of yours too
+    except yaml.YAMLError as err:
+        raise ValueError(invalid_yaml(err, path)) from None
     parent = spec.pop("extends", None)
     if parent is not None:
         if Path(parent).name != parent or not parent.endswith(".yaml") or parent == path.name:

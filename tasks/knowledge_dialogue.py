@@ -31,8 +31,8 @@ checked sentence from the history that follows; here the history keeps every tur
 
 from __future__ import annotations
 
-import json
 import os
+from pathlib import Path
 from typing import Any
 
 from hfrl.rewards.dialogue import EOS, fit_diversity
@@ -112,11 +112,12 @@ def load_wow(task: str, data_dir: str | os.PathLike | None, max_history_words: i
     """``{"train": Dataset, "validation": Dataset}`` from the Wizard of Wikipedia folder."""
     from datasets import Dataset
 
+    from hfrl.utils.bounded import load_json
+
     paths = local_files(task, WOW_FOLDER, list(WOW_FILES.values()), data_dir, get=WOW_URL)
     out = {}
-    for split, name in WOW_FILES.items():
-        with open(paths[name]) as fh:
-            dialogs = json.load(fh)
+    for split, name in WOW_FILES.items():  # a data file: any size, but no deeper than a dialogue nests
+        dialogs = load_json(Path(paths[name]), f"task {task!r}: {paths[name]}", limit=None)
         if not isinstance(dialogs, list):
             raise ValueError(f"task {task!r}: {paths[name]} is not a Wizard of Wikipedia file (a list of dialogues)")
         rows = wow_samples(dialogs, max_history_words)

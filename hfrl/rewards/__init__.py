@@ -35,6 +35,47 @@ REWARDS: dict[str, Entry] = {
 }
 
 
+def spec_problem(spec: Any, where: str, kind: str = "reward") -> str | None:
+    """What is wrong with a ``kind``'s spec as a file or the command line gives it, in one line that
+    starts with its place ``where`` (``rewards[0]``), or None. A spec is an id (text: a registered
+    name or a ``module:attr`` path) or a mapping ``{id: ID, args: {argument: value}}``, nothing else.
+
+    >>> spec_problem("rouge", "rewards[0]"), spec_problem({"id": "rouge", "args": {"rouge_type": "rougeL"}}, "r")
+    (None, None)
+    >>> spec_problem({"id": 5}, "rewards[0]")
+    'rewards[0].id takes a reward id (text: hfrl list rewards, or module:attr), got 5'
+    >>> print(spec_problem({"id": "increasing_numbers", "args": [1, 2]}, "rewards[0]"))
+    rewards[0].args takes a mapping of argument: value, such as {min_tokens: 20}, got [1, 2] (reward ...)
+    """
+    ids = f"a {kind} id (text: hfrl list {kind}s, or module:attr)"
+    if isinstance(spec, str):
+        return None if spec.strip() else f"{where} takes {ids}, got an empty text"
+    if not isinstance(spec, dict) or "id" not in spec:
+        return f"{where} takes {ids} or {{id: ID, args: {{argument: value}}}}, got {spec!r}"
+    extra = [str(key) for key in spec if key not in ("id", "args")]
+    if extra:
+        return f"{where} holds id and args, not {', '.join(repr(k) for k in extra)}"
+    if not isinstance(spec["id"], str) or not spec["id"].strip():
+        return f"{where}.id takes {ids}, got {spec['id']!r}"
+    if spec.get("args") is not None and not isinstance(spec["args"], dict):
+        example = "{min_tokens: 20}" if kind == "reward" else "{n: 2}"
+        return (
+            f"{where}.args takes a mapping of argument: value, such as {example}, got {spec['args']!r} "
+            f"({kind} {spec['id']!r})"
+        )
+    return None
+
+
+def check_spec(spec: Any, kind: str = "reward") -> None:
+    """A one-line ``ValueError`` for a spec :func:`spec_problem` refuses (a callable, or an ``id`` that is
+    one, is Python's own and passes)."""
+    if callable(spec) or (isinstance(spec, dict) and callable(spec.get("id"))):
+        return
+    problem = spec_problem(spec, f"{kind} spec", kind)
+    if problem:
+        raise ValueError(problem)
+
+
 def load_task_metric(spec: str | dict[str, Any] | Callable) -> Callable:
     """A task's metric: a metric (:func:`hfrl.metrics.load_metric`), or a reward used as one (its
     per-sample values and their mean: :class:`hfrl.rewards.as_metric.RewardMetric`), by id,
@@ -44,6 +85,7 @@ def load_task_metric(spec: str | dict[str, Any] | Callable) -> Callable:
 
     if callable(spec):
         return spec
+    check_spec(spec, "metric")
     name, args = spec_parts(spec, "metric")
     if name == "reward":  # {id: reward, args: {reward: SPEC, key: NAME}}
         if "reward" not in args:
@@ -67,6 +109,7 @@ def load_reward(spec: str | dict[str, Any] | Callable) -> Callable:
     """A reward from a registry id, a ``module:attr`` path, ``{id, args}`` or a callable."""
     if callable(spec):
         return spec
+    check_spec(spec)
     name, args = spec_parts(spec, "reward")
     if callable(name):
         return built(name, args, "reward", name)

@@ -13,8 +13,10 @@ import re
 from typing import Any
 
 from hfrl.core.model_args import MODEL_KEYS
-from hfrl.trainers.config_checks import non_finite
+from hfrl.rewards import spec_problem
+from hfrl.trainers.config_checks import YES_NO, generate_kwargs, non_finite
 from hfrl.trainers.schema import ConfigSchema, FieldInfo, config_schema, model_config_fields
+from hfrl.utils.bounded import bound_problem
 
 # Run-level keys of a config file; the rest are config fields. `eval_test`: evaluate on the task's
 # test split before and after training (eval/test-base.json, eval/test.json; shown in the card).
@@ -40,13 +42,21 @@ def check_run_keys(run: dict[str, Any], source: str = "command line") -> None:
     >>> check_run_keys({"task": "numbers", "alg": 3}, "config file c.yaml")
     Traceback (most recent call last):
     ValueError: config file c.yaml: alg takes an algorithm name (text), got 3
+
+    and each reward spec (:func:`hfrl.rewards.spec_problem`):
+
+    >>> check_run_keys({"rewards": [{"id": "increasing_numbers", "arg": {"min_tokens": 2}}]}, "command line")
+    Traceback (most recent call last):
+    ValueError: command line: rewards[0] holds id and args, not 'arg'
     """
     for key, (kinds, what) in RUN_KEY_TYPES.items():
         if key in run and (not isinstance(run[key], kinds) or (kinds == (str,) and not run[key])):
             raise ValueError(f"{source}: {key} takes {what}, got {run[key]!r}")
-
-
-_YES_NO = {"yes": True, "y": True, "on": True, "true": True, "no": False, "n": False, "off": False, "false": False}
+    rewards = run.get("rewards")
+    for i, spec in enumerate(rewards if isinstance(rewards, list) else [] if rewards is None else [rewards]):
+        problem = spec_problem(spec, f"rewards[{i}]")
+        if problem:
+            raise ValueError(f"{source}: {problem}")
 
 
 def coerce_numbers(fields: dict[str, Any], schema: ConfigSchema) -> dict[str, Any]:
@@ -55,7 +65,9 @@ def coerce_numbers(fields: dict[str, Any], schema: ConfigSchema) -> dict[str, An
     ``optional``), from a value parsed as YAML (a command line's ``--field VALUE`` or a config file's):
     numbers for numeric fields (YAML 1.1 reads ``5e-4`` as text), true / false (and yes / no / on /
     off) for boolean ones, one of the choices for an enum, a mapping for a ``dict`` field, a list for
-    a list field, text for a text field. Anything else is a one-line error naming the field.
+    a list field, text for a text field. Anything else is a one-line error naming the field, and so is
+    a number outside the field's range (:class:`~hfrl.trainers.schema.FieldInfo`'s ``bounds``, the
+    ones its config's ``__post_init__`` checks) or a bad ``generate`` keyword argument.
 
     >>> ppo = config_schema("ppo")
     >>> coerce_numbers({"learning_rate": "5e-4", "num_iterations": "10", "disable_tqdm": "yes"}, ppo)
@@ -78,6 +90,18 @@ def coerce_numbers(fields: dict[str, Any], schema: ConfigSchema) -> dict[str, An
     >>> coerce_numbers({"generation_kwargs": 5}, ppo)
     Traceback (most recent call last):
     ValueError: --generation_kwargs takes a mapping such as {top_k: 20}, got 5
+
+    Ranges, as the config's ``__post_init__`` checks them, but before torch is imported:
+
+    >>> coerce_numbers({"num_iterations": -3}, ppo)
+    Traceback (most recent call last):
+    ValueError: --num_iterations must be >= 1, got -3
+    >>> coerce_numbers({"num_iterations": "1e30"}, ppo)
+    Traceback (most recent call last):
+    ValueError: --num_iterations must be <= 10000000 (a larger value cannot be meant: check it for a typo), got 1e30
+    >>> coerce_numbers({"generation_kwargs": {"top_k": -1}}, ppo)
+    Traceback (most recent call last):
+    ValueError: --generation_kwargs.top_k must be >= 0 (0: no top-k cut), got -1
     """
     infos = dict(schema.fields)
     if any(key in MODEL_KEYS and key not in infos for key in fields):  # LoRA / quantization flags
@@ -105,15 +129,19 @@ def _value(key: str, value: Any, info: FieldInfo) -> Any:
     if info.parse == "dict":
         if not isinstance(value, dict):
             raise ValueError(f"--{key} takes a mapping such as {{top_k: 20}}, got {value!r}")
-        return value
+        return generate_kwargs(value, f"--{key}") if info.generate else value
     if info.parse == "bool":
         if isinstance(value, bool):
             return value
-        if isinstance(value, str) and value.lower() in _YES_NO:
-            return _YES_NO[value.lower()]
+        if isinstance(value, str) and value.lower() in YES_NO:
+            return YES_NO[value.lower()]
         raise ValueError(f"--{key} takes true or false, got {value!r}")
     if info.parse in ("float", "int"):
-        return _number(key, value, info.parse)
+        number = _number(key, value, info.parse)
+        problem = bound_problem(number, info.bounds, info.optional or info.default is None)
+        if problem:
+            raise ValueError(f"--{key} {problem}, got {value if isinstance(value, str) else repr(value)}")
+        return number
     if info.choices is not None:
         text = str(getattr(value, "value", value))
         if text not in info.choices:

@@ -56,23 +56,55 @@ def generation_kwargs(settings: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+# A chat template is code from the model's folder: its rendering gets a time budget (a template with
+# nested loops of 100,000 never ends) and its text a size limit (a prompt of more characters than any
+# context window holds tokens cannot be meant).
+CHAT_TEMPLATE_SECONDS = 5.0
+CHAT_TEMPLATE_MAX_CHARS = 4 << 20  # 4 Mi characters: ~10^6 tokens, the longest context windows
+TEMPLATE_FIX = (
+    "fix chat_template in its tokenizer_config.json or chat_template.jinja (or chat with --format plain / eou)"
+)
+
+
+def apply_chat_template(tokenizer: Any, messages: list) -> str:
+    """The prompt text of chat ``messages`` by ``tokenizer``'s chat template, within
+    :data:`CHAT_TEMPLATE_SECONDS` (:func:`hfrl.utils.bounded.time_budget`, on a Unix main thread) and
+    :data:`CHAT_TEMPLATE_MAX_CHARS`; a template that does not parse, raises, loops or runs too long is
+    one line (a ``ValueError``) naming the model and what to change."""
+    from jinja2 import TemplateError
+
+    from hfrl.utils.bounded import time_budget
+
+    where = getattr(tokenizer, "name_or_path", "") or "the model"
+    slow = (
+        f"the chat template of {where} did not finish within {CHAT_TEMPLATE_SECONDS:g} s (a loop that never ends?); "
+        f"{TEMPLATE_FIX}"
+    )
+    try:
+        with time_budget(CHAT_TEMPLATE_SECONDS, slow):
+            text = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
+    except (TemplateError, OverflowError, RecursionError, MemoryError) as err:  # bad syntax, raise, huge range...
+        problem = str(err).strip().splitlines()[0] if str(err).strip() else "no message"
+        raise ValueError(
+            f"the chat template of {where} cannot be applied ({type(err).__name__}: {problem}); {TEMPLATE_FIX}"
+        ) from err
+    if isinstance(text, str) and len(text) > CHAT_TEMPLATE_MAX_CHARS:
+        raise ValueError(
+            f"the chat template of {where} made a prompt of {len(text):,} characters, over the limit of "
+            f"{CHAT_TEMPLATE_MAX_CHARS:,}; {TEMPLATE_FIX}"
+        )
+    return text
+
+
 def encode_prompt(tokenizer, prompt: Any, max_length: int | None = None, truncation_side: str = "left") -> list[int]:
-    """Token ids of a prompt: a string, or a list of chat messages (the chat template is applied).
+    """Token ids of a prompt: a string, or a list of chat messages (the chat template is applied:
+    :func:`apply_chat_template`).
 
     Long prompts are cut to ``max_length`` on ``truncation_side``; an empty prompt becomes the BOS
     token (EOS when there is none), as RL4LMs' synthetic tasks start generation.
     """
     if isinstance(prompt, list):  # conversational prompt: a list of {"role", "content"} messages
-        from jinja2 import TemplateError
-
-        try:
-            prompt = tokenizer.apply_chat_template(prompt, add_generation_prompt=True, tokenize=False)
-        except TemplateError as err:  # a template that does not parse or that raises on these messages
-            where = getattr(tokenizer, "name_or_path", "") or "the model"
-            raise ValueError(
-                f"the chat template of {where} cannot be applied ({type(err).__name__}: {err}); fix chat_template in "
-                "its tokenizer_config.json or chat_template.jinja (or chat with --format plain / eou)"
-            ) from err
+        prompt = apply_chat_template(tokenizer, prompt)
     ids = list(tokenizer(prompt)["input_ids"])
     if max_length and len(ids) > max_length:
         ids = ids[-max_length:] if truncation_side == "left" else ids[:max_length]

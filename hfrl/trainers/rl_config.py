@@ -11,11 +11,14 @@ fields and their checks live here. A subclass re-declares a field only to change
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 from transformers import TrainingArguments
 
+from hfrl.trainers.config_checks import MAX_TOKENS, check_values
 from hfrl.trainers.devices import cpu_defaults
+
+TRUNCATION_SIDES = ("left", "right")
 
 
 @dataclass
@@ -32,7 +35,8 @@ class RLConfig(TrainingArguments):
     # ---- Prompts and generation ----
     max_prompt_length: int | None = field(default=512, metadata={"help": "Prompt tokens kept (None: all)."})
     truncation_side: str = field(
-        default="left", metadata={"help": "Which end of a long prompt to cut: 'left' or 'right'."}
+        default="left",
+        metadata={"help": "Which end of a long prompt to cut: 'left' or 'right'.", "choices": TRUNCATION_SIDES},
     )
     max_new_tokens: int = field(default=128, metadata={"help": "Maximum completion length when generating."})
     eval_max_new_tokens: int | None = field(
@@ -85,13 +89,17 @@ class RLConfig(TrainingArguments):
         },
     )
 
+    # Ranges (hfrl.trainers.config_checks: checked before torch is imported and in __post_init__)
+    field_bounds: ClassVar[dict[str, dict[str, Any]]] = {
+        "max_prompt_length": {"ge": 1, "cap": MAX_TOKENS},
+        "max_new_tokens": {"ge": 1, "cap": MAX_TOKENS},
+        "eval_max_new_tokens": {"ge": 1, "cap": MAX_TOKENS},
+    }
+    generate_fields: ClassVar[tuple[str, ...]] = ("eval_generation_kwargs",)  # generate's keyword arguments
+
     def __post_init__(self) -> None:
-        if self.max_new_tokens < 1:
-            raise ValueError(f"max_new_tokens must be >= 1, got {self.max_new_tokens}")
-        for name in ("max_prompt_length", "eval_max_new_tokens"):
-            if getattr(self, name) is not None and getattr(self, name) < 1:
-                raise ValueError(f"{name} must be >= 1 or None, got {getattr(self, name)}")
-        if self.truncation_side not in ("left", "right"):
+        check_values(self)  # once: OnlineConfig / ALoLConfig check first, before they derive values
+        if self.truncation_side not in TRUNCATION_SIDES:
             raise ValueError(f"truncation_side must be 'left' or 'right', got {self.truncation_side!r}")
         if not isinstance(self.eval_generation_kwargs, dict):
             raise ValueError(

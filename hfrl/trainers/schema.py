@@ -27,8 +27,57 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from hfrl.utils.bounded import MAX_BATCH, MAX_COUNT
+
 SCHEMA_FILE = Path(__file__).with_name("config_schema.json")
 VERSIONED = ("transformers", "trl")  # the libraries whose classes the fields come from
+
+_SEED = {"ge": 0, "le": 2**32 - 1, "note": "numpy's seeds"}  # numpy.random.seed: "Seed must be between 0 and 2**32 - 1"
+# Ranges of transformers.TrainingArguments' own fields (bounds: hfrl.utils.bounded.bound_problem), which
+# TrainingArguments checks only in part (warmup_steps >= 0, a non-zero logging_steps with the "steps"
+# strategy): the rest fail late, after the model loaded (torch.optim's "Invalid learning rate", a
+# DataLoader's batch_size 0) or not at all (save_total_limit 0 keeps every checkpoint). Every config
+# inherits them; a config's own field_bounds win.
+TRAINING_ARGUMENTS_BOUNDS: dict[str, dict[str, Any]] = {
+    "learning_rate": {"ge": 0},  # torch.optim: "Invalid learning rate"
+    "weight_decay": {"ge": 0},  # torch.optim.AdamW: "Invalid weight_decay value"
+    "adam_beta1": {"ge": 0, "lt": 1},  # torch.optim.Adam: "Invalid beta parameter at index 0"
+    "adam_beta2": {"ge": 0, "lt": 1},
+    "adam_epsilon": {"ge": 0},  # torch.optim: "Invalid epsilon value"
+    "max_grad_norm": {"ge": 0, "note": "0: no clipping"},
+    "per_device_train_batch_size": {"ge": 1, "cap": MAX_BATCH},
+    "per_device_eval_batch_size": {"ge": 1, "cap": MAX_BATCH},
+    "gradient_accumulation_steps": {"ge": 1, "cap": MAX_COUNT},
+    "eval_accumulation_steps": {"ge": 1, "cap": MAX_COUNT},
+    "num_train_epochs": {"ge": 0, "cap": MAX_COUNT},
+    "max_steps": {"ge": -1, "cap": MAX_COUNT, "note": "-1: num_train_epochs decides"},
+    "warmup_steps": {"ge": 0, "cap": MAX_COUNT, "note": "below 1: a fraction of the run"},
+    "logging_steps": {"gt": 0, "cap": MAX_COUNT, "note": "below 1: a fraction of the run"},
+    "eval_steps": {"gt": 0, "cap": MAX_COUNT, "note": "below 1: a fraction of the run"},
+    "save_steps": {"gt": 0, "cap": MAX_COUNT, "note": "below 1: a fraction of the run"},
+    "save_total_limit": {"ge": 1, "note": "None keeps every checkpoint"},  # transformers reads <= 0 as None
+    "eval_delay": {"ge": 0},
+    "seed": _SEED,
+    "data_seed": _SEED,
+    "dataloader_num_workers": {"ge": 0},  # torch's DataLoader: "num_workers option should be non-negative"
+    "torch_empty_cache_steps": {"gt": 0},  # TrainingArguments' own check
+}
+
+
+def declared_bounds(config_class: type) -> dict[str, dict[str, Any]]:
+    """``{field: bounds}`` of a config class: its classes' ``field_bounds``, the nearest class's winning,
+    over :data:`TRAINING_ARGUMENTS_BOUNDS` for a ``TrainingArguments`` subclass."""
+    mro = config_class.__mro__
+    training = any(k.__name__ == "TrainingArguments" and k.__module__.startswith("transformers") for k in mro)
+    out: dict[str, dict[str, Any]] = dict(TRAINING_ARGUMENTS_BOUNDS) if training else {}
+    for klass in reversed(mro):
+        out.update(vars(klass).get("field_bounds", {}))
+    return out
+
+
+def generate_fields(config_class: type) -> set[str]:
+    """The fields of a config class that hold ``generate`` keyword arguments (its classes' ``generate_fields``)."""
+    return {name for klass in config_class.__mro__ for name in vars(klass).get("generate_fields", ())}
 
 
 @dataclass(frozen=True)
@@ -36,8 +85,10 @@ class FieldInfo:
     """One config field: its annotation as written (``"float | None"``), default (plain JSON; a
     value JSON cannot hold is its ``repr``), help text, and how a command line's text becomes its value,
     as transformers' ``HfArgumentParser`` reads the dataclass: ``parse`` (``float``, ``int``, ``bool``,
-    ``str`` or ``dict``), ``choices`` (an enum's or a ``Literal``'s values), ``many`` (a list of them)
-    and ``optional`` (None allowed)."""
+    ``str`` or ``dict``), ``choices`` (an enum's, a ``Literal``'s or the metadata's values), ``many`` (a
+    list of them) and ``optional`` (None allowed); and what its value must be: ``bounds`` (a number's
+    range, ``{"ge": 1, "cap": 10000000}``: :mod:`hfrl.trainers.config_checks`) and ``generate`` (a
+    mapping of ``generate`` keyword arguments, checked against ``config_checks.GENERATE_KWARGS``)."""
 
     name: str
     type: str
@@ -47,6 +98,8 @@ class FieldInfo:
     choices: tuple[str, ...] | None = None
     many: bool = False
     optional: bool = False
+    bounds: dict[str, Any] | None = None
+    generate: bool = False
 
 
 @dataclass(frozen=True)
@@ -106,6 +159,7 @@ def fields_of(config_class: type) -> dict[str, FieldInfo]:
     """The init fields of a config dataclass as :class:`FieldInfo` (imports transformers' argument
     parser: this runs where the dataclass was imported)."""
     parsing = _parsing(config_class)
+    bounds, generate = declared_bounds(config_class), generate_fields(config_class)
     out = {}
     for f in dataclasses.fields(config_class):
         if not f.init:
@@ -117,7 +171,8 @@ def fields_of(config_class: type) -> dict[str, FieldInfo]:
         else:
             default = None
         help_text = " ".join(str(f.metadata.get("help", "")).split())
-        out[f.name] = FieldInfo(f.name, str(f.type), _plain(default), help_text, **parsing.get(f.name, {}))
+        info = FieldInfo(f.name, str(f.type), _plain(default), help_text, **parsing.get(f.name, {}))
+        out[f.name] = dataclasses.replace(info, bounds=bounds.get(f.name), generate=f.name in generate)
     return out
 
 
@@ -271,12 +326,15 @@ def main(argv: list[str] | None = None) -> int:
 
 __all__ = [
     "SCHEMA_FILE",
+    "TRAINING_ARGUMENTS_BOUNDS",
     "option_rows",
     "ConfigSchema",
     "FieldInfo",
     "build",
     "config_schema",
+    "declared_bounds",
     "fields_of",
+    "generate_fields",
     "model_config_fields",
     "training_arguments_fields",
 ]

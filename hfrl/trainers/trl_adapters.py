@@ -22,10 +22,11 @@ TRL's evaluation does not compute hfrl's task metrics (``hfrl eval`` does, on th
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 import trl
 
+from hfrl.trainers.config_checks import MAX_TOKENS
 from hfrl.trainers.crash_safe import CrashSafeMixin
 from hfrl.trainers.iteration_log import SaveStateAtEnd, report_steps
 from hfrl.trainers.task_defaults import lengths_to_max_length, online_defaults_to_trl
@@ -62,7 +63,11 @@ class _PromptTruncation:
     max_prompt_length: int | None = field(
         default=None, metadata={"help": "hfrl: cut prompts to this many tokens before TRL sees them (None: keep)."}
     )
-    truncation_side: str = field(default="left", metadata={"help": "hfrl: which end of a long prompt to cut."})
+    truncation_side: str = field(
+        default="left", metadata={"help": "hfrl: which end of a long prompt to cut.", "choices": ("left", "right")}
+    )
+    # its range, checked before torch is imported (hfrl.trainers.config_checks)
+    field_bounds: ClassVar[dict[str, dict[str, Any]]] = {"max_prompt_length": {"ge": 1, "cap": MAX_TOKENS}}
 
     def __post_init__(self) -> None:
         if self.truncation_side not in ("left", "right"):

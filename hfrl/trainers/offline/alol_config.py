@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from hfrl.core.losses import ADVANTAGE_WEIGHTED, ALOL_ALGORITHMS, REWARD_WEIGHTED
-from hfrl.trainers.config_checks import check_finite
+from hfrl.trainers.config_checks import MAX_BATCH, MAX_COUNT, MAX_TOKENS, check_values
 from hfrl.trainers.rl_config import RLConfig
 
 SAMPLINGS = ("none", "good_priority", "good_random")
@@ -47,7 +47,10 @@ class ALoLConfig(RLConfig):
     # ---- Algorithm ----
     algorithm: str = field(
         default="a_lol",
-        metadata={"help": f"Loss of the family (docs/algorithms.md §6): one of {', '.join(ALOL_ALGORITHMS)}."},
+        metadata={
+            "help": f"Loss of the family (docs/algorithms.md §6): one of {', '.join(ALOL_ALGORITHMS)}.",
+            "choices": ALOL_ALGORITHMS,
+        },
     )
     ppo_clip: float = field(
         default=0.9,
@@ -61,9 +64,10 @@ class ALoLConfig(RLConfig):
     sampling: str | None = field(
         default=None,
         metadata={
+            "choices": SAMPLINGS,
             "help": "Training example sampling: 'good_priority' (P(i) ∝ A+_i, or ∝ R_i for wbc / r_gold / r_lol), "
             "'good_random' (uniform over positive weights) or 'none' (uniform over all). Default: 'none' for nll, "
-            "'good_priority' for the others."
+            "'good_priority' for the others.",
         },
     )
 
@@ -118,8 +122,22 @@ class ALoLConfig(RLConfig):
     # ---- TrainingArguments defaults that differ here ----
     logging_steps: float = field(default=10, metadata={"help": "Log every N optimizer steps."})
 
+    # Ranges (hfrl.trainers.config_checks: checked before torch is imported, and first in __post_init__)
+    field_bounds: ClassVar[dict[str, dict[str, Any]]] = {
+        "ppo_clip": {"gt": 0, "le": 1, "note": "rho is clamped to [1 - c, 1 + c]"},
+        "kl_beta": {"ge": 0},
+        "max_value": {"gt": 0},
+        "value_learning_rate": {"gt": 0},
+        "value_epochs": {"ge": 1, "cap": MAX_COUNT},
+        "value_batch_size": {"ge": 1, "cap": MAX_BATCH},
+        "value_num_heads": {"ge": 1},
+        "value_holdout_fraction": {"ge": 0, "lt": 1},
+        "max_completion_length": {"ge": 1, "cap": MAX_TOKENS},
+        "preparation_batch_size": {"ge": 1, "cap": MAX_BATCH},
+    }
+
     def __post_init__(self) -> None:
-        check_finite(self)
+        check_values(self)  # finite numbers, the ranges above and RLConfig's, generate's keyword arguments
         if self.algorithm not in self.algorithms:
             from hfrl.utils.registry import unknown
 
@@ -133,22 +151,6 @@ class ALoLConfig(RLConfig):
             raise ValueError(
                 f"{self.algorithm} has no advantage or reward to sample by: set sampling 'none', not {self.sampling!r}"
             )
-        if not 0 < self.ppo_clip <= 1:
-            raise ValueError(f"ppo_clip must be in (0, 1] (rho is clamped to [1 - c, 1 + c]), got {self.ppo_clip}")
-        for name in ("kl_beta",):
-            if getattr(self, name) < 0:
-                raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
-        for name in ("max_value", "value_learning_rate"):
-            if not getattr(self, name) > 0:
-                raise ValueError(f"{name} must be > 0, got {getattr(self, name)}")
-        for name in ("value_epochs", "value_batch_size", "value_num_heads", "max_completion_length"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
-        for name in ("preparation_batch_size",):
-            if getattr(self, name) is not None and getattr(self, name) < 1:
-                raise ValueError(f"{name} must be >= 1 or None, got {getattr(self, name)}")
-        if not 0 <= self.value_holdout_fraction < 1:
-            raise ValueError(f"value_holdout_fraction must be in [0, 1), got {self.value_holdout_fraction}")
         if self.remove_unused_columns:
             raise ValueError(
                 "remove_unused_columns must be false: the trainer reads the prepared columns and rewards read the rest"

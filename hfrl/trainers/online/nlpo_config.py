@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any, ClassVar
 
+from hfrl.trainers.config_checks import MAX_COUNT
 from hfrl.trainers.online.ppo_config import PPOConfig
 
 
@@ -26,11 +28,9 @@ class NLPOConfig(PPOConfig):
     )
     min_tokens_to_keep: int = field(default=100, metadata={"help": "Actions always kept in the mask."})
 
-    def __post_init__(self) -> None:
-        if not 0 < self.top_mask <= 1:
-            raise ValueError(f"top_mask must be in (0, 1], got {self.top_mask}")
-        if self.mask_update_every < 1:
-            raise ValueError(f"mask_update_every must be >= 1, got {self.mask_update_every}")
-        if self.min_tokens_to_keep < 1:
-            raise ValueError(f"min_tokens_to_keep must be >= 1, got {self.min_tokens_to_keep}")
-        super().__post_init__()
+    # Ranges (hfrl.trainers.config_checks), checked with OnlineConfig's, first in its __post_init__
+    field_bounds: ClassVar[dict[str, dict[str, Any]]] = {
+        "top_mask": {"gt": 0, "le": 1},
+        "mask_update_every": {"ge": 1, "cap": MAX_COUNT},
+        "min_tokens_to_keep": {"ge": 1},
+    }

@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
-from hfrl.trainers.config_checks import check_finite
+from hfrl.trainers.config_checks import MAX_BATCH, MAX_COUNT, check_values
 from hfrl.trainers.rl_config import RLConfig
+
+MINIBATCH_UNITS = ("sequences", "tokens")
+WHITEN_SCOPES = ("rollout", "minibatch")
+INVALID_REWARDS = ("error", "drop")
 
 
 @dataclass
@@ -42,10 +46,11 @@ class OnlineConfig(RLConfig):
     minibatch_unit: str = field(
         default="sequences",
         metadata={
+            "choices": MINIBATCH_UNITS,
             "help": "What a minibatch holds: 'sequences' (mini_batch_size whole completions) or 'tokens' (an equal "
             "share of the rollout's transitions, drawn at random across all its completions, as SB3's rollout "
             "buffer / RL4LMs). Either way an epoch has (rollout_batch_size x num_generations) / mini_batch_size "
-            "minibatches."
+            "minibatches.",
         },
     )
     rollout_tokens: int | None = field(
@@ -91,8 +96,9 @@ class OnlineConfig(RLConfig):
     invalid_rewards: str = field(
         default="error",
         metadata={
+            "choices": INVALID_REWARDS,
             "help": "A reward that is NaN, +-inf or beyond max_abs_reward: 'error' stops the run naming the function "
-            "and the completion; 'drop' warns and leaves that completion out of the rollout's update."
+            "and the completion; 'drop' warns and leaves that completion out of the rollout's update.",
         },
     )
     kl_coef: float = field(default=0.1, metadata={"help": "Initial coefficient beta of the per-token KL penalty."})
@@ -143,8 +149,9 @@ class OnlineConfig(RLConfig):
     whiten_scope: str = field(
         default="rollout",
         metadata={
+            "choices": WHITEN_SCOPES,
             "help": "Where whiten_advantages normalises: 'rollout' (once over the rollout) or 'minibatch' (also over "
-            "each minibatch's transitions, as SB3 / RL4LMs)."
+            "each minibatch's transitions, as SB3 / RL4LMs).",
         },
     )
     vf_coef: float = field(default=0.5, metadata={"help": "Value loss coefficient c_v."})
@@ -175,11 +182,30 @@ class OnlineConfig(RLConfig):
         default=False, metadata={"help": "Log the real loss (a non-finite one stops the run before the step)."}
     )
 
+    # Ranges (hfrl.trainers.config_checks: checked before torch is imported, and first in __post_init__)
+    field_bounds: ClassVar[dict[str, dict[str, Any]]] = {
+        "num_iterations": {"ge": 1, "cap": MAX_COUNT},
+        "rollout_batch_size": {"ge": 1, "cap": MAX_BATCH},
+        "num_generations": {"ge": 1, "cap": MAX_BATCH},
+        "mini_batch_size": {"ge": 1, "cap": MAX_BATCH},
+        "num_ppo_epochs": {"ge": 1, "cap": MAX_COUNT},
+        "rollout_tokens": {"ge": 1, "cap": MAX_COUNT, "note": "one completion per prompt"},
+        "generation_batch_size": {"ge": 1, "cap": MAX_BATCH},
+        "scoring_batch_size": {"ge": 1, "cap": MAX_BATCH},
+        "max_abs_reward": {"gt": 0},
+        "kl_coef": {"ge": 0},
+        "kl_target": {"gt": 0, "note": "fixed beta"},
+        "kl_adapt_rate": {"ge": 0},
+        "gamma": {"ge": 0, "le": 1},
+        "lam": {"ge": 0, "le": 1},
+        "vf_coef": {"ge": 0},
+        "eval_every": {"ge": 1, "cap": MAX_COUNT},
+        "save_every": {"ge": 1, "cap": MAX_COUNT},
+    }
+    generate_fields: ClassVar[tuple[str, ...]] = ("generation_kwargs",)  # generate's keyword arguments
+
     def __post_init__(self) -> None:
-        check_finite(self)
-        for name in ("num_iterations", "rollout_batch_size", "num_generations", "mini_batch_size", "num_ppo_epochs"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+        check_values(self)  # finite numbers, the ranges above, generate's keyword arguments
         self._check_estimator()
         if self.rollout_completions % self.mini_batch_size:
             per = f" x num_generations ({self.num_generations})" if self.num_generations > 1 else ""
@@ -192,34 +218,18 @@ class OnlineConfig(RLConfig):
                 f"mini_batch_size ({self.mini_batch_size}) must be a multiple of gradient_accumulation_steps "
                 f"({self.gradient_accumulation_steps})"
             )
-        if self.minibatch_unit not in ("sequences", "tokens"):
+        if self.minibatch_unit not in MINIBATCH_UNITS:
             raise ValueError(f"minibatch_unit must be 'sequences' or 'tokens', got {self.minibatch_unit!r}")
-        if self.whiten_scope not in ("rollout", "minibatch"):
+        if self.whiten_scope not in WHITEN_SCOPES:
             raise ValueError(f"whiten_scope must be 'rollout' or 'minibatch', got {self.whiten_scope!r}")
-        if self.rollout_tokens is not None and self.rollout_tokens < 1:
-            raise ValueError(
-                f"rollout_tokens must be >= 1 or None (one completion per prompt), got {self.rollout_tokens}"
-            )
-        if self.invalid_rewards not in ("error", "drop"):
+        if self.invalid_rewards not in INVALID_REWARDS:
             raise ValueError(f"invalid_rewards must be 'error' or 'drop', got {self.invalid_rewards!r}")
-        if self.max_abs_reward is not None and self.max_abs_reward <= 0:
-            raise ValueError(f"max_abs_reward must be > 0 or None, got {self.max_abs_reward}")
-        if self.kl_coef < 0:
-            raise ValueError(f"kl_coef must be >= 0, got {self.kl_coef}")
-        if self.kl_target is not None and self.kl_target <= 0:
-            raise ValueError(f"kl_target must be > 0 or None (fixed beta), got {self.kl_target}")
-        for name in ("gamma", "lam"):
-            if not 0 <= getattr(self, name) <= 1:  # type: ignore[operator]  # gamma: set by _check_estimator
-                raise ValueError(f"{name} must be in [0, 1], got {getattr(self, name)}")
         for name in ("num_beams", "num_return_sequences"):
             if (self.generation_kwargs or {}).get(name, 1) != 1:
                 raise ValueError(
                     f"generation_kwargs: {name} must be 1 in rollouts (completions are sampled from the policy), got "
                     f"{self.generation_kwargs[name]}; set num_generations for several completions per prompt"
                 )
-        for name in ("eval_every", "save_every"):
-            if getattr(self, name) is not None and getattr(self, name) < 1:
-                raise ValueError(f"{name} must be >= 1 or None, got {getattr(self, name)}")
         self.per_device_train_batch_size = self.mini_batch_size // self.gradient_accumulation_steps
         self.max_steps = self.num_iterations * self.steps_per_iteration
         self.logging_steps = self.steps_per_iteration

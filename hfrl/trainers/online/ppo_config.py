@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any, ClassVar
 
 from hfrl.trainers.online.online_config import OnlineConfig
 
@@ -23,9 +24,5 @@ class PPOConfig(OnlineConfig):
         default=None, metadata={"help": "Clip value predictions around the rollout's values (None: no clipping)."}
     )
 
-    def __post_init__(self) -> None:
-        if not 0 < self.cliprange < 1:
-            raise ValueError(f"cliprange must be in (0, 1), got {self.cliprange}")
-        if self.cliprange_value is not None and self.cliprange_value <= 0:
-            raise ValueError(f"cliprange_value must be > 0 or None, got {self.cliprange_value}")
-        super().__post_init__()
+    # Ranges (hfrl.trainers.config_checks), checked with OnlineConfig's, first in its __post_init__
+    field_bounds: ClassVar[dict[str, dict[str, Any]]] = {"cliprange": {"gt": 0, "lt": 1}, "cliprange_value": {"gt": 0}}

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any, ClassVar
 
+from hfrl.trainers.config_checks import MAX_BATCH, MAX_COUNT
 from hfrl.trainers.online.online_config import OnlineConfig
 
 
@@ -56,6 +58,17 @@ class TRPOConfig(OnlineConfig):
         default=True, metadata={"help": "DDP: the critic's optimizer steps leave the policy's parameters unused."}
     )
 
+    # Ranges (hfrl.trainers.config_checks), checked with OnlineConfig's, first in its __post_init__
+    field_bounds: ClassVar[dict[str, dict[str, Any]]] = {
+        "target_kl": {"gt": 0},
+        "cg_max_steps": {"ge": 1, "cap": MAX_COUNT},
+        "cg_damping": {"ge": 0},
+        "line_search_shrinking_factor": {"gt": 0, "lt": 1},
+        "line_search_max_iter": {"ge": 1, "cap": MAX_COUNT},
+        "fisher_batch_size": {"ge": 1, "cap": MAX_BATCH},
+        "fisher_subsample": {"ge": 1},
+    }
+
     def __post_init__(self) -> None:
         from hfrl.core.estimators import estimator_class
 
@@ -63,16 +76,7 @@ class TRPOConfig(OnlineConfig):
         self._policy_step_only = not estimator_class(self.advantage_estimator).needs_critic
         if self.mini_batch_size is None:
             self.mini_batch_size = min(128, self.rollout_batch_size * self.num_generations)
-        if self.target_kl <= 0:
-            raise ValueError(f"target_kl must be > 0, got {self.target_kl}")
-        if not 0 < self.line_search_shrinking_factor < 1:
-            raise ValueError(f"line_search_shrinking_factor must be in (0, 1), got {self.line_search_shrinking_factor}")
-        if self.fisher_batch_size is not None and self.fisher_batch_size < 1:
-            raise ValueError(f"fisher_batch_size must be >= 1 or None, got {self.fisher_batch_size}")
-        for name in ("cg_max_steps", "line_search_max_iter", "fisher_subsample"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
-        super().__post_init__()
+        super().__post_init__()  # OnlineConfig: the ranges first
 
     @property
     def steps_per_iteration(self) -> int:
