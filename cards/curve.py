@@ -8,7 +8,6 @@ evaluation reward (or loss) when the run was evaluated during training.
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 from typing import Any
@@ -79,7 +78,9 @@ def plot_reward_curve(
         run = Path(log_history)
         path = path or run / CURVE_NAME
         state = run / "trainer_state.json"
-        log_history = json.loads(state.read_text()).get("log_history", []) if state.is_file() else []
+        from hfrl.runs.run_dir import read_json_mapping
+
+        log_history = read_json_mapping(state).get("log_history", []) if state.is_file() else []
     if path is None:
         raise ValueError("plot_reward_curve needs a path for the PNG")
     series = training_series(log_history)

@@ -201,7 +201,9 @@ def _special_token(run: Run, key: str) -> str | None:
     path = run.path / "tokenizer_config.json" if run.path is not None else None
     if path is None or not path.is_file():
         return None
-    value = json.loads(path.read_text()).get(key)
+    from hfrl.runs.run_dir import read_json_mapping
+
+    value = read_json_mapping(path).get(key)
     return value.get("content") if isinstance(value, dict) else value
 
 

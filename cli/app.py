@@ -102,9 +102,15 @@ def exit_code(err: BaseException) -> int | None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Entry point with the one error boundary."""
+    """Entry point with the one error boundary. The current folder is off ``sys.path`` for the whole
+    command (:func:`hfrl.utils.trust.cwd_off_path`: ``python -m hfrl.cli`` puts it there), and no message
+    shows a token (:func:`hfrl.utils.secrets.mask_tokens`)."""
+    from hfrl.utils.secrets import mask_tokens
+    from hfrl.utils.trust import cwd_off_path
+
     try:
-        app(args=argv)  # standalone: typer reports its own usage errors (exit code 2)
+        with cwd_off_path():
+            app(args=argv)  # standalone: typer reports its own usage errors (exit code 2)
     except Exception as err:  # noqa: BLE001 - the CLI's single error boundary
         code = exit_code(err)
         if code is None or os.environ.get("HFRL_DEBUG"):
@@ -112,5 +118,5 @@ def main(argv: list[str] | None = None) -> None:
         message = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
         if network_error(err) and not isinstance(err, (*BAD_INPUT, *RUN_FAILURE)):  # the client's own error
             message = f"cannot reach the Hugging Face Hub ({type(err).__name__}: {message}); {NETWORK_HINT}"
-        sys.stderr.write(f"error: {message}\n(set HFRL_DEBUG=1 for the traceback)\n")
+        sys.stderr.write(f"error: {mask_tokens(message)}\n(set HFRL_DEBUG=1 for the traceback)\n")
         sys.exit(code)

@@ -48,13 +48,13 @@ def chat(
     base_model: BaseModelOpt = None,
     trust_code: TrustCodeOpt = False,
 ) -> None:
-    import torch
-
     from hfrl.runs.chat import ChatSession, chat_loop
     from hfrl.utils.trust import trusted_code
 
     with trusted_code(trust_code):
         session = ChatSession.from_pretrained(model, base_model, fmt, context_size, max_new_tokens, sample)
+    import torch  # after the run was opened and checked: a bad folder is one line before torch is imported
+
     torch.manual_seed(seed or 0)
     if message:
         for text in message:  # labelled as in the interactive session

@@ -44,13 +44,16 @@ def eval_(
     trust_code: TrustCodeOpt = False,
 ) -> None:
     from hfrl.runs.run_config import BASE_SUFFIX
-    from hfrl.runs.run_eval import evaluate, format_table
+    from hfrl.runs.run_dir import open_run
     from hfrl.utils.trust import trusted_code
 
     if batch_size is not None and batch_size < 1:
         raise ValueError(f"--batch-size must be >= 1, got {batch_size}")
     with trusted_code(trust_code):
-        result = evaluate(model, task, split, base, output_dir, max_samples, batch_size, base_model, seed or 0)
+        run = open_run(model)  # the folder and its config.yaml checked before torch is imported
+        from hfrl.runs.run_eval import evaluate, format_table
+
+        result = evaluate(run, task, split, base, output_dir, max_samples, batch_size, base_model, seed or 0)
     columns = {"before" if base else "after": result.report}
     other = result.metrics_path.with_name(split + ("" if base else BASE_SUFFIX) + ".json")
     if other.is_file():  # the other side of before/after, from an earlier run of hfrl eval

@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from hfrl.utils.assets import hub_kwargs
-from hfrl.utils.trust import remote_code
+from hfrl.utils.trust import cwd_off_path, remote_code
 
 GGUF_SUFFIX = ".gguf"
 SMOLLM2 = {
@@ -134,8 +134,12 @@ def load_config(name: str) -> Any:
     try:
         if is_gguf(path):
             folder, file = _gguf_source(path)
-            return AutoConfig.from_pretrained(folder, gguf_file=file, trust_remote_code=remote_code())
+            with damaged_gguf_named(path):
+                return AutoConfig.from_pretrained(folder, gguf_file=file, trust_remote_code=remote_code())
+        check_model_folder(path)
         return AutoConfig.from_pretrained(path, **hub_kwargs(path, trust_remote_code=remote_code(path)))  # pinned
+    except DamagedFileError:
+        raise
     except OSError as err:
         if os.path.isfile(os.path.join(path, "config.json")):  # there, but unreadable: not an unknown name
             reason = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
@@ -155,16 +159,51 @@ def adapter_config(model: Any) -> Any:
     if name in BUILTIN_MODELS or is_gguf(name):
         return None
     if os.path.isdir(name):
-        if not os.path.isfile(os.path.join(name, "adapter_config.json")):
+        if not os.path.isfile(os.path.join(name, ADAPTER_CONFIG)):
             return None
+        check_model_folder(name, "adapter folder")
+        read_adapter_config(name)  # what PEFT would import or fail on, said in one line first
     elif os.path.exists(name) or _has_model_config(name):
         return None
     from peft import PeftConfig
 
+    from hfrl.utils.trust import check_adapter_config
+
     try:
-        return PeftConfig.from_pretrained(name)
+        with cwd_off_path():
+            config = PeftConfig.from_pretrained(name)
     except Exception:  # noqa: BLE001 - not an adapter (or unreachable): loaded as a model, which reports errors
         return None
+    check_adapter_config(config.to_dict(), f"adapter {name}: {ADAPTER_CONFIG}")  # a Hub adapter's too
+    return config
+
+
+ADAPTER_CONFIG = "adapter_config.json"
+
+
+def read_adapter_config(folder: str | os.PathLike, known_type: bool = True) -> dict[str, Any]:
+    """A local adapter folder's ``adapter_config.json``: a mapping that names no code for PEFT to import
+    (:func:`hfrl.utils.trust.check_adapter_config`) and, with ``known_type``, whose ``peft_type`` PEFT
+    knows (that imports PEFT: seconds); else a one-line ``ValueError`` naming the file and the field."""
+    from hfrl.utils.bounded import load_json
+    from hfrl.utils.trust import check_adapter_config
+
+    path = os.path.join(folder, ADAPTER_CONFIG)
+    data = load_json(Path(path), f"adapter folder {folder}: {ADAPTER_CONFIG}")
+    if not isinstance(data, dict):
+        raise ValueError(f"{path}: an adapter config is a JSON mapping, got {type(data).__name__}")
+    check_adapter_config(data, path)
+    if not known_type:
+        return data
+    from peft.utils.peft_types import PeftType
+
+    known = [t.value for t in PeftType]
+    if data.get("peft_type") not in known:
+        from hfrl.utils.registry import unknown
+
+        error = unknown("peft_type", str(data.get("peft_type")), known, hint="; is this a PEFT adapter's config?")
+        raise type(error)(f"{path}: {error}")
+    return data
 
 
 def _has_model_config(name: str) -> bool:
@@ -183,6 +222,7 @@ def load_model(model: Any, init_kwargs: dict | None = None, base_model: str | No
     ``base_model`` is only for adapters."""
     if not isinstance(model, (str, os.PathLike)):
         return model
+    check_model_folder(model)
     from hfrl.utils.quiet import quiet
 
     quiet()  # transformers' loading bar, and the deprecations PEFT triggers: not the user's business
@@ -203,19 +243,67 @@ def load_model(model: Any, init_kwargs: dict | None = None, base_model: str | No
     kwargs = dict(init_kwargs or {})
     kwargs.setdefault("trust_remote_code", remote_code(path))  # a Python caller's own init kwargs may opt in
     if not is_gguf(path):
-        with damaged_weights_named(path):
+        with damaged_weights_named(path), loading_error_named(path), cwd_off_path():
             return auto.from_pretrained(path, **hub_kwargs(path, **kwargs))
     from transformers import GgufConfig
 
     folder, file = _gguf_source(path)
     kwargs.setdefault("quantization_config", GgufConfig(dequantize=True))  # a plain, trainable, saveable model
-    lm = auto.from_pretrained(folder, gguf_file=file, config=config, **kwargs)
+    with damaged_gguf_named(path), loading_error_named(path), cwd_off_path():
+        lm = auto.from_pretrained(folder, gguf_file=file, config=config, **kwargs)
     lm.config._name_or_path = lm.name_or_path = os.path.join(folder, file)  # PEFT records the latter
     return lm
 
 
+def check_model_folder(path: Any, what: str = "model folder") -> None:
+    """A local model or adapter folder is data (:func:`hfrl.utils.folders.check_folder`): every link in
+    it stays inside it. Nothing for a Hub id, a built-in name or a file."""
+    if isinstance(path, (str, os.PathLike)) and os.path.isdir(path):
+        from hfrl.utils.folders import check_folder
+
+        check_folder(path, what)
+
+
 class DamagedFileError(OSError):
-    """A model or checkpoint file that cannot be read (a garbled safetensors header)."""
+    """A model or checkpoint file that cannot be read (a garbled safetensors header, a cut GGUF file)."""
+
+
+@contextlib.contextmanager
+def damaged_gguf_named(path: Any) -> Iterator[None]:
+    """Inside, the gguf reader's errors on a damaged file become one line naming ``path``: it unpacks the
+    header with struct and numpy (``struct.error``, ``ValueError``, ``IndexError``...) before transformers
+    sees a tensor."""
+    import struct
+
+    try:
+        yield
+    except (struct.error, ValueError, IndexError, OverflowError, KeyError, OSError) as err:
+        if type(err).__module__.startswith("hfrl"):
+            raise  # hfrl's own one-line errors pass as they are
+        while err.__cause__ or err.__context__:  # transformers wraps the reader's error in "not a valid JSON file"
+            err = err.__cause__ or err.__context__  # type: ignore[assignment]
+        reason = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        raise DamagedFileError(
+            f"the GGUF file {path} cannot be loaded ({type(err).__name__}: {reason}); a file cut short or not a GGUF "
+            "model: download or copy it again"
+        ) from err
+
+
+@contextlib.contextmanager
+def loading_error_named(path: Any) -> Iterator[None]:
+    """Inside, what ``from_pretrained`` raises for a keyword argument it cannot use (``model_init_kwargs:
+    {dtype: bogus}`` ends in a ``TypeError`` or ``AttributeError`` deep inside transformers) becomes one
+    line naming the model, with any token in the message hidden."""
+    try:
+        yield
+    except (TypeError, AttributeError) as err:
+        from hfrl.utils.secrets import mask_tokens
+
+        reason = mask_tokens(str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__)
+        raise ValueError(
+            f"cannot load model {path} with these model_init_kwargs ({type(err).__name__}: {reason}); check "
+            "--model_init_kwargs (e.g. dtype: bfloat16, float32 or auto)"
+        ) from None
 
 
 @contextlib.contextmanager
@@ -258,7 +346,8 @@ def _with_adapter(
         ) from err
     if trainable:
         lm = prepare_kbit(lm, gradient_checkpointing)
-    peft_model = PeftModel.from_pretrained(lm, name, is_trainable=trainable)
+    with cwd_off_path():
+        peft_model = PeftModel.from_pretrained(lm, name, is_trainable=trainable)
     # what it was loaded onto, as PEFT records a fresh adapter's base: saved with the trained adapter
     peft_model.peft_config[peft_model.active_adapter].base_model_name_or_path = lm.name_or_path
     return peft_model
@@ -333,8 +422,11 @@ def load_tokenizer(name: str, **kwargs: Any) -> Any:
     kwargs.setdefault("trust_remote_code", remote_code(path))
     if is_gguf(path):
         folder, file = _gguf_source(path)
-        return AutoTokenizer.from_pretrained(folder, gguf_file=file, **kwargs)
-    return AutoTokenizer.from_pretrained(path, **hub_kwargs(path, **kwargs))
+        with damaged_gguf_named(path), cwd_off_path():
+            return AutoTokenizer.from_pretrained(folder, gguf_file=file, **kwargs)
+    check_model_folder(path)
+    with cwd_off_path():
+        return AutoTokenizer.from_pretrained(path, **hub_kwargs(path, **kwargs))
 
 
 def load_tokenizer_for(model: Any, lm: Any, **kwargs: Any) -> Any:
@@ -366,11 +458,13 @@ def fix_tokenizer(tokenizer: Any, lm: Any = None) -> Any:
 def gguf_metadata(name: str, keys: tuple[str, ...]) -> dict[str, Any]:
     """The values of ``keys`` in a GGUF file's metadata (those present; {} without the ``gguf``
     package or the file): e.g. ``general.license``, ``general.source.huggingface.repository``."""
+    import struct
+
     try:
         from gguf import GGUFReader
 
         reader = GGUFReader(resolve_model(name))
-    except (ImportError, OSError, ValueError):
+    except (ImportError, OSError, ValueError, struct.error, IndexError, OverflowError):  # damaged: no metadata
         return {}
     return {key: reader.fields[key].contents() for key in keys if key in reader.fields}
 
@@ -421,8 +515,10 @@ def model_config_dict(name_or_path: str | None) -> dict[str, Any]:
 __all__ = [
     "BUILTIN_MODELS",
     "SMOLLM2",
+    "DamagedFileError",
     "adapter_config",
     "builtin_name",
+    "check_model_folder",
     "fix_tokenizer",
     "gguf_metadata",
     "is_gguf",
@@ -433,6 +529,7 @@ __all__ = [
     "load_trainable",
     "model_config_dict",
     "plain_model_dir",
+    "read_adapter_config",
     "resolve_model",
     "smollm2_path",
 ]

@@ -24,8 +24,7 @@ from typing import Any
 
 from hfrl.runs.run_config import CONFIG_NAME, EVAL_DIR, config_text
 from hfrl.runs.run_dir import Run, open_run
-
-_SCAN_LIMIT = 64 * 2**20  # files larger than this (weights) are scanned for the token in their first 1 MiB
+from hfrl.utils.folders import regular_file
 
 
 def _local_run(run_dir: str | os.PathLike, merge: bool, what: str) -> Run:
@@ -59,7 +58,8 @@ def collect_files(
         tokenizer.save_pretrained(merged_dir)
         files.update({p.name: p for p in sorted(merged_dir.iterdir()) if p.is_file()})
     else:
-        files.update({p.name: p for p in run.model_files() + run.tokenizer_files()})
+        assert run.path is not None  # _local_run
+        files.update({p.name: regular_file(p, run.path) for p in run.model_files() + run.tokenizer_files()})
     card_kwargs = dict(card_kwargs or {})
     history = card_kwargs.get("log_history")
     history = history if history is not None else run.log_history()
@@ -83,25 +83,23 @@ def collect_files(
         files[CONFIG_NAME] = config_text(run.config).encode()
     eval_dir = run.path / EVAL_DIR if run.path is not None else None
     if eval_dir is not None and eval_dir.is_dir():
-        files.update({f"{EVAL_DIR}/{p.name}": p for p in sorted(eval_dir.glob("*.json"))})
+        assert run.path is not None
+        files.update({f"{EVAL_DIR}/{p.name}": regular_file(p, run.path) for p in sorted(eval_dir.glob("*.json"))})
     return files
 
 
 def assert_no_secret(files: dict[str, Path | bytes], secret: str | None = None) -> None:
     """Refuse to send or write anything that contains ``secret`` (the Hub token used), or any string
-    shaped like a Hub token (:func:`hfrl.utils.secrets.refuse_tokens`)."""
+    shaped like a Hub token (:func:`hfrl.utils.secrets.refuse_tokens`), in any file, read whole
+    (:func:`hfrl.utils.folders.find_token_in_file`: weights included)."""
+    from hfrl.utils.folders import file_contains, refuse_token_in_file
     from hfrl.utils.secrets import refuse_tokens
 
-    needle = secret.encode() if secret else None
+    needle = secret.encode() if secret else b""
     for name, source in files.items():
-        if isinstance(source, bytes):
-            data = source
-        else:
-            with open(source, "rb") as fh:
-                data = fh.read(_SCAN_LIMIT if source.stat().st_size <= _SCAN_LIMIT else 2**20)
-        if needle is not None and needle in data:
+        if needle and (needle in source if isinstance(source, bytes) else file_contains(source, needle)):
             raise ValueError(f"{name} contains your Hugging Face token; remove it from the run before pushing")
-        refuse_tokens(data, name)
+        refuse_tokens(source, name) if isinstance(source, bytes) else refuse_token_in_file(source, name)
 
 
 def export_run(

@@ -13,7 +13,6 @@ fields), ``trainer_state.json`` and, after ``hfrl eval``, ``eval/{split}.json`` 
 
 from __future__ import annotations
 
-import json
 import os
 import re
 from dataclasses import dataclass, field
@@ -144,7 +143,8 @@ class Run:
     def log_history(self) -> list[dict[str, Any]]:
         if self.path is None or not (self.path / STATE_NAME).is_file():
             return []
-        return json.loads((self.path / STATE_NAME).read_text()).get("log_history", [])
+        history = read_json_mapping(self.path / STATE_NAME).get("log_history", [])
+        return [entry for entry in history if isinstance(entry, dict)] if isinstance(history, list) else []
 
     def eval_results(self) -> dict[str, dict[str, dict[str, Any]]]:
         """``{split: {"before": report, "after": report}}`` from ``eval/*.json`` (either may be missing)."""
@@ -156,7 +156,7 @@ class Run:
             split, which = path.stem, "after"
             if split.endswith(BASE_SUFFIX):
                 split, which = split[: -len(BASE_SUFFIX)], "before"
-            out.setdefault(split, {})[which] = json.loads(path.read_text())
+            out.setdefault(split, {})[which] = read_json_mapping(path)
         return out
 
     # ---- loading ----------------------------------------------------------------------------
@@ -169,6 +169,11 @@ class Run:
 
         if self.is_adapter:
             from peft import PeftModel
+
+            from hfrl.core.models import read_adapter_config
+
+            assert self.path is not None  # an adapter is a local folder
+            read_adapter_config(self.path)  # a peft_type PEFT does not know: one line, not its KeyError
 
             base = base_model or self.adapter_base
             if base is None:
@@ -188,6 +193,17 @@ class Run:
             lm = load_model(self.model_ref)
             tokenizer_source = self.model_ref
         return lm.eval(), fix_tokenizer(load_tokenizer(tokenizer_source), lm)
+
+
+def read_json_mapping(path: Path) -> dict[str, Any]:
+    """A JSON file of a folder hfrl did not write in this command, as a mapping: bounded in size and
+    depth (:func:`hfrl.utils.bounded.load_json`), or a one-line ``ValueError`` naming the file."""
+    from hfrl.utils.bounded import load_json
+
+    data = load_json(path, str(path))
+    if not isinstance(data, dict):
+        raise ValueError(f"{path}: expected a JSON mapping, got {type(data).__name__}; is it the file hfrl wrote?")
+    return data
 
 
 def require_hub_model(name: str) -> None:
@@ -235,26 +251,33 @@ def open_run(name_or_path: str | os.PathLike) -> Run:
         )
     if not path.is_dir():
         raise ValueError(f"{name} is a file; give the run directory that holds it (or a .gguf model file)")
+    from hfrl.core.models import read_adapter_config
+    from hfrl.runs.run_folder import restore_replaced
+    from hfrl.utils.folders import check_folder
     from hfrl.utils.trust import remote_code
 
-    remote_code(path)  # a folder naming its own code (auto_map) is refused here, whatever the command does next
-    adapter_config = None
-    if (path / "adapter_config.json").is_file():
-        adapter_config = json.loads((path / "adapter_config.json").read_text())
-    elif not (path / "config.json").is_file():
+    checkpoint = re.fullmatch(r"checkpoint-\d+", path.name) is not None
+    folder = path.parent if checkpoint and (path.parent / CONFIG_NAME).is_file() else path  # a checkpoint's run
+    check_folder(folder, "run folder")  # data, all the way down: no link out, for reading and writing alike
+    restore_replaced(folder)  # a run that an interrupted --overwrite_output_dir had moved aside
+    if not (path / "adapter_config.json").is_file() and not (path / "config.json").is_file():
         raise ValueError(
             f"{name} holds no model: expected config.json (a full model) or adapter_config.json (a PEFT adapter); "
             "save the trained model first (trainer.save_model())"
         )
     config_file = path / CONFIG_NAME
-    if not config_file.is_file() and re.fullmatch(r"checkpoint-\d+", path.name):
+    if not config_file.is_file() and checkpoint:
         config_file = path.parent / CONFIG_NAME  # a checkpoint of a run: the run's config
-    config = read_config_file(config_file) if config_file.is_file() else {}
+    config = read_config_file(config_file) if config_file.is_file() else {}  # first: no heavy import before it
     if config:
         from hfrl.runs.config_values import check_config
 
         config = check_config(config, f"config file {config_file}")
-    model_config = json.loads((path / "config.json").read_text()) if (path / "config.json").is_file() else {}
+    remote_code(path)  # a folder naming its own code (auto_map) is refused here, whatever the command does next
+    adapter_config = None
+    if (path / "adapter_config.json").is_file():
+        adapter_config = read_adapter_config(path, known_type=False)  # its peft_type: when it loads
+    model_config = read_json_mapping(path / "config.json") if (path / "config.json").is_file() else {}
     return Run(
         name=name,
         path=path,
@@ -265,4 +288,4 @@ def open_run(name_or_path: str | os.PathLike) -> Run:
     )
 
 
-__all__ = ["Run", "is_hub_id", "open_run"]
+__all__ = ["Run", "is_hub_id", "open_run", "read_json_mapping"]

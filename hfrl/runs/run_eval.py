@@ -25,6 +25,7 @@ from transformers import TrainerCallback
 from hfrl.runs.run_config import BASE_SUFFIX, EVAL_DIR, PREDICTIONS_DIR, task_kwargs
 from hfrl.runs.run_dir import Run, open_run
 from hfrl.trainers.evaluation import EVAL_FIELDS, completer, eval_mode, eval_settings, generation_kwargs
+from hfrl.utils.cache import write_atomic
 
 if TYPE_CHECKING:
     from hfrl.tasks import Task
@@ -103,9 +104,9 @@ def save_eval(
     (out / EVAL_DIR).mkdir(parents=True, exist_ok=True)
     (out / PREDICTIONS_DIR).mkdir(parents=True, exist_ok=True)
     metrics_path, predictions_path = out / EVAL_DIR / f"{stem}.json", out / PREDICTIONS_DIR / f"{stem}.jsonl"
-    metrics_path.write_text(json.dumps(report, indent=2, default=str) + "\n")
-    with open(predictions_path, "w") as fh:
-        fh.writelines(json.dumps(r, default=str) + "\n" for r in records)
+    # written beside, then renamed over: a link in their place is replaced, never written through
+    write_atomic(metrics_path, json.dumps(report, indent=2, default=str) + "\n")
+    write_atomic(predictions_path, "".join(json.dumps(r, default=str) + "\n" for r in records))
     return metrics_path, predictions_path
 
 
@@ -125,7 +126,7 @@ def _default_output_dir(run: Run) -> Path:
 
 
 def evaluate(
-    model: str | os.PathLike,
+    model: str | os.PathLike | Run,
     task: str | None = None,
     split: str = "test",
     base: bool = False,
@@ -145,8 +146,14 @@ def evaluate(
     import torch
 
     from hfrl.tasks import load_task
+    from hfrl.utils.folders import check_folder
 
-    run = open_run(model)
+    if output_dir is not None and not str(output_dir).strip():
+        raise ValueError("--output-dir is empty: give the folder to write eval/ and predictions/ into")
+    run = model if isinstance(model, Run) else open_run(model)
+    model = run.name  # as the messages name it
+    if output_dir is not None:
+        check_folder(output_dir, "output folder")  # before generating: nothing is written through a link out
     task_name = task or run.task
     if not task_name:
         raise ValueError(f"no task for {model}: pass --task NAME (see `hfrl list tasks`)")

@@ -36,13 +36,16 @@ def unknown(kind: str, name: str, known: Iterable[str], hint: str = "", max_list
 # attribute may be empty: ``module:`` imports the module itself). :func:`is_code_path` is the one test
 # that both the resolvers and the trust check of files (:mod:`hfrl.utils.trust`) use, so that a file is
 # refused for exactly the names a resolver would import.
-_CODE_PATH = re.compile(r"[A-Za-z_][\w.]*:[\w.]*")
+# A Python file of yours is named by its path: ``my_rewards.py:digits``, ``src/rewards.py:Score``.
+_CODE_PATH = re.compile(r"(?:[A-Za-z_][\w.]*|[^:\s]+\.py):[\w.]*")
 
 
 def is_code_path(name: Any) -> bool:
-    """Whether a resolver given ``name`` (unregistered) imports it as ``module:attr``.
+    """Whether a resolver given ``name`` (unregistered) imports it as ``module:attr`` or ``file.py:attr``.
 
     >>> is_code_path("os:system"), is_code_path("evil:"), is_code_path("pkg.mod:Cls.method")
+    (True, True, True)
+    >>> is_code_path("my_rewards.py:digits"), is_code_path("../src/r.py:f"), is_code_path("/abs/x.py:")
     (True, True, True)
     >>> is_code_path("rouge"), is_code_path("http://x"), is_code_path("data/my.jsonl"), is_code_path(":x")
     (False, False, False, False)
@@ -51,12 +54,55 @@ def is_code_path(name: Any) -> bool:
 
 
 def import_path(path: str) -> Any:
-    """``"package.module:attr"`` -> the object (``"module:"``: the module)."""
+    """``"package.module:attr"`` -> the object (``"module:"``: the module); ``"path/to/file.py:attr"``
+    loads that file as a module of its own (nothing is added to ``sys.path``)."""
     module, _, attr = path.partition(":")
-    obj: Any = importlib.import_module(module)
+    obj: Any = _load_file(module) if module.endswith(".py") else _import_module(module)
     for part in attr.split(".") if attr else []:
         obj = getattr(obj, part)
     return obj
+
+
+def _import_module(module: str) -> Any:
+    """``importlib.import_module``; a module that is not importable but is a file in the current folder
+    gets the hint to name the file (the current folder is not on ``sys.path`` when hfrl loads models)."""
+    import os
+
+    try:
+        return importlib.import_module(module)
+    except ModuleNotFoundError as err:
+        file = module.replace(".", os.sep) + ".py"
+        if err.name == module.split(".")[0] and os.path.isfile(file):
+            raise ModuleNotFoundError(
+                f"{err}; to use the file {file} of this folder, name it by its path: {file}:NAME"
+            ) from None
+        raise
+
+
+def _load_file(file: str) -> Any:
+    """The Python file ``file`` as a module named after its resolved path (loaded once per process)."""
+    import hashlib
+    import importlib.util
+    import os
+    import sys
+
+    real = os.path.realpath(file)
+    if not os.path.isfile(real):
+        raise ModuleNotFoundError(f"no Python file {file}", name=file)
+    stem = re.sub(r"\W", "_", os.path.basename(real)[:-3])
+    name = f"hfrl_user_{stem}_{hashlib.sha256(real.encode()).hexdigest()[:8]}"
+    if name in sys.modules:
+        return sys.modules[name]
+    spec = importlib.util.spec_from_file_location(name, real)
+    assert spec is not None and spec.loader is not None  # a .py file always has a source loader
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # before running it: its own imports of itself, pickling by reference
+    try:
+        spec.loader.exec_module(module)
+    except BaseException:
+        del sys.modules[name]
+        raise
+    return module
 
 
 @dataclass(frozen=True)

@@ -52,6 +52,20 @@ def redacted(value: Any) -> Any:
     return value
 
 
+def masked(value: Any) -> Any:
+    """``value`` as a message may show it: a secret-named key's value (at any depth) as ``"***"``, and
+    any string shaped like a Hub token cut short (:func:`mask_tokens`).
+
+    >>> masked({"model_init_kwargs": {"token": "hf_x", "dtype": "bfloat16"}, "run_name": "a"})
+    {'model_init_kwargs': {'token': '***', 'dtype': 'bfloat16'}, 'run_name': 'a'}
+    """
+    if isinstance(value, dict):
+        return {k: "***" if is_secret(k) and v is not None else masked(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(masked(v) for v in value)
+    return mask_tokens(value) if isinstance(value, str) else value
+
+
 def holds_secret(value: Any) -> bool:
     """Whether ``value`` has a secret-named key at any depth."""
     return redacted(value) is not value
@@ -64,14 +78,29 @@ def find_token(data: bytes | str) -> str | None:
     return None if match is None else match.group().decode()[:7] + "..."
 
 
+def mask_tokens(text: str) -> str:
+    """``text`` with every string shaped like a Hub token cut to its first 7 characters: what a message
+    on the console may show.
+
+    >>> mask_tokens("model_init_kwargs {} -> {'token': 'hf_abcdefghijklmnopqrstuvwxyz0123'}")
+    "model_init_kwargs {} -> {'token': 'hf_abcd...'}"
+    """
+    return TOKEN_SHAPE.sub(lambda m: m.group()[:7] + b"...", text.encode()).decode()
+
+
 def refuse_tokens(data: bytes | str, what: str) -> None:
     """Raise :class:`SecretInFileError` when ``data`` (the bytes of ``what``) holds a Hub token."""
     found = find_token(data)
     if found:
-        raise SecretInFileError(
-            f"refusing to write {what}: it holds a string shaped like a Hugging Face token ({found}); pass tokens "
-            "as --hub_token, HF_TOKEN or `hf auth login`, never inside another field, and remove it from the file"
-        )
+        raise token_refusal(found, what)
+
+
+def token_refusal(found: str, what: str) -> SecretInFileError:
+    """The one-line error for ``what``, which holds the token-shaped string ``found`` (shortened)."""
+    return SecretInFileError(
+        f"refusing to write {what}: it holds a string shaped like a Hugging Face token ({found}); pass tokens "
+        "as --hub_token, HF_TOKEN or `hf auth login`, never inside another field, and remove it from the file"
+    )
 
 
 @contextlib.contextmanager
@@ -119,7 +148,10 @@ __all__ = [
     "find_token",
     "holds_secret",
     "is_secret",
+    "mask_tokens",
+    "masked",
     "redacted",
     "refuse_tokens",
     "secrets_removed",
+    "token_refusal",
 ]

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
-import json
 import os
 from collections.abc import Iterator
 from typing import Any
@@ -39,6 +38,19 @@ CODE_KEYS: dict[str, Any] = {
     "auto_map": lambda value: bool(value),  # a config naming its own classes to import
     "use_kernels": bool,  # transformers: kernels downloaded from the Hub and loaded
     "attn_implementation": _names_hub_kernel,
+    "experts_implementation": _names_hub_kernel,  # transformers 5: a mixture-of-experts kernel, by Hub repo too
+}
+# Keys of a PEFT adapter_config.json that make PEFT import a module by name (peft 0.21): `megatron_config`
+# imports `megatron_core` (peft/tuners/lora/tp_layer.py, "megatron.core" by default: a folder of that name
+# in the current directory would do), and `auto_mapping` imports its `parent_library` (peft/auto.py). hfrl
+# loads adapters with PeftModel onto a base it loads itself: a transformers class is the only one allowed.
+ADAPTER_CODE_KEYS: dict[str, Any] = {
+    "megatron_config": lambda value: value is not None,
+    "megatron_core": lambda value: value not in (None, "megatron.core"),
+    "auto_mapping": lambda value: (
+        bool(value)
+        and not str((value if isinstance(value, dict) else {}).get("parent_library", "")).startswith("transformers.")
+    ),
 }
 CODE_HINT = "pass --trust-code (trust_code=True in Python) only if you trust it"
 
@@ -163,28 +175,83 @@ def check_command_line(values: dict[str, Any]) -> dict[str, Any]:
     return values
 
 
-def remote_code(name_or_path: Any = None, files: tuple[str, ...] = ("config.json", "tokenizer_config.json")) -> bool:
+MODEL_FOLDER_FILES = ("config.json", "tokenizer_config.json", "generation_config.json")
+
+
+def remote_code(name_or_path: Any = None, files: tuple[str, ...] = MODEL_FOLDER_FILES) -> bool:
     """The ``trust_remote_code`` hfrl passes to every ``from_pretrained`` / ``generate`` call: the user's
-    opt-in (:func:`code_trusted`), never a file's. For a local folder whose ``config.json`` or
-    ``tokenizer_config.json`` names its own code (``auto_map``) and no opt-in, a one-line
+    opt-in (:func:`code_trusted`), never a file's. For a local folder whose ``config.json``,
+    ``tokenizer_config.json`` or ``generation_config.json`` names code to load (``auto_map``, a Hub kernel
+    as ``attn_implementation``, any key of :data:`CODE_KEYS` at any depth) and no opt-in, a one-line
     :class:`UntrustedCodeError` now (transformers would ask "[y/N]" on the terminal, or fail later)."""
     if code_trusted():
         return True
     _no_prompt()
     if isinstance(name_or_path, (str, os.PathLike)) and os.path.isdir(name_or_path):
+        from pathlib import Path
+
+        from hfrl.utils.bounded import load_json
+
         for name in files:
-            path = os.path.join(name_or_path, name)
-            try:
-                with open(path) as fh:
-                    data = json.load(fh)
-            except (OSError, ValueError):
+            path = Path(name_or_path, name)
+            if not path.is_file():
                 continue
-            if isinstance(data, dict) and data.get("auto_map"):
+            data = load_json(path, f"model folder {name_or_path}: {name}")  # not JSON, too large, too deep: one line
+            found = loads_code(data)
+            if found:
+                place, value = found
                 raise UntrustedCodeError(
-                    f"model folder {name_or_path}: {name} names its own code to run (auto_map: "
-                    f"{json.dumps(data['auto_map'])[:80]}); {CODE_HINT}"
+                    f"model folder {name_or_path}: {name} names code to load ({place}: {value[:80]}); {CODE_HINT}"
                 )
     return False
+
+
+def check_adapter_config(data: Any, source: str) -> Any:
+    """``data`` (a PEFT ``adapter_config.json``, parsed) unless a key of :data:`ADAPTER_CODE_KEYS` makes
+    PEFT import a module by name and the user did not opt in: then a one-line :class:`UntrustedCodeError`.
+
+    >>> check_adapter_config({"peft_type": "LORA", "megatron_core": "megatron.core", "megatron_config": None}, "x")
+    {'peft_type': 'LORA', 'megatron_core': 'megatron.core', 'megatron_config': None}
+    >>> check_adapter_config({"peft_type": "LORA", "megatron_config": {"tensor_model_parallel_size": 1}}, "a")
+    Traceback (most recent call last):
+    hfrl.utils.trust.UntrustedCodeError: a names code to import (megatron_config: PEFT then imports megatron.core ...
+    """
+    if code_trusted() or not isinstance(data, dict):
+        return data
+    for key, loads in ADAPTER_CODE_KEYS.items():
+        if key in data and loads(data[key]):
+            raise UntrustedCodeError(f"{source} names code to import ({key}: {_adapter_door(key, data)}); {CODE_HINT}")
+    return data
+
+
+def _adapter_door(key: str, data: dict[str, Any]) -> str:
+    """What PEFT would import for ``key`` of the adapter config ``data``, in a few words."""
+    if key == "megatron_config":
+        return f"PEFT then imports {data.get('megatron_core') or 'megatron.core'} by name"
+    if key == "megatron_core":
+        return f"a module PEFT imports by name: {data[key]!r}"
+    library = data[key].get("parent_library") if isinstance(data[key], dict) else data[key]
+    return f"PEFT's AutoPeftModel imports {str(library)!r}"
+
+
+@contextlib.contextmanager
+def cwd_off_path() -> Iterator[None]:
+    """Inside, the current folder is not on ``sys.path`` (``python -m`` and ``PYTHONPATH=.`` put it there):
+    a library that imports a module by name (PEFT's ``megatron.core``, an optional package transformers
+    probes) never finds one planted in the folder hfrl was started from. Your own code still loads by
+    its file (``--rewards my_rewards.py:digits``) or as an installed module."""
+    import sys
+
+    here = os.path.realpath(os.getcwd())
+    removed = [(i, p) for i, p in enumerate(sys.path) if os.path.realpath(p or ".") == here]
+    for i, _ in reversed(removed):
+        del sys.path[i]
+    try:
+        yield
+    finally:
+        for i, p in removed:  # back where they were
+            if p not in sys.path:
+                sys.path.insert(i, p)
 
 
 def _no_prompt() -> None:
@@ -202,10 +269,13 @@ def _no_prompt() -> None:
 
 
 __all__ = [
+    "ADAPTER_CODE_KEYS",
     "UntrustedCodeError",
+    "check_adapter_config",
     "check_command_line",
     "check_file",
     "code_trusted",
+    "cwd_off_path",
     "loads_code",
     "names_code",
     "remote_code",

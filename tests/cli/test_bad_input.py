@@ -167,7 +167,7 @@ def as_dict(prompts, completions, **kwargs):
 )
 def test_a_reward_of_the_wrong_kind_is_one_line_naming_it(reward, message, tmp_path, capsys):
     args = ["train", "--task", "numbers", "--model", "tiny", "-o", str(tmp_path / "r"), *FAST,
-            "--rewards", f"[tests.cli.test_bad_input:{reward}]"]  # fmt: skip
+            "--rewards", f"[{__file__}:{reward}]"]  # fmt: skip  # a reward of your own: its file's path
     code, _, err = run_cli(args, capsys)
     assert code == 2, err
     assert error_line(err).startswith(f"error: {message}")

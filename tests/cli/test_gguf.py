@@ -176,3 +176,17 @@ def test_alol_trains_from_a_gguf_model(gguf_file, tmp_path):
     )
     trainer.train()
     assert [h for h in trainer.state.log_history if "loss" in h]
+
+
+@pytest.mark.parametrize("damage", ["cut", "garbled"])
+def test_a_damaged_gguf_file_is_one_line(damage, gguf_file, tmp_path, capsys):
+    """A GGUF file cut short (or with a garbled header) fails in the gguf reader's struct unpacking: one
+    line naming the file, not a ``struct.error`` traceback."""
+    data = Path(gguf_file).read_bytes()
+    broken = tmp_path / "broken.gguf"
+    broken.write_bytes(data[: len(data) // 3] if damage == "cut" else data[:24] + b"\xff" * 64 + data[88:])
+    code, _, err = run_cli(["eval", str(broken), "--task", "numbers", "--max-samples", "2"], capsys)
+    assert code == 1, err
+    line = [x for x in err.splitlines() if x.startswith("error: ")][0]
+    assert line.startswith(f"error: the GGUF file {broken} cannot be loaded (")
+    assert line.endswith("a file cut short or not a GGUF model: download or copy it again")

@@ -329,3 +329,40 @@ def test_a_file_holding_a_token_shaped_string_is_never_written_or_pushed(full_ru
         code, _, err = run_cli(args, capsys)
         assert code == 2 and "refusing to write eval/test.json" in err, err
     assert not hub.commits and not (tmp_path / "x").exists()
+
+
+# ---- a run folder from anywhere: export and push read only regular files inside it (issue 34) ------
+@pytest.mark.parametrize(
+    ("name", "target"),
+    [("vocab.txt", "id_rsa"), ("eval", "credentials")],
+    ids=["file", "folder"],
+)
+def test_export_and_push_never_read_through_a_link(name, target, full_run, hub, tmp_path, capsys):
+    """`vocab.txt -> ~/.ssh/id_rsa`, `eval/ -> a folder of cloud credentials`: neither is copied or sent."""
+    secret_text = b"-----BEGIN OPENSSH PRIVATE KEY----- do not send"
+    outside = tmp_path / "home"
+    (outside / "credentials").mkdir(parents=True)
+    (outside / "id_rsa").write_bytes(secret_text)
+    (outside / "credentials" / "aws.json").write_bytes(secret_text)
+    run = copy_run(full_run, tmp_path)
+    if (run / name).is_dir():
+        shutil.rmtree(run / name)
+    (run / name).symlink_to(outside / target)
+    for args in (["export", str(run), "--out", str(tmp_path / "exported")], ["push", str(run), "--repo-id", "me/r"]):
+        code, _, err = run_cli(args, capsys)
+        assert code == 2, err
+        assert f"run folder {run}: {name} is a link to {outside / target}, outside the folder" in err
+    assert not (tmp_path / "exported").exists()
+    assert hub.commits == [] and secret_text not in hub.sent_bytes()
+
+
+def test_a_token_at_the_end_of_a_large_file_is_found(full_run, hub, tmp_path, capsys):
+    """The whole of every file is read for a token, weights included (it was the first 1 MiB over 64 MiB)."""
+    run = copy_run(full_run, tmp_path)
+    with open(run / "model.safetensors", "ab") as fh:
+        fh.write(b"\0" * (70 * 2**20) + b"hf_" + b"Zz9" * 12)
+    for args in (["export", str(run), "--out", str(tmp_path / "x")], ["push", str(run), "--repo-id", "me/r"]):
+        code, _, err = run_cli(args, capsys)
+        assert code == 2 and "refusing to write model.safetensors: it holds a string shaped like a Hugging Face " \
+            "token (hf_Zz9Z...)" in err, err  # fmt: skip
+    assert not (tmp_path / "x").exists() and hub.commits == []

@@ -147,7 +147,7 @@ def test_bad_inputs_are_one_line(tmp_path, capsys):
     model.mkdir()
     (model / "config.json").write_text("{not json")
     assert error(["--task", "numbers", "--model", str(model)]).startswith(
-        f"error: model directory {model}: its config.json cannot be read (It looks like the config file"
+        f"error: model folder {model}: config.json: invalid JSON at line 1, column 2"
     )
     a_file = tmp_path / "a-file"
     a_file.write_text("x")
