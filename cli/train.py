@@ -146,9 +146,12 @@ def _train(
     references_column, task_arg, threads, overwrite_output_dir,
 ) -> None:  # fmt: skip
     from hfrl.runs import experiment
-    from hfrl.runs.run_folder import RunFolder
+    from hfrl.runs.run_folder import RunFolder, launch_rank
     from hfrl.utils.trust import check_command_line
 
+    launch_rank()  # rank variables a launcher did not set are one line, before anything else
+    if output_dir is not None and not output_dir.strip():
+        raise ValueError("--output-dir is empty: give the run's folder (default: runs/TASK-ALG)")
     task_args = parse_task_args(task_arg or [])
     task_args.update(
         {k: v for k, v in (("prompt_column", prompt_column), ("references_column", references_column)) if v}
@@ -173,9 +176,8 @@ def _train(
                        number=getattr(run, "output_dir_default", False))  # fmt: skip
     with folder:  # locked; a start that fails leaves it as it was; one run per folder
         run["output_dir"] = str(folder.path)  # a default folder that was taken gives way to the next number
-        checkpoint = (
-            experiment.last_checkpoint(run["output_dir"]) if resume else run.pop("resume_from_checkpoint", None)
-        )
+        named = run.pop("resume_from_checkpoint", None)  # a checkpoint named explicitly
+        checkpoint = (named or experiment.last_checkpoint(run["output_dir"])) if resume else named
         trainer = experiment.build_trainer(run)
         from hfrl.trainers.devices import set_cpu_threads
 
@@ -187,8 +189,17 @@ def _train(
             from hfrl.runs.run_report import start_line
 
             typer.echo(start_line(trainer, run, earlier=default, resumed=resume))
-        with _resume_said(main):
+        from hfrl.trainers.graceful_stop import stop_on_sigterm
+
+        with _resume_said(main), stop_on_sigterm(trainer, typer.echo if main else None) as stop:
             trainer.train(resume_from_checkpoint=checkpoint)
+        if stop.stopped:
+            if main:
+                out, per = trainer.args.output_dir, getattr(trainer.args, "steps_per_iteration", None)
+                at = f"iteration {stop.step // per} (step {stop.step})" if per else f"step {stop.step}"
+                typer.echo(f"stopped by SIGTERM after {at}: checkpoint-{stop.step} is complete; continue the run "
+                           f"with: hfrl train -o {out} --resume")  # fmt: skip
+            raise typer.Exit(143)  # 128 + SIGTERM: what a job scheduler expects of a terminated process
         trainer.save_model()
     if main:
         from hfrl.runs.run_report import end_lines

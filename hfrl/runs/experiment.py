@@ -18,7 +18,7 @@ from hfrl.runs.config_values import RUN_KEYS, check_run_keys, coerce_numbers
 from hfrl.runs.run_config import CONFIG_NAME, config_text, load_yaml, read_config_file, task_kwargs
 from hfrl.tasks.base import Task, TaskSpec
 from hfrl.trainers import algorithm_trainer
-from hfrl.trainers.checkpoints import RESUMABLE
+from hfrl.trainers.checkpoints import RESUMABLE, RUN_DEFINITION
 from hfrl.trainers.schema import ConfigSchema, config_schema
 from hfrl.utils.registry import UnknownNameError, is_code_path, unknown
 
@@ -41,7 +41,7 @@ def parse_overrides(tokens: list[str]) -> dict[str, Any]:
                 value, i = tokens[i + 1], i + 1
             else:
                 value = "true"
-        out[key.replace("-", "_")] = load_yaml(value) if value != "" else ""
+        out[key.replace("-", "_")] = load_yaml(value, f"--{key}") if value != "" else ""
         i += 1
     return out
 
@@ -160,7 +160,8 @@ def resolve_run(
         file_cfg = coerce_numbers(file_cfg, schema)
     except ValueError as err:  # the file and its field, not a command-line option
         raise ValueError(f"config file {config_file}: {str(err).removeprefix('--')}") from None
-    merged = coerce_numbers({**task_fields, **file_cfg, **overrides}, schema)
+    seeded = {"seed": seed} if seed is not None else {}  # --seed: checked with the other fields
+    merged = coerce_numbers({**task_fields, **file_cfg, **overrides, **seeded}, schema)
     from_file = None  # the file whose output_dir chose the folder (RunFolder: a new or empty one only)
     if output_dir is not None:
         merged["output_dir"] = output_dir
@@ -168,8 +169,6 @@ def resolve_run(
         from_file = f"config file {config_file}"
     defaulted = "output_dir" not in merged
     merged.setdefault("output_dir", default_output_dir(run["task"], run["alg"]))
-    if seed is not None:
-        merged["seed"] = seed
     if "algorithm" in fields:  # one trainer, several algorithms (the A-LoL family): the name picks it
         merged.setdefault("algorithm", run["alg"])
     resolved = ResolvedRun({**run, **merged})
@@ -182,13 +181,20 @@ DATA_SUFFIXES = (".jsonl", ".json", ".csv", ".tsv", ".parquet")  # own data (hfr
 
 
 def default_output_dir(task: str, alg: str) -> str:
-    """``runs/TASK-ALG``; for a data file its name without the extension. A run that finds this folder
-    taken numbers its own (``runs/TASK-ALG-2``...: :class:`~hfrl.runs.run_folder.RunFolder`), so
-    ``my.jsonl`` and ``my.csv`` are two runs all the same.
+    """``runs/TASK-ALG``; for a data file its name without the extension, for your own task's builder
+    (``my_tasks.py:build``, ``pkg.tasks:build``) its module and name (no colon: a folder name that is
+    also a valid Hub repo name). A run that finds this folder taken numbers its own (``runs/TASK-ALG-2``
+    ...: :class:`~hfrl.runs.run_folder.RunFolder`), so ``my.jsonl`` and ``my.csv`` are two runs all the same.
 
     >>> default_output_dir("numbers", "ppo"), default_output_dir("data/my.jsonl", "ppo")
     ('runs/numbers-ppo', 'runs/my-ppo')
+    >>> default_output_dir("src/my_tasks.py:build", "ppo"), default_output_dir("pkg.tasks:build", "nlpo")
+    ('runs/my_tasks-build-ppo', 'runs/tasks-build-nlpo')
     """
+    if is_code_path(task):
+        module, _, attr = str(task).partition(":")
+        stem = Path(module).stem if module.endswith(".py") else module.rpartition(".")[2]
+        return os.path.join("runs", "-".join(part for part in (stem, attr.replace(".", "-"), alg) if part))
     name = Path(str(task).rstrip("/"))
     return os.path.join("runs", f"{name.stem if name.suffix.lower() in DATA_SUFFIXES else name.name}-{alg}")
 
@@ -218,10 +224,15 @@ def resolve_resume(output_dir: str | os.PathLike, **asked: Any) -> dict[str, Any
     schema = config_schema(str(saved.get("alg", "ppo")))
     defaults = schema.defaults()
     asked = coerce_numbers(asked, schema)
+    from hfrl.utils.secrets import masked, redacted
+
     changed = {k: v for k, v in asked.items() if saved.get(k, defaults.get(k)) != v}
-    unsafe = {k: v for k, v in changed.items() if k not in RESUMABLE}
+    # config.yaml holds no secrets: a token given again (model_init_kwargs: {token: ...}) changes nothing
+    unsafe = {k: v for k, v in changed.items() if k not in RESUMABLE and saved.get(k, defaults.get(k)) != redacted(v)}
     if unsafe:
-        diff = ", ".join(f"{k} {saved.get(k, defaults.get(k))!r} -> {v!r}" for k, v in sorted(unsafe.items()))
+        diff = ", ".join(
+            f"{k} {masked(saved.get(k, defaults.get(k)))!r} -> {masked(v)!r}" for k, v in sorted(unsafe.items())
+        )
         raise ValueError(
             f"--resume: the run in {output_dir} differs from this command ({diff}); resume it with its own settings "
             f"(only {', '.join(sorted(RESUMABLE - {'resume_from_checkpoint', 'hub_token'})[:6])}, ... may change) "
@@ -288,6 +299,7 @@ def build_trainer(run: dict[str, Any], **trainer_kwargs: Any):
         **trainer_kwargs,
     )
     trainer.run_id = run_keys.get("run_id")  # recorded in each checkpoint, checked on resume
+    trainer.run_definition = {k: run_keys.get(k) for k in RUN_DEFINITION}  # so is what defines the run
     trainer.task_splits = list(task.dataset)  # what `hfrl eval RUN --split` can name (hfrl train's last lines)
     return trainer
 

@@ -14,7 +14,13 @@ never lost, never mixed.
   cannot load, too few prompts, WordNet missing, a diverging first step) removes what the command
   wrote and puts back what was there; a folder the command created is removed again.
 - **Replacing a run** (``--overwrite_output_dir``) moves the old run aside inside the folder
-  (``.hfrl-replaced/``) and deletes it only once the new run has started; a failed start restores it.
+  (``.hfrl-replaced/``) and deletes it only once the new run has started; a failed start restores it,
+  and so does the next command that finds it after a start that was killed (``kill -9``, a lost
+  machine: :func:`restore_replaced`, said in one line). Only an hfrl run is replaced: a folder whose
+  ``config.yaml`` hfrl did not write (another tool's, or none) is refused, whatever it holds.
+- **Data, all the way down**: a folder that exists is checked before anything is written into it
+  (:func:`hfrl.utils.folders.check_folder`): a link in it that leaves it is refused, so that no file of
+  the run is written through it.
 - **A folder named by a file** (``output_dir`` in a ``--config`` file, not on the command line) must be
   new or empty: a downloaded config never chooses to write over a folder of yours.
 - **The default folder is numbered** (``number=True``: ``hfrl train`` without ``--output-dir``): when
@@ -25,7 +31,8 @@ never lost, never mixed.
   of these that holds a checkpoint (:func:`resumable_runs`).
 
 Only the main process (rank 0 of ``accelerate launch``) holds the folder; the others write only
-what the Trainer has them write.
+what the Trainer has them write. A rank is read from the environment only when a launcher set it
+(:func:`launch_rank`): ``RANK=1`` left in a shell does not make ``hfrl train`` skip its checks.
 """
 
 from __future__ import annotations
@@ -41,6 +48,7 @@ from hfrl.runs.run_config import CONFIG_NAME, STATE_NAME
 
 RUN_FILES = (CONFIG_NAME, STATE_NAME, "model.safetensors", "adapter_model.safetensors")
 REPLACED = ".hfrl-replaced"  # the run --overwrite_output_dir replaces, until the new one has started
+DELETING = ".hfrl-replaced-deleting"  # renamed so once the new run started: a kill while deleting leaves no doubt
 
 
 class FolderInUseError(RuntimeError):
@@ -90,8 +98,113 @@ def resumable_runs(base: str | os.PathLike) -> list[Path]:
     return sorted(newest, key=lambda p: newest[p], reverse=True)
 
 
+LAUNCH_VARIABLES = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE")
+
+
+def launch_rank(environ: dict[str, str] | os._Environ = os.environ) -> int:
+    """This process's rank in a launch (``accelerate launch``, ``torchrun``): 0 for a single process.
+    A rank counts only with what every launcher sets beside it (``WORLD_SIZE`` > 1 and ``MASTER_ADDR``);
+    rank variables without them (left in a shell, a job script) are a one-line ``ValueError``, not a
+    silent non-main process that would skip the folder's checks.
+
+    >>> launch_rank({}), launch_rank({"RANK": "1", "WORLD_SIZE": "2", "MASTER_ADDR": "127.0.0.1"})
+    (0, 1)
+    >>> launch_rank({"RANK": "1"})
+    Traceback (most recent call last):
+    ValueError: RANK=1 is set, but no launcher started this process (WORLD_SIZE is unset, MASTER_ADDR is unset); ...
+    """
+    given = {name: environ[name] for name in LAUNCH_VARIABLES if environ.get(name, "") != ""}
+    if not given:
+        return 0
+    try:
+        numbers = {name: int(value) for name, value in given.items()}
+    except ValueError:
+        raise ValueError(
+            f"{', '.join(f'{k}={v}' for k, v in given.items())}: launch variables are whole numbers"
+        ) from None
+    world = numbers.get("WORLD_SIZE", 1)
+    rank = numbers.get("RANK", numbers.get("LOCAL_RANK", 0))
+    if world == 1 and rank == 0:
+        return 0
+    missing = [f"{name} is unset" for name in ("WORLD_SIZE", "MASTER_ADDR") if not environ.get(name)]
+    if missing or not 0 <= rank < world:
+        set_ = ", ".join(f"{k}={v}" for k, v in given.items() if k != "WORLD_SIZE" or world > 1)
+        why = ", ".join(missing) or f"rank {rank} is not below WORLD_SIZE {world}"
+        raise ValueError(
+            f"{set_} is set, but no launcher started this process ({why}); unset "
+            f"{' and '.join(k for k in given if k != 'WORLD_SIZE' or world > 1)} for a single process, or start "
+            "several with accelerate launch or torchrun"
+        )
+    return rank
+
+
 def _is_main_process() -> bool:
-    return int(os.environ.get("RANK", os.environ.get("LOCAL_RANK", "0")) or 0) == 0
+    return launch_rank() == 0
+
+
+def is_hfrl_run(path: Path) -> bool:
+    """Whether ``path`` holds a run of ``hfrl train``: a ``config.yaml`` that hfrl wrote (its first line
+    is hfrl's header, :func:`hfrl.runs.run_config.config_text`)."""
+    from hfrl.runs.run_config import CONFIG_HEADER
+
+    try:
+        with open(path / CONFIG_NAME, "rb") as fh:
+            return fh.read(len(CONFIG_HEADER)) == CONFIG_HEADER.encode()
+    except OSError:
+        return False
+
+
+def restore_replaced(path: str | os.PathLike) -> bool:
+    """Put back the run that ``--overwrite_output_dir`` moved aside into ``path/.hfrl-replaced`` when the
+    command that was replacing it was killed before its new run started (what that start wrote is
+    removed: it never took an optimizer step). Said in one warning line; True when a run was restored.
+    Nothing happens while another command holds the folder (it is that start, still going)."""
+    path = Path(path)
+    aside = path / REPLACED
+    if not aside.is_dir() or aside.is_symlink():
+        return False
+    fd = _try_lock(path)
+    if fd is None:
+        return False
+    try:
+        _put_back(path, aside)
+    finally:
+        os.close(fd)
+    import logging
+
+    logging.getLogger(__name__).warning(
+        f"{path}: restored the run that an interrupted --overwrite_output_dir had moved aside into {REPLACED}/ "
+        "(its new run never started)"
+    )
+    return True
+
+
+def _put_back(path: Path, aside: Path) -> None:
+    """Remove everything of ``path`` but ``aside``, then move ``aside``'s entries back and remove it."""
+    for name in set(os.listdir(path)) - {REPLACED}:
+        _remove(path / name)
+    for name in os.listdir(aside):
+        os.replace(aside / name, path / name)
+    aside.rmdir()
+
+
+def _remove(target: Path) -> None:
+    shutil.rmtree(target) if target.is_dir() and not target.is_symlink() else target.unlink()
+
+
+def _try_lock(path: Path) -> int | None:
+    """A descriptor holding ``flock`` on ``path`` (None when another command holds it; -1 without flock)."""
+    try:
+        import fcntl
+    except ImportError:  # no flock (Windows): no lock
+        return os.open(path, os.O_RDONLY)
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        os.close(fd)
+        return None
+    return fd
 
 
 class RunFolder:
@@ -101,6 +214,8 @@ class RunFolder:
 
     def __init__(self, path: str | os.PathLike, *, overwrite: bool = False, resume: bool = False,
                  from_file: str | None = None, number: bool = False) -> None:  # fmt: skip
+        if not str(path).strip():
+            raise ValueError("--output-dir is empty: give the run's folder (default: runs/TASK-ALG)")
         self.path = self.asked = Path(path)
         self.overwrite, self.resume, self.from_file = overwrite, resume, from_file
         self.number = number and not overwrite and not resume
@@ -132,6 +247,9 @@ class RunFolder:
     def _enter(self) -> RunFolder:
         if self.path.exists() and not self.path.is_dir():
             raise ValueError(f"--output-dir {self.path} is a file; give a directory")
+        from hfrl.utils.folders import check_folder
+
+        check_folder(self.path, "run folder")  # no link out of it: nothing of the run is written through one
         self._created = self.path
         while not self._created.parent.exists():  # the top folder this command creates: removed on failure
             self._created = self._created.parent
@@ -139,6 +257,7 @@ class RunFolder:
         self.path.mkdir(parents=True, exist_ok=True)
         try:
             self._lock()
+            self._restore_interrupted()
             self._check()
         except BaseException:
             self._release()
@@ -149,20 +268,26 @@ class RunFolder:
         return self
 
     def _lock(self) -> None:
-        try:
-            import fcntl
-        except ImportError:  # no flock (Windows): no lock
-            return
-        self._fd = os.open(self.path, os.O_RDONLY)
-        try:
-            fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            os.close(self._fd)
-            self._fd = None
+        self._fd = _try_lock(self.path)
+        if self._fd is None:
             raise FolderInUseError(
                 f"{self.path} is in use by another hfrl command (a run or a resume is writing there); "
                 "wait for it to end, or give another --output-dir"
-            ) from None
+            )
+
+    def _restore_interrupted(self) -> None:
+        """The folder is locked: a ``.hfrl-replaced/`` in it is a start that was killed (a finished one
+        removes it; a failed one puts it back), a ``.hfrl-replaced-deleting/`` a deletion that was."""
+        if (self.path / DELETING).is_dir():
+            shutil.rmtree(self.path / DELETING)
+        if (self.path / REPLACED).is_dir() and not (self.path / REPLACED).is_symlink():
+            _put_back(self.path, self.path / REPLACED)
+            import logging
+
+            logging.getLogger(__name__).warning(
+                f"{self.path}: restored the run that an interrupted --overwrite_output_dir had moved aside into "
+                f"{REPLACED}/ (its new run never started)"
+            )
 
     def _check(self) -> None:
         if self.resume:
@@ -174,6 +299,13 @@ class RunFolder:
                 f"{self.path} holds another run ({listed}): --resume continues it, --overwrite_output_dir "
                 "replaces it, or give a new --output-dir"
             )
+        present = sorted(os.listdir(self.path))
+        if self.overwrite and present and not is_hfrl_run(self.path):
+            listed = ", ".join(present[:4]) + (", ..." if len(present) > 4 else "")
+            raise ValueError(
+                f"--overwrite_output_dir replaces an hfrl run only, and {self.path} holds none (no config.yaml written "
+                f"by hfrl train; it holds {listed}): give a new or empty --output-dir, or empty this one yourself"
+            )
         if self.from_file and not self.overwrite:
             present = sorted(p for p in os.listdir(self.path) if p != REPLACED)
             if present:
@@ -184,9 +316,7 @@ class RunFolder:
                 )
 
     def _move_aside(self) -> None:
-        aside = self.path / REPLACED
-        if aside.exists():  # an earlier replacement that was cut short: that old run is in there already
-            shutil.rmtree(aside)
+        aside = self.path / REPLACED  # none here: _restore_interrupted put an earlier one back
         aside.mkdir()
         for name in sorted(self._before - {REPLACED}):
             os.replace(self.path / name, aside / name)
@@ -198,7 +328,8 @@ class RunFolder:
             return
         self.started = True
         if self.main and (self.path / REPLACED).is_dir():
-            shutil.rmtree(self.path / REPLACED)
+            os.replace(self.path / REPLACED, self.path / DELETING)  # one step: never a half-deleted old run
+            shutil.rmtree(self.path / DELETING)
 
     @property
     def callback(self) -> Any:
@@ -229,13 +360,10 @@ class RunFolder:
         if not self.path.is_dir():
             return
         for name in set(os.listdir(self.path)) - self._before:
-            target = self.path / name
-            shutil.rmtree(target) if target.is_dir() and not target.is_symlink() else target.unlink()
+            _remove(self.path / name)
         aside = self.path / REPLACED
         if aside.is_dir():
-            for name in os.listdir(aside):
-                os.replace(aside / name, self.path / name)
-            aside.rmdir()
+            _put_back(self.path, aside)
         if self._created is not None:
             folder = self.path
             while not os.listdir(folder):
@@ -255,8 +383,11 @@ __all__ = [
     "RUN_FILES",
     "FolderInUseError",
     "RunFolder",
+    "is_hfrl_run",
+    "launch_rank",
     "numbered",
     "numbered_runs",
+    "restore_replaced",
     "resumable_runs",
     "run_marks",
 ]

@@ -10,10 +10,15 @@ bare ``[Errno 2]`` or a safetensors header error.
 So the last file written into a checkpoint is ``checkpoint_complete.json``, the list of every file
 of the checkpoint with its size and SHA-256, written atomically (a temporary name, then ``os.replace``)
 after every process has finished writing. A folder without it is incomplete; one whose files no longer
-match it (deleted, truncated, or changed in place at the same size) is damaged. The marker also
-records which run wrote the checkpoint (:func:`run_identity`: the run's id and the settings that
-define what a step is): a checkpoint of another run copied in, or a run whose settings were edited
-since, is refused with the fields that differ instead of being continued with the wrong ones.
+match it (deleted, truncated, changed in place at the same size, or a file added that it does not list:
+a shard index beside the weights would be loaded instead of them) is damaged, and every file is
+verified before the Trainer reads any. The marker also records which run wrote the checkpoint
+(:func:`run_identity`: the run's id, what defines it on the command line, ``task``, ``alg``, ``model``,
+``rewards``, ``task_args``, and the settings that define what a step is): a checkpoint of another run
+copied in, or a run whose ``config.yaml`` was edited since, is refused with the fields that differ
+instead of being continued with the wrong ones. A marker written before hfrl recorded all of this
+(:data:`MARKER_FORMAT`) counts as another run's, unless the checkpoint is named explicitly
+(``--resume --resume_from_checkpoint PATH``, ``train(resume_from_checkpoint=PATH)``).
 :func:`newest_complete_checkpoint` (``hfrl train
 --resume``, ``train(resume_from_checkpoint=True)``) takes the newest complete checkpoint and warns,
 in one line, about the newer ones it skipped; a checkpoint named explicitly is refused with what is
@@ -39,6 +44,8 @@ logger = logging.getLogger(__name__)
 
 COMPLETE_NAME = "checkpoint_complete.json"
 _CHECKPOINT = re.compile(r"^checkpoint-(\d+)$")  # transformers' PREFIX_CHECKPOINT_DIR-{global_step}
+MARKER_FORMAT = 2  # 2: the run's definition (task, alg, model, rewards, task_args) is part of its identity
+RUN_DEFINITION = ("task", "alg", "model", "rewards", "task_args")  # the run keys of config.yaml that define it
 
 
 # What a resumed run may change: when and how it is saved, evaluated, logged and batched for speed, and
@@ -63,13 +70,14 @@ OPTIMIZATION_FIELDS = frozenset(
 )  # fmt: skip
 
 
-def run_identity(args: Any, run_id: str | None = None) -> dict[str, Any]:
-    """What a checkpoint records about the run that wrote it: ``run_id`` and the settings that define
+def run_identity(args: Any, run_id: str | None = None, definition: dict[str, Any] | None = None) -> dict[str, Any]:
+    """What a checkpoint records about the run that wrote it: ``run_id``, its ``definition`` (the run keys
+    of :data:`RUN_DEFINITION` that ``hfrl train`` resolved; None from Python) and the settings that define
     what a step is (the algorithm's own fields and the optimisation fields of ``TrainingArguments``,
     but those a resume may change, :data:`RESUMABLE`, and secrets), as plain JSON values."""
     from transformers import TrainingArguments
 
-    from hfrl.utils.secrets import is_secret, redacted
+    from hfrl.utils.secrets import is_secret
 
     inherited = {f.name for f in dataclasses.fields(TrainingArguments)}
     config = {}
@@ -79,31 +87,60 @@ def run_identity(args: Any, run_id: str | None = None) -> dict[str, Any]:
         if f.name in inherited and f.name not in OPTIMIZATION_FIELDS:
             continue
         value = getattr(args, f.name, None)
-        config[f.name] = json.loads(json.dumps(redacted(value), default=str, sort_keys=True))
-    return {"run_id": run_id, "config": config}
+        config[f.name] = _plain(value)
+    plain = None if definition is None else {k: _plain(definition.get(k)) for k in RUN_DEFINITION}
+    return {"run_id": run_id, "definition": plain, "config": config}
 
 
-def identity_problem(folder: str, identity: dict[str, Any]) -> str | None:
-    """None when the checkpoint ``folder`` was written by the run ``identity`` describes (or records no
-    identity: written before hfrl recorded one), else what differs, in a few words."""
-    recorded = _marker(folder).get("run")
-    if not isinstance(recorded, dict):
-        return None
+def _plain(value: Any) -> Any:
+    from hfrl.utils.secrets import redacted
+
+    return json.loads(json.dumps(redacted(value), default=str, sort_keys=True))
+
+
+def identity_problem(folder: str, identity: dict[str, Any], explicit: bool = False) -> str | None:
+    """None when the checkpoint ``folder`` was written by the run ``identity`` describes, else what
+    differs, in a few words. A marker of an older format (no run identity, or none of its definition)
+    is another run's unless the checkpoint was named ``explicit``-ly."""
+    marker = _marker(folder)
+    recorded = marker.get("run")
+    if not isinstance(recorded, dict) or marker.get("format", 1) < MARKER_FORMAT:
+        if explicit:
+            return None
+        return (
+            "it was written by an older hfrl that did not record which run wrote it; name it to resume from it "
+            f"anyway: --resume --resume_from_checkpoint {folder}"
+        )
     if recorded.get("run_id") and identity.get("run_id") and recorded["run_id"] != identity["run_id"]:
         return f"it belongs to another run (run id {recorded['run_id']}; this run is {identity['run_id']})"
-    saved, now = recorded.get("config") or {}, identity.get("config") or {}
-    missing = object()
-    changed = [k for k in sorted(set(saved) | set(now)) if saved.get(k, missing) != now.get(k, missing)]
+    changed = _differences(recorded.get("definition"), identity.get("definition"))
+    changed += _differences(recorded.get("config") or {}, identity.get("config") or {})
     if not changed:
         return None
-    shown = ", ".join(f"{k} {saved.get(k)!r} -> {now.get(k)!r}" for k in changed[:6])
+    from hfrl.utils.secrets import mask_tokens
+
+    shown = mask_tokens(", ".join(changed[:6]))
     return f"it was written with other settings ({shown}{', ...' if len(changed) > 6 else ''})"
 
 
+def _differences(saved: dict[str, Any] | None, now: dict[str, Any] | None) -> list[str]:
+    """``key old -> new`` for each key whose value differs (nothing when either side records none)."""
+    if saved is None or now is None:
+        return []
+    missing = object()
+    keys = [k for k in sorted(set(saved) | set(now)) if saved.get(k, missing) != now.get(k, missing)]
+    return [f"{k} {saved.get(k)!r} -> {now.get(k)!r}" for k in keys]
+
+
 def _marker(folder: str) -> dict[str, Any]:
+    """The completion marker of ``folder`` ({} when there is none, or it is unreadable, not JSON, too
+    large or too deep: :func:`hfrl.utils.bounded.load_json`)."""
+    from pathlib import Path
+
+    from hfrl.utils.bounded import load_json
+
     try:
-        with open(os.path.join(folder, COMPLETE_NAME)) as fh:
-            data = json.load(fh)
+        data = load_json(Path(folder, COMPLETE_NAME), COMPLETE_NAME)
     except (OSError, ValueError):
         return {}
     return data if isinstance(data, dict) else {}
@@ -120,12 +157,19 @@ def file_sha256(path: str) -> str:
 def manifest(folder: str) -> dict[str, int] | None:
     """``{relative path: size in bytes}`` recorded in a checkpoint's completion marker, or None when
     the folder has no readable marker."""
-    try:
-        with open(os.path.join(folder, COMPLETE_NAME)) as fh:
-            files = json.load(fh)["files"]
-    except (OSError, ValueError, KeyError, TypeError):
+    files = _marker(folder).get("files")
+    if not isinstance(files, dict) or not all(isinstance(size, int) for size in files.values()):
         return None
-    return {str(name): int(size) for name, size in files.items()} if isinstance(files, dict) else None
+    return {str(name): size for name, size in files.items()}
+
+
+def _listed(folder: str) -> list[str]:
+    """Every file below ``folder`` (links included, not followed), as a path relative to it with ``/``."""
+    out = []
+    for root, dirs, names in os.walk(folder):
+        for name in names + [d for d in dirs if os.path.islink(os.path.join(root, d))]:
+            out.append(os.path.relpath(os.path.join(root, name), folder).replace(os.sep, "/"))
+    return out
 
 
 def mark_complete(folder: str, identity: dict[str, Any] | None = None) -> None:
@@ -133,15 +177,17 @@ def mark_complete(folder: str, identity: dict[str, Any] | None = None) -> None:
     SHA-256, and the run's ``identity`` (:func:`run_identity`): the last file of a checkpoint.
     Atomic: a kill leaves either no marker or the whole one."""
     files, hashes = {}, {}
-    for root, _, names in os.walk(folder):
-        for name in names:
-            path = os.path.join(root, name)
-            relative = os.path.relpath(path, folder).replace(os.sep, "/")
-            if relative not in (COMPLETE_NAME, COMPLETE_NAME + ".tmp"):
-                files[relative] = os.path.getsize(path)
-                hashes[relative] = file_sha256(path)
+    for relative in _listed(folder):
+        if relative not in (COMPLETE_NAME, COMPLETE_NAME + ".tmp"):
+            path = os.path.join(folder, relative)
+            files[relative] = os.path.getsize(path)
+            hashes[relative] = file_sha256(path)
     tmp = os.path.join(folder, COMPLETE_NAME + ".tmp")
-    marker: dict[str, Any] = {"files": dict(sorted(files.items())), "sha256": dict(sorted(hashes.items()))}
+    marker: dict[str, Any] = {
+        "format": MARKER_FORMAT,
+        "files": dict(sorted(files.items())),
+        "sha256": dict(sorted(hashes.items())),
+    }
     if identity is not None:
         marker["run"] = identity
     with open(tmp, "w") as fh:
@@ -164,10 +210,17 @@ def checkpoint_problem(folder: str, expected: Iterable[str] = ()) -> str | None:
     missing = [name for name in files if not os.path.isfile(os.path.join(folder, name))]
     if missing:
         return f"damaged: missing {', '.join(missing)}"
+    extra = sorted(set(_listed(folder)) - set(files) - {COMPLETE_NAME})
+    if extra:
+        shown = ", ".join(extra[:4]) + (", ..." if len(extra) > 4 else "")
+        return f"damaged: it holds files added after it was written ({shown}), which its {COMPLETE_NAME} does not list"
     changed = [name for name, size in files.items() if os.path.getsize(os.path.join(folder, name)) != size]
     if changed:
         return f"damaged: {', '.join(changed)} changed size after the checkpoint was written"
     hashes = _marker(folder).get("sha256") or {}
+    if set(hashes) != set(files):
+        unlisted = ", ".join(sorted(set(files) ^ set(hashes))[:4])
+        return f"unverifiable: its {COMPLETE_NAME} (an older hfrl's) lists no SHA-256 for {unlisted}"
     altered = [name for name, digest in hashes.items() if file_sha256(os.path.join(folder, name)) != digest]
     if altered:
         return f"damaged: {', '.join(altered)} changed after the checkpoint was written (its SHA-256 differs)"
@@ -219,8 +272,10 @@ def _step(folder: str) -> int:
 
 __all__ = [
     "COMPLETE_NAME",
+    "MARKER_FORMAT",
     "OPTIMIZATION_FIELDS",
     "RESUMABLE",
+    "RUN_DEFINITION",
     "identity_problem",
     "run_identity",
     "checkpoint_problem",

@@ -38,6 +38,8 @@ class CrashSafeMixin:
     _own_checkpoint_files: tuple[str, ...] = ()
     #: the run's id (``hfrl train`` sets it from config.yaml), recorded in every checkpoint it writes
     run_id: str | None = None
+    #: what defines the run on the command line (``hfrl train`` sets it: task, alg, model, rewards, task_args)
+    run_definition: dict[str, Any] | None = None
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -70,7 +72,7 @@ class CrashSafeMixin:
             args.save_total_limit = limit
         accelerator.wait_for_everyone()  # every process's files (RNG states, shards) are written
         if args.should_save:
-            mark_complete(folder, run_identity(args, self.run_id))
+            mark_complete(folder, run_identity(args, self.run_id, self.run_definition))
             rotate_checkpoints(
                 output_dir=run_dir,
                 save_total_limit=limit,
@@ -89,7 +91,14 @@ class CrashSafeMixin:
         checkpoint of the output dir; a checkpoint path must be complete (a one-line ValueError
         names what it lacks). ``iterations.jsonl`` restarts (a new run) or continues after the
         checkpoint's step (a resumed run)."""
+        from hfrl.utils.folders import check_folder
+
         output_dir = self.args.output_dir  # type: ignore[attr-defined]
+        explicit = isinstance(resume_from_checkpoint, (str, os.PathLike))
+        if isinstance(resume_from_checkpoint, (str, os.PathLike)):  # read only inside it, before any file is
+            check_folder(resume_from_checkpoint, "checkpoint")
+        elif resume_from_checkpoint is True:
+            check_folder(output_dir, "run folder")
         if resume_from_checkpoint is True:
             resume_from_checkpoint = newest_complete_checkpoint(output_dir, self._expected_checkpoint_files())
             if resume_from_checkpoint is None:
@@ -100,7 +109,8 @@ class CrashSafeMixin:
         else:
             resume_from_checkpoint = None
         if resume_from_checkpoint is not None:
-            problem = identity_problem(resume_from_checkpoint, run_identity(self.args, self.run_id))  # type: ignore[attr-defined]
+            identity = run_identity(self.args, self.run_id, self.run_definition)  # type: ignore[attr-defined]
+            problem = identity_problem(resume_from_checkpoint, identity, explicit)
             if problem:
                 raise ValueError(
                     f"cannot resume from {resume_from_checkpoint}: {problem}; resume with the settings it was written "

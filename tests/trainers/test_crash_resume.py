@@ -299,10 +299,17 @@ def test_a_checkpoint_is_complete_only_with_every_file_it_listed(tmp_path):
     folder = make_checkpoint(tmp_path / "checkpoint-2", {"model.safetensors": "weights", "online_state.json": "{}"})
     sha = lambda text: hashlib.sha256(text.encode()).hexdigest()  # noqa: E731
     assert json.loads((folder / "checkpoint_complete.json").read_text()) == {
+        "format": 2,
         "files": {"model.safetensors": 7, "online_state.json": 2},
         "sha256": {"model.safetensors": sha("weights"), "online_state.json": sha("{}")},
     }
     assert checkpoint_problem(str(folder)) is None
+    (folder / "model.safetensors.index.json").write_text("{}")  # a file added: the Trainer would load it first
+    assert checkpoint_problem(str(folder)) == (
+        "damaged: it holds files added after it was written (model.safetensors.index.json), which its "
+        "checkpoint_complete.json does not list"
+    )
+    (folder / "model.safetensors.index.json").unlink()
     (folder / "model.safetensors").write_text("weightz")  # changed in place, at the same size
     assert checkpoint_problem(str(folder)) == (
         "damaged: model.safetensors changed after the checkpoint was written (its SHA-256 differs)"
