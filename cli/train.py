@@ -150,6 +150,9 @@ def _train(
     from hfrl.utils.trust import check_command_line
 
     launch_rank()  # rank variables a launcher did not set are one line, before anything else
+    from hfrl.trainers.devices import check_launch_devices
+
+    check_launch_devices()  # FSDP / DeepSpeed launched on a machine without GPUs: one line, before any folder
     if output_dir is not None and not output_dir.strip():
         raise ValueError("--output-dir is empty: give the run's folder (default: runs/TASK-ALG)")
     task_args = parse_task_args(task_arg or [])

@@ -78,6 +78,16 @@ def check_sharding_on_cpu() -> None:
             )
 
 
+def check_launch_devices() -> None:
+    """:func:`check_sharding_on_cpu` for a command launched as several processes, before it writes
+    anything: a process that fails later, while another is creating the run's folder, gets the
+    launcher's SIGTERM and may leave the folder half made. torch is imported only when a sharding
+    variable is set."""
+    sharding = any(os.environ.get(variable, "false").lower() == "true" for variable in SHARDING_ENV)
+    if sharding and int(os.environ.get("WORLD_SIZE", "1")) > 1 and not has_accelerator():
+        check_sharding_on_cpu()
+
+
 SMALL_MODEL_PARAMETERS = 50_000_000  # below this, one CPU thread is as fast as two on an idle machine
 
 

@@ -162,6 +162,23 @@ def check_yaml(text: str, what: str, max_depth: int = MAX_DEPTH, max_values: int
     Traceback (most recent call last):
     hfrl.utils.bounded.BoundedInputError: --x: YAML nested deeper than 3 levels (line 1); flatten it: a config nests a few levels
     """  # noqa: E501 - a doctest's expected line
+    try:
+        _check_events(text, what, max_depth, max_values)
+    except yaml.MarkedYAMLError as err:  # libyaml 0.2.5's scanner (PyYAML >= 6.0.4) stops at 1000 levels itself
+        if "maximum nesting depth" not in str(err.problem):
+            raise
+        raise _refusal(what, err.problem_mark and _At(err.problem_mark), f"YAML nested deeper than {max_depth} levels",
+                       "flatten it: a config nests a few levels") from None  # fmt: skip
+
+
+class _At:
+    """Where a scanner error was, as an event's ``start_mark``."""
+
+    def __init__(self, mark: Any) -> None:
+        self.start_mark = mark
+
+
+def _check_events(text: str, what: str, max_depth: int, max_values: int) -> None:
     values, depth = 0, 0
     expanded: dict[str, int] = {}  # anchor -> the values it holds, aliases expanded
     open_anchors: list[tuple[str | None, int]] = []  # the collections being read: (anchor, values before)

@@ -46,9 +46,28 @@ def test_billion_laughs_is_refused_while_it_is_read():
     assert seconds < 1
 
 
+DEEP = "c.yaml: YAML nested deeper than 100 levels (line 1); flatten it: a config nests a few levels"
+
+
 def test_a_deep_list_is_refused_before_python_recurses():
     message, _ = timed(load_yaml, "x: " + "[" * 20_000 + "]" * 20_000, "c.yaml")
-    assert message == "c.yaml: YAML nested deeper than 100 levels (line 1); flatten it: a config nests a few levels"
+    assert message == DEEP
+
+
+def test_libyamls_own_depth_limit_is_the_same_line(monkeypatch):
+    """PyYAML 6.0.4's libyaml scanner stops at 1000 levels by itself, scanning ahead of the parser's
+    events: its error becomes hfrl's line, as with PyYAML 6.0.3 (which reaches hfrl's limit first)."""
+    import yaml
+
+    mark = yaml.Mark("<unicode string>", 1002, 0, 1002, None, None)
+
+    def parse(text, Loader):  # noqa: N803 - yaml.parse's own name
+        raise yaml.scanner.ScannerError("while increasing flow level", mark, "exceeded maximum nesting depth", mark)
+
+    monkeypatch.setattr(yaml, "parse", parse)
+    with pytest.raises(BoundedInputError) as err:
+        check_yaml("x: " + "[" * 2_000, "c.yaml")
+    assert str(err.value) == DEEP
 
 
 def test_an_alias_inside_its_own_anchor_is_refused():
