@@ -1,7 +1,7 @@
 """The advantage estimators on `numbers`: each learns (several seeds), and what a critic costs.
 
 ``learn``: PPO on the `numbers` task (its shipped config, the built-in tiny model; no entropy bonus for
-the estimators whose advantages are in reward units: ``SETTINGS``) with each advantage estimator, 64
+the estimators whose advantages are in reward units: ``settings()``) with each advantage estimator, 64
 completions per iteration (GAE: 64 prompts; the group estimators: 16 prompts x 4), ``--iterations``
 iterations, ``--seeds`` seeds; the gain is the mean reward of the last 10 iterations minus that of
 the first 5.
@@ -26,21 +26,33 @@ import tempfile
 import time
 from pathlib import Path
 
+from hfrl.core.estimators import ESTIMATORS as REGISTERED
+from hfrl.core.estimators import estimator_class
+
 HERE = Path(__file__).resolve().parent
-ESTIMATORS = ("gae", "rloo", "group_norm", "dr_grpo", "reinforce_baseline", "reinforce")
+ESTIMATORS = tuple(REGISTERED)  # every registered estimator, in the registry's order
 # The task's entropy bonus (0.01) is sized for advantages of unit scale (whitened, or divided by the group's
-# std); rloo's and dr_grpo's are in reward units (~0.05 on `numbers`), where it outweighs the policy term:
-# over 40 iterations they gained +0.01-0.02 with it, +0.05-0.06 without.
-SETTINGS = {"rloo": {"ent_coef": 0.0}, "dr_grpo": {"ent_coef": 0.0}}
+# std); an estimator whose advantages are in reward units (``unit_scale`` False: rloo, dr_grpo; ~0.05 on
+# `numbers`) is outweighed by it: over 40 iterations they gained +0.01-0.02 with it, +0.05-0.06 without.
+
+
+def settings(estimator: str) -> dict:
+    """The overrides an estimator runs `numbers` with, from what its class says."""
+    return {} if estimator_class(estimator).unit_scale else {"ent_coef": 0.0}
+
+
+def groups_of(estimator: str) -> int:
+    """Completions per prompt: 1 with a critic, 4 for the critic-free estimators' groups."""
+    return 1 if estimator_class(estimator).needs_critic else 4
 
 
 def learn_once(estimator: str, seed: int, iterations: int, out: str) -> dict:
     from hfrl.runs.experiment import build_trainer, resolve_run
 
-    groups = 1 if estimator == "gae" else 4
+    groups = groups_of(estimator)
     overrides = {
         "num_iterations": iterations, "disable_tqdm": True, "advantage_estimator": estimator, "num_generations": groups,
-        "rollout_batch_size": 64 // groups, "seed": seed, "report_to": "none", **SETTINGS.get(estimator, {}),
+        "rollout_batch_size": 64 // groups, "seed": seed, "report_to": "none", **settings(estimator),
     }  # fmt: skip
     trainer = build_trainer(resolve_run("numbers", "ppo", "tiny", overrides=overrides, output_dir=out))
     start = time.perf_counter()
@@ -60,7 +72,7 @@ def cost_once(model: str, setup: str, prompts: int, new_tokens: int, iterations:
     from hfrl import PPOConfig, PPOTrainer
 
     estimator = "gae" if setup.startswith("gae") else setup
-    groups = 1 if estimator == "gae" else 4
+    groups = groups_of(estimator)
     args = PPOConfig(
         output_dir=tempfile.mkdtemp(), num_iterations=iterations + 1, rollout_batch_size=prompts // groups,
         num_generations=groups, mini_batch_size=prompts // 4, num_ppo_epochs=1, max_new_tokens=new_tokens,

@@ -4,7 +4,7 @@ NLPO samples through its mask policy's top-p set: per generated token, one forwa
 policy with its own KV cache (its prompt once, then one token a step), so its generation should cost
 about two of PPO's. This builds a PPO and an NLPO trainer on the same model, prompts and settings
 (the real-model benchmark's: 16 completions of 16 tokens, top_k 50, ``min_new_tokens`` 16) and times
-their rollouts' generation (``OnlineTrainer._generate_rollout``) in turns, so that a busy neighbour
+their rollouts' generation (``RolloutCollector.generate_rollout``) in turns, so that a busy neighbour
 slows both alike. It also counts the model forwards per rollout.
 
     OMP_NUM_THREADS=1 python benchmarks/bench_nlpo_generation.py --model smollm2 --mode lora --repeats 4
@@ -64,7 +64,7 @@ def forwards(trainer, batch) -> int:
         models.append(mask)
     hooks = [m.register_forward_pre_hook(lambda *a: count.__setitem__(0, count[0] + 1)) for m in models]
     try:
-        trainer._generate_rollout(batch)
+        trainer.collector.generate_rollout(trainer.model_wrapped, batch, 0)
     finally:
         for hook in hooks:
             hook.remove()
@@ -88,7 +88,7 @@ def main(argv: list[str] | None = None) -> dict:
     for _ in range(a.repeats):
         for alg, (trainer, batch) in trainers.items():
             start = time.perf_counter()
-            trainer._generate_rollout(batch)
+            trainer.collector.generate_rollout(trainer.model_wrapped, batch, 0)
             times[alg].append(time.perf_counter() - start)
     results = {
         "model": a.model, "mode": a.mode, "prompts": a.prompts, "new_tokens": a.new_tokens,

@@ -328,7 +328,7 @@ class Recorder:
         return Hook()
 
     def record(self, logs: dict[str, float]) -> None:
-        rollout = self.trainer._rollout
+        rollout = self.trainer.rollout
         mask = rollout.response_mask.float()
         completions = self.trainer.tokenizer.batch_decode(rollout.response_ids, skip_special_tokens=True)
         keep = ("reward", "kl", "beta", "completion_length", "tokens_per_second", "entropy", "mask/kept_tokens")

@@ -46,9 +46,10 @@ def advantages_text(config: dict[str, Any]) -> str:
         return ""
     groups = int(config.get("num_generations") or 1)
     parts = [f"`{estimator}` (docs/algorithms.md §13)" + (f", {groups} completions per prompt" if groups > 1 else "")]
-    if estimator == "gae":
+    critic = _needs_critic(estimator)
+    if critic:
         parts.append("a value head (critic) on the policy, saved as `value_head.safetensors`")
-    else:
+    elif critic is False:
         parts.append("no critic: no value head was trained or saved")
     if not config.get("kl_coef") and not config.get("kl_target"):
         parts.append("no KL to the reference")
@@ -57,6 +58,15 @@ def advantages_text(config: dict[str, Any]) -> str:
     else:
         parts.append("a per-token KL penalty in the reward")
     return "; ".join(parts) + "."
+
+
+def _needs_critic(estimator: str) -> bool | None:
+    """Whether a registered estimator trains a critic (its class says); None for an estimator of the
+    run's own code (``my_parts.py:Centred``): a card is rendered from a run folder, data, so the
+    class is not imported to ask."""
+    from hfrl.core.estimators import ESTIMATORS, estimator_class
+
+    return bool(estimator_class(estimator).needs_critic) if estimator in ESTIMATORS else None
 
 
 def task_info(run: Run) -> dict[str, Any]:

@@ -12,8 +12,10 @@ from __future__ import annotations
 
 import os
 import sys
+from typing import Any
 
 import typer
+import typer.core
 
 from hfrl.cli import chat, check, eval_cmd, export, list_cmd, push, train
 
@@ -42,10 +44,21 @@ def _root(
     """Reinforcement-learning fine-tuning of language models (PPO and friends) on the Hugging Face stack."""
 
 
+class TrainCommand(typer.core.TyperCommand):
+    """``hfrl train``, whose help lists the fields of ``--alg ppo`` (:func:`hfrl.cli.train.help_text`), read
+    when the help is shown, not when any command starts: after an install or upgrade the first read of
+    the fields builds them from the config classes (:mod:`hfrl.trainers.schema`: seconds, torch)."""
+
+    def format_help(self, ctx: Any, formatter: Any) -> None:  # click's types (recent typer vendors its own click)
+        self.help = train.help_text()
+        super().format_help(ctx, formatter)
+
+
 app.command(
     name="train",
+    cls=TrainCommand,
     context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
-    help=train.help_text(),
+    help=train.HELP,  # its first line is what `hfrl --help` shows
 )(train.train)
 app.command(name="list", help=list_cmd.HELP)(list_cmd.list_)
 app.command(name="eval", help=eval_cmd.HELP)(eval_cmd.eval_)

@@ -12,8 +12,8 @@ import typer
 
 from hfrl.cli._options import AlgOpt
 
-HELP = """List the registered tasks, algorithms (and the online ones' advantage estimators), rewards or
-metrics, or an algorithm's config fields.
+HELP = """List the registered tasks, algorithms (and the online ones' policy losses and advantage
+estimators), rewards or metrics, or an algorithm's config fields.
 
 \b
 Examples:
@@ -39,13 +39,15 @@ def _rows(what: What) -> list[tuple[str, str]]:
         return _task_rows()
     if what is What.algs:
         from hfrl.core.estimators import ESTIMATORS
+        from hfrl.core.policy_losses import POLICY_LOSSES
         from hfrl.trainers import ALGORITHMS, SUMMARIES
         from hfrl.utils.registry import describe_path
 
         algs = [(name, SUMMARIES.get(name) or describe(import_path(path))) for name, path in ALGORITHMS.items()]
-        # ppo / nlpo / a2c / trpo take any of them (docs/algorithms.md §13)
+        # ppo / nlpo / a2c / trpo take any of them (docs/algorithms.md §13, §15)
+        losses = [(f"--policy_loss {name}", describe_path(path)) for name, path in POLICY_LOSSES.items()]
         estimators = [(f"--advantage_estimator {name}", describe_path(path)) for name, path in ESTIMATORS.items()]
-        return algs + estimators
+        return algs + losses + estimators
     from hfrl.rewards import catalogue
 
     items = catalogue.rewards() if what is What.rewards else catalogue.metrics()

@@ -10,7 +10,7 @@ extra packages or downloads), named ``reward_configs`` and per-algorithm ``confi
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -49,9 +49,14 @@ class Task:
     description: str = ""
     default_base_model: str | None = None  # the base of default_model when that is a bare PEFT adapter
 
-    def config_for(self, alg: str) -> dict[str, Any]:
-        """Default config fields for ``alg`` (the ``defaults`` section, then the algorithm's own)."""
-        return {**self.configs.get("defaults", {}), **self.configs.get(alg, {})}
+    def config_for(self, alg: str, sections: Sequence[str] = ("defaults",)) -> dict[str, Any]:
+        """The task's settings for ``alg``: its ``configs`` sections in order (``sections``: the
+        algorithm's, :attr:`hfrl.trainers.schema.ConfigSchema.sections`, e.g. ``defaults``, ``online``,
+        ``ppo``), then ``alg``'s own, each over the one before."""
+        merged: dict[str, Any] = {}
+        for name in (*sections, *([alg] if alg not in sections else [])):
+            merged.update(self.configs.get(name) or {})
+        return merged
 
 
 @dataclass(frozen=True)

@@ -1,8 +1,9 @@
-"""Shared fixtures: offline, one thread, tiny models built once per session in a temp cache."""
+"""Shared fixtures: offline, one thread, tiny models and the option schema built once per session in a temp cache."""
 
 from __future__ import annotations
 
 import os
+import warnings
 
 # Before torch / transformers / datasets are imported anywhere.
 os.environ.setdefault("OMP_NUM_THREADS", "1")
@@ -32,6 +33,20 @@ def _isolated_caches(tmp_path_factory):
             os.environ.pop(key, None)
         else:
             os.environ[key] = value
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _warm_schema(_isolated_caches):
+    """The option schema (hfrl.trainers.schema) built once into the session's cache, as a user's first
+    command does (it imports torch, as this process has): commands run as subprocesses inherit
+    ``HFRL_CACHE`` and read it without importing torch, as every later command of a user does."""
+    from hfrl.trainers.schema import schema_data
+
+    schema_data.cache_clear()  # read before HFRL_CACHE pointed here (at collection), it came from the user's cache
+    try:
+        schema_data()
+    except Exception as exc:  # a trainer that does not import: the tests that read the schema fail with it, not all
+        warnings.warn(f"the option schema was not built: {type(exc).__name__}: {exc}", stacklevel=1)
 
 
 @pytest.fixture(scope="session")

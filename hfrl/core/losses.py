@@ -1,54 +1,28 @@
-"""Losses of the online actor-critic algorithms and the offline A-LoL family and PRO. Pure: tensors in,
-``(loss, stats)`` out. The maths: docs/algorithms.md §2 (PPO), §4 (A2C), §5 (TRPO), §6 (A-LoL), §7 (PRO).
+"""The losses around the policy's: the whole online update (:class:`UpdateLoss`: the policy loss of
+:mod:`hfrl.core.policy_losses`, the critic's, the entropy bonus and the KL term, composed once), TRPO's
+pieces, the offline A-LoL family (its variants: :mod:`hfrl.core.offline_losses`) and PRO. Pure: tensors
+in, ``(loss, stats)`` out. The maths: docs/algorithms.md §2 (PPO), §4 (A2C), §5 (TRPO), §6 (A-LoL),
+§7 (PRO), §14 (the KL as a loss term), §15 (policy losses and their aggregation).
 
 All tensors are ``(batch, time)`` over completion tokens with ``mask`` 1 on real tokens; every token is one
-transition, so losses are means over the masked tokens (RL4LMs / SB3; Dr. GRPO: :func:`token_sum`).
-``stats`` holds detached scalars for logging. The KL as a loss term (GRPO): :func:`kl_k3`, §14."""
+transition. ``stats`` holds detached scalars for logging."""
 
 from __future__ import annotations
 
-from typing import Any, cast
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import torch
 from torch import Tensor
 
 from hfrl.core.advantages import masked_mean
+from hfrl.core.offline_losses import OFFLINE_LOSSES, offline_loss_class
+from hfrl.core.offline_losses.base import OfflineBatch
+from hfrl.core.policy_losses.base import PolicyLoss, PolicyOutputs
 
-
-def token_sum(values: Tensor, mask: Tensor, max_tokens: int | None = None) -> Tensor:
-    """A policy loss's sum over tokens: ``mean_m(values)``, or with ``max_tokens`` ``sum_m(values) / (rows x
-    max_tokens)``, Dr. GRPO's constant normaliser, blind to the completions' lengths (docs/algorithms.md §13.3).
-
-    >>> values, mask = torch.tensor([[1.0, 2.0], [3.0, 0.0]]), torch.tensor([[1, 1], [1, 0]])
-    >>> float(token_sum(values, mask)), float(token_sum(values, mask, max_tokens=4))  # 6 / 3, 6 / (2 x 4)
-    (2.0, 0.75)
-    """
-    if max_tokens is None:
-        return masked_mean(values, mask)
-    return (values * mask.to(values.dtype)).sum() / (mask.shape[0] * max_tokens)
-
-
-def ppo_policy_loss(
-    logprobs: Tensor,
-    old_logprobs: Tensor,
-    advantages: Tensor,
-    mask: Tensor,
-    cliprange: float = 0.2,
-    max_tokens: int | None = None,
-) -> tuple[Tensor, dict[str, Tensor]]:
-    """Clipped surrogate: ``-mean(min(rho*A, clip(rho, 1-eps, 1+eps)*A))``, ``rho = exp(logp - logp_old)``
-    (the mean over tokens as :func:`token_sum` says)."""
-    log_ratio = logprobs - old_logprobs
-    ratio = torch.exp(log_ratio)
-    unclipped = ratio * advantages
-    clipped = torch.clamp(ratio, 1 - cliprange, 1 + cliprange) * advantages
-    loss = -token_sum(torch.min(unclipped, clipped), mask, max_tokens)
-    with torch.no_grad():
-        stats = {
-            "clipfrac": masked_mean(((ratio - 1).abs() > cliprange).float(), mask),
-            "approx_kl": masked_mean((ratio - 1) - log_ratio, mask),  # k3 estimator, as in SB3
-        }
-    return loss, stats
+if TYPE_CHECKING:
+    from hfrl.core.rollout import Rollout
 
 
 def value_loss(
@@ -67,77 +41,64 @@ def value_loss(
     return masked_mean(error, mask), {"vf_clipfrac": vf_clipfrac}
 
 
-def ppo_loss(
-    logprobs: Tensor,
-    old_logprobs: Tensor,
-    advantages: Tensor,
-    values: Tensor | None,
-    old_values: Tensor | None,
-    returns: Tensor,
-    entropy: Tensor | None,
-    mask: Tensor,
-    cliprange: float = 0.2,
-    cliprange_value: float | None = None,
-    vf_coef: float = 0.5,
-    ent_coef: float = 0.0,
-    max_tokens: int | None = None,
-) -> tuple[Tensor, dict[str, Tensor]]:
-    """PPO: ``policy_loss + vf_coef * value_loss - ent_coef * entropy`` (SB3's composition); no value
-    term without a critic (``values`` None)."""
-    pg_loss, pg_stats = ppo_policy_loss(logprobs, old_logprobs, advantages, mask, cliprange, max_tokens)
-    vf_loss, vf_stats = None, dict[str, Tensor]()
-    if values is not None:
-        vf_loss, vf_stats = value_loss(values, cast(Tensor, old_values), returns, mask, cliprange_value)
-    loss, stats = _actor_critic_total(pg_loss, vf_loss, entropy, mask, vf_coef, ent_coef)
-    return loss, {**stats, **pg_stats, **vf_stats}
+@dataclass(frozen=True)
+class UpdateLoss:
+    """The whole loss of an online minibatch, composed here once (SB3's composition, plus GRPO's KL term):
+
+        loss = policy + vf_coef * value - ent_coef * mean(H) + beta * KL
+
+    ``policy`` is the policy loss's (:mod:`hfrl.core.policy_losses`), ``value`` the critic's regression to
+    the returns (:func:`value_loss`, clipped with ``cliprange_value``; absent without a critic), ``H`` the
+    action distribution's entropy (only when ``ent_coef``: the trainers compute it then) and ``KL`` the
+    ``k3`` estimate of ``KL(pi || pi_ref)`` (:func:`kl_k3`, only with ``kl_in_loss``), aggregated as the
+    policy loss aggregates. A forward of the critic alone (TRPO's minibatches: its policy moves in its own
+    step) is its value loss, unweighted."""
+
+    policy_loss: PolicyLoss
+    vf_coef: float = 0.5
+    ent_coef: float = 0.0
+    cliprange_value: float | None = None
+
+    def __call__(self, out: PolicyOutputs, batch: Rollout, kl_coef: float = 0.0) -> tuple[Tensor, dict[str, Tensor]]:
+        mask = batch.train_mask
+        value = None
+        stats: dict[str, Tensor] = {}
+        if out.values is not None:
+            old = batch.values if batch.values is not None else out.values.detach()
+            value, stats = value_loss(out.values, old, batch.returns, mask, self.cliprange_value)
+        if out.logprobs is None:  # the critic alone
+            assert value is not None, "a forward of neither policy nor critic"
+            return value, {"loss/value": value.detach()}
+        policy, policy_stats = self.policy_loss(out, batch)
+        loss = policy
+        stats = {"loss/policy": policy.detach(), **policy_stats, **stats}
+        if value is not None:
+            loss = loss + self.vf_coef * value  # + c_v * value
+            stats["loss/value"] = value.detach()
+        if out.entropy is not None:
+            entropy = masked_mean(out.entropy, mask)
+            loss = loss - self.ent_coef * entropy  # - c_e * mean(H)
+            stats["entropy"] = entropy.detach()
+        if out.full_logprobs is not None:
+            kl = kl_k3(out.full_logprobs, batch.ref_logprobs, mask, self.policy_loss.aggregate)
+            loss = loss + kl_coef * kl  # + beta * mean(k3) (GRPO)
+            stats["loss/kl"] = kl.detach()
+        stats["loss/total"] = loss.detach()
+        return loss, stats
 
 
-def _actor_critic_total(
-    pg_loss: Tensor, vf_loss: Tensor | None, entropy: Tensor | None, mask: Tensor, vf_coef: float, ent_coef: float
-) -> tuple[Tensor, dict[str, Tensor]]:
-    """``pg_loss + vf_coef * vf_loss - ent_coef * mean(H)`` (SB3's composition) and its statistics.
-    ``vf_loss=None``: no critic; ``entropy=None``: no entropy term (the trainers skip computing it
-    when ``ent_coef`` is 0)."""
-    loss, stats = pg_loss, {"loss/policy": pg_loss.detach()}
-    if vf_loss is not None:
-        loss = loss + vf_coef * vf_loss
-        stats["loss/value"] = vf_loss.detach()
-    if entropy is not None:
-        mean_entropy = masked_mean(entropy, mask)
-        loss = loss - ent_coef * mean_entropy
-        stats["entropy"] = mean_entropy.detach()
-    stats["loss/total"] = loss.detach()
-    return loss, stats
-
-
-def a2c_loss(
-    logprobs: Tensor,
-    advantages: Tensor,
-    values: Tensor | None,
-    returns: Tensor,
-    entropy: Tensor | None,
-    mask: Tensor,
-    vf_coef: float = 0.5,
-    ent_coef: float = 0.0,
-    max_tokens: int | None = None,
-) -> tuple[Tensor, dict[str, Tensor]]:
-    """A2C (SB3): ``-mean(A * logp) + vf_coef * mean((V - R)^2) - ent_coef * mean(H)``; no ratio, no
-    clipping; no value term without a critic (then REINFORCE with the estimator's baseline)."""
-    pg_loss = -token_sum(advantages * logprobs, mask, max_tokens)
-    vf_loss = value_loss(values, values, returns, mask)[0] if values is not None else None  # plain MSE
-    return _actor_critic_total(pg_loss, vf_loss, entropy, mask, vf_coef, ent_coef)
-
-
-def kl_k3(logprobs: Tensor, ref_logprobs: Tensor, mask: Tensor, max_tokens: int | None = None) -> Tensor:
+def kl_k3(
+    logprobs: Tensor, ref_logprobs: Tensor, mask: Tensor, aggregate: Callable[[Tensor, Tensor], Tensor] = masked_mean
+) -> Tensor:
     """The KL to the reference as a loss term (GRPO, Shao et al. 2024, eq. 4; Schulman's k3 estimator):
-    ``mean_m(exp(ref - logp) - (ref - logp) - 1)`` over the sampled tokens, >= 0 and unbiased for
-    ``KL(pi || pi_ref)`` under pi's samples; summed over tokens as :func:`token_sum` says.
+    ``agg(exp(ref - logp) - (ref - logp) - 1)`` over the sampled tokens, >= 0 and unbiased for
+    ``KL(pi || pi_ref)`` under pi's samples; ``aggregate`` as the policy loss's (the token mean by default).
 
     >>> round(float(kl_k3(torch.tensor([[-1.0]]), torch.tensor([[-2.0]]), torch.ones(1, 1))), 4)  # e^-1 + 1 - 1
     0.3679
     """
     delta = ref_logprobs - logprobs
-    return token_sum(torch.exp(delta) - delta - 1, mask, max_tokens)
+    return aggregate(torch.exp(delta) - delta - 1, mask)
 
 
 def categorical_kl(old_logits: Tensor, new_logits: Tensor, mask: Tensor) -> Tensor:
@@ -147,19 +108,8 @@ def categorical_kl(old_logits: Tensor, new_logits: Tensor, mask: Tensor) -> Tens
     return masked_mean(kl, mask)
 
 
-def trpo_surrogate(logprobs: Tensor, old_logprobs: Tensor, advantages: Tensor, mask: Tensor) -> Tensor:
-    """TRPO's surrogate objective (to maximise): ``mean(rho * A)``, ``rho = exp(logp - logp_old)``."""
-    return masked_mean(torch.exp(logprobs - old_logprobs) * advantages, mask)
-
-
-# ---- Offline: the A-LoL family (docs/algorithms.md §6) -------------------------------------------
-# The whole response is one action. Per example ``L = -sum_t log pi(y_t | x, y_<t)`` (summed over
-# tokens, not averaged); every weight is detached; the batch loss is the mean of the example losses.
-
-ALOL_ALGORITHMS = ("nll", "wbc", "r_gold", "r_lol", "a_lol", "a_lol_ref_free", "a_lol_seq", "a_lol_kl")
-REWARD_WEIGHTED = ("wbc", "r_gold", "r_lol")  # weighted by the reward R
-ADVANTAGE_WEIGHTED = ("a_lol", "a_lol_ref_free", "a_lol_seq", "a_lol_kl")  # weighted by A+ = max(R - V(x), 0)
-NEEDS_REFERENCE = ("r_lol", "a_lol", "a_lol_seq", "a_lol_kl")  # need log pi_ref(y_t | x, y_<t)
+# ---- Offline: the A-LoL family (docs/algorithms.md §6; the variants: hfrl.core.offline_losses) ------------
+ALOL_ALGORITHMS = tuple(OFFLINE_LOSSES)  # A-LoL, its variants and baselines, by name
 
 
 def alol_example_losses(
@@ -173,7 +123,8 @@ def alol_example_losses(
     kl_beta: float = 0.0,
     gold_floor: float = 0.1,
 ) -> tuple[Tensor, dict[str, Tensor]]:
-    """Per-example losses ``(B,)`` of ``algorithm`` and their detached parts.
+    """Per-example losses ``(B,)`` of the variant ``algorithm`` (:mod:`hfrl.core.offline_losses`) and their
+    detached parts.
 
     ``logprobs``/``ref_logprobs``/``mask`` are ``(B, T)`` over completion tokens; ``rewards`` and
     ``advantages`` are ``(B,)``. ``rho = pi(y|x) / pi_ref(y|x) = exp(L_ref - L)`` is clamped to
@@ -182,59 +133,29 @@ def alol_example_losses(
     token mean there), ``rho`` (clamped) and ``rho_clipped`` where a ratio is used, ``kl`` where
     ``ref_logprobs`` are given.
     """
-    if algorithm not in ALOL_ALGORITHMS:
-        raise ValueError(f"unknown A-LoL algorithm {algorithm!r}; known: {', '.join(ALOL_ALGORITHMS)}")
-    mask = mask.to(logprobs.dtype)
-    token_nll = -logprobs * mask  # -log pi(y_t), 0 on padding
-    nll = token_nll.sum(1)  # L
+    if algorithm not in OFFLINE_LOSSES:
+        raise ValueError(f"unknown A-LoL algorithm {algorithm!r}; known: {', '.join(OFFLINE_LOSSES)}")
+    variant = offline_loss_class(algorithm)()
+    batch = OfflineBatch(logprobs, mask, rewards, advantages, ref_logprobs, ppo_clip, kl_beta, gold_floor)
+    nll = batch.token_nll.sum(1)  # L
     parts: dict[str, Tensor] = {"nll": nll.detach()}
-    if algorithm in REWARD_WEIGHTED:
+    if variant.weight == "reward":
         if rewards is None:
             raise ValueError(f"{algorithm} needs the rewards of the examples")
         scale = rewards.to(nll).detach()  # R
-    elif algorithm in ADVANTAGE_WEIGHTED:
+    elif variant.weight == "advantage":
         if advantages is None:
             raise ValueError(f"{algorithm} needs the advantages of the examples")
         scale = advantages.to(nll).detach().clamp(min=0.0)  # A+ = max(A, 0): A <= 0 drops the example
     else:
         scale = torch.ones_like(nll)
-    ref = torch.zeros_like(logprobs)
-    if algorithm in NEEDS_REFERENCE:
+    if variant.needs_reference:
         if ref_logprobs is None:
             raise ValueError(f"{algorithm} needs the reference policy's log-probs")
-        ref = ref_logprobs.to(logprobs).detach()  # log pi_ref(y_t)
-        ref_nll = -(ref * mask).sum(1)  # L_ref
-        parts["kl"] = (ref_nll - nll).detach()  # log pi(y|x) - log pi_ref(y|x)
-
-    low, high = 1.0 - ppo_clip, 1.0 + ppo_clip
-    if algorithm in ("nll", "wbc", "a_lol_ref_free"):
-        weight = scale  # L, R * L, A+ * L
-        losses = weight * nll
-    elif algorithm == "r_gold":
-        with torch.no_grad():
-            token_weight = torch.clamp(logprobs.exp(), min=gold_floor) * mask  # max(pi(y_t), 0.1)
-        weight = scale * (token_weight.sum(1) / mask.sum(1).clamp(min=1))
-        losses = scale * (token_weight * token_nll).sum(1)  # R * sum_t max(pi(y_t), 0.1) * (-log pi(y_t))
-    elif algorithm in ("r_lol", "a_lol"):
-        with torch.no_grad():
-            raw = torch.exp(ref_nll - nll)  # rho = exp(L_ref - L)
-            rho = raw.clamp(low, high)
-        parts["rho"], parts["rho_clipped"] = rho, ((raw < low) | (raw > high)).to(nll)
-        weight = scale * rho
-        losses = weight * nll  # R * clamp(rho) * L, A+ * clamp(rho) * L
-    elif algorithm == "a_lol_seq":
-        with torch.no_grad():
-            raw = torch.exp(logprobs - ref)  # rho_t per token
-            rho_t = raw.clamp(low, high) * mask
-            count = mask.sum(1).clamp(min=1)
-        parts["rho"] = rho_t.sum(1) / count
-        parts["rho_clipped"] = (((raw < low) | (raw > high)).to(nll) * mask).sum(1) / count
-        weight = scale * parts["rho"]
-        losses = scale * (rho_t * token_nll).sum(1)  # A+ * sum_t clamp(rho_t) * (-log pi(y_t))
-    else:  # a_lol_kl
-        weight = scale
-        losses = scale * nll + kl_beta * (ref_nll - nll)  # A+ * L + beta * (log pi(y|x) - log pi_ref(y|x))
-    parts["weight"] = weight.detach()
+        parts["kl"] = (batch.reference_nll - nll).detach()  # log pi(y|x) - log pi_ref(y|x)
+    losses, own = variant.example_losses(batch, scale, nll)
+    parts.update(own)
+    parts["weight"] = parts["weight"].detach()
     return losses, parts
 
 

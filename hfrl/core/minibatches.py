@@ -16,11 +16,14 @@ prefix) and its ``token_mask`` tells the loss which of the row's tokens count.
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 import torch
 
 from hfrl.core.advantages import whiten
+
+if TYPE_CHECKING:
+    from hfrl.core.rollout import Rollout
 
 MINIBATCH_UNITS = ("sequences", "tokens")
 
@@ -101,3 +104,33 @@ def whiten_per_minibatch(
     """``(B, T)`` advantages normalised over one minibatch's transitions, ``(A - mean) / std``
     (SB3's ``normalize_advantage``, per minibatch); 0 outside the minibatch."""
     return whiten(advantages, selection_mask(minibatch, response_mask))
+
+
+def rollout_minibatches(
+    rollout: Rollout,
+    *,
+    epochs: int,
+    minibatches: int,
+    micro_batches: int = 1,
+    unit: str = "sequences",
+    whole_groups: bool = False,
+    whiten_each: bool = False,
+) -> list[Rollout]:
+    """Every micro-step's share of ``rollout`` for one iteration's update: ``epochs`` shuffled passes of
+    ``minibatches`` minibatches (:func:`plan_epoch`; of whole groups with ``whole_groups``), each cut into
+    ``micro_batches`` for gradient accumulation; with ``whiten_each``, each minibatch's advantages whitened
+    over its own transitions (SB3 / RL4LMs' ``whiten_scope`` minibatch)."""
+    out = []
+    groups = rollout.group_ids if whole_groups else None
+    for _ in range(epochs):
+        for minibatch in plan_epoch(rollout.response_mask, minibatches, micro_batches, unit, group_ids=groups):
+            advantages = (
+                whiten_per_minibatch(rollout.advantages, rollout.response_mask, minibatch) if whiten_each else None
+            )
+            for micro in minibatch:
+                part = rollout[micro.rows]
+                part.token_mask = micro.token_mask
+                if advantages is not None:
+                    part.advantages = advantages[micro.rows]
+                out.append(part)
+    return out

@@ -492,20 +492,13 @@ def assemble(
     rewards: TaskRewards,
     *,
     kl_coef: float,
-    gamma: float,
-    lam: float,
-    whiten_advantages: bool,
-    estimator: type[AdvantageEstimator] | None = None,
+    estimator: AdvantageEstimator,
     kl_in_reward: bool = True,
-    reduce: Reduce = None,
 ) -> Rollout:
     """Per-token rewards ``r_t = -beta * (logp_t - ref_logp_t)`` (full distributions; left out with
     ``kl_in_reward`` off, when the KL is in the loss), plus any token-level rewards and the task score
-    on the last completion token; then the ``estimator``'s advantages and returns (GAE by default,
-    :mod:`hfrl.core.estimators`; batch statistics over every process's rollout with ``reduce``)."""
-    from hfrl.core.estimators.gae import GAE
-
-    estimator = estimator or GAE
+    on the last completion token; then the ``estimator``'s advantages and returns
+    (:mod:`hfrl.core.estimators`, built with its settings: gamma, lambda, whitening, the processes' sum)."""
     response_mask = completions.response_mask
     mask = response_mask.to(scores.full_logprobs.dtype)
     task_scores = rewards.scores.to(scores.full_logprobs.device)
@@ -517,9 +510,7 @@ def assemble(
     group_ids = completions.group_ids
     if group_ids is None:  # one completion per prompt: each its own group
         group_ids = torch.arange(len(completions), device=mask.device)
-    whiten = whiten_advantages if estimator.whitening is None else estimator.whitening
-    inputs = EstimatorInputs(task_scores, token_rewards, mask, group_ids, values, gamma, lam, whiten, reduce)
-    advantages, returns = estimator.estimate(inputs)
+    advantages, returns = estimator.estimate(EstimatorInputs(task_scores, token_rewards, mask, group_ids, values))
     return Rollout(
         query_ids=completions.query_ids,
         query_mask=completions.query_mask,

@@ -51,21 +51,39 @@ def config_fields(config_class: type) -> set[str]:
 
 
 def task_config(task_obj: Task | TaskSpec, alg: str, schema: ConfigSchema) -> tuple[dict[str, Any], dict[str, Any]]:
-    """(run-level keys, config fields) that the task declares for ``alg``.
+    """(run-level keys, config fields) that the task declares for ``alg``: its YAML ``configs``
+    sections merged along the config classes, each over the one before (``schema.sections``:
+    ``defaults`` < ``online`` < ``ppo`` < ``nlpo``; ``defaults`` < ``offline`` < ``a_lol_seq``), then the
+    algorithm's own section when its name is none of those (an A-LoL variant; TRL's ``grpo``), then the
+    section of its ``policy_loss`` when the task has one (``gspo``: PPO's tuning, then GSPO's own). A new
+    algorithm or loss trains every task with its parent's tuning.
 
-    The task's ``defaults`` section is shared by algorithms whose configs differ: only the fields the
+    The ``defaults`` section is shared by algorithms whose configs differ: only the fields the
     algorithm's config has are kept (after the trainer's ``translate_task_defaults``, when it has one:
-    TRL's trainers name things differently). Every key of the algorithm's own section must be a field.
+    TRL's trainers name things differently). Every key of the other sections must be a field.
     """
     fields = schema.names
-    defaults = schema.translate_defaults(dict(task_obj.configs.get("defaults") or {}))
-    own = dict(task_obj.configs.get(alg) or {})
+    configs = task_obj.configs
+    merged = {k: v for k, v in schema.translate_defaults(dict(configs.get("defaults") or {})).items()
+              if k in fields or k in RUN_KEYS}  # fmt: skip
+    chain = [name for name in schema.sections if name != "defaults"]
+    chain += [alg] if alg not in chain else []
+    for section in chain:
+        merged.update(_section(task_obj, section, fields, schema))
+    loss = merged.get("policy_loss")
+    if isinstance(loss, str) and loss not in chain and configs.get(loss):
+        merged.update(_section(task_obj, loss, fields, schema))
+    return {k: merged.pop(k) for k in RUN_KEYS if k in merged}, merged
+
+
+def _section(task_obj: Task | TaskSpec, section: str, fields: set[str], schema: ConfigSchema) -> dict[str, Any]:
+    """One section of the task's ``configs``, each key a field of the algorithm's config or a run key."""
+    own = dict(task_obj.configs.get(section) or {})
     for key in own:
         if key not in fields and key not in RUN_KEYS:
             hint = f"; the fields are those of {schema.name}"
-            raise unknown(f"config key (in task {task_obj.name!r}, section {alg!r})", key, fields, hint=hint)
-    merged = {**{k: v for k, v in defaults.items() if k in fields or k in RUN_KEYS}, **own}
-    return {k: merged.pop(k) for k in RUN_KEYS if k in merged}, merged
+            raise unknown(f"config key (in task {task_obj.name!r}, section {section!r})", key, fields, hint=hint)
+    return own
 
 
 class ResolvedRun(dict):

@@ -162,7 +162,10 @@ def evaluate(
     # the run's task arguments and rewards (own data, a local classifier, ...) apply to its own task only
     task_obj = load_task(task_name, **(task_kwargs(run.config) if own_task else {}))
     dataset = load_split(task_obj, split, max_samples)
-    settings = eval_settings(task_obj.config_for(run.alg or "ppo"), run.config if own_task else {})
+    from hfrl.trainers.schema import config_schema
+
+    alg = run.alg or "ppo"
+    settings = eval_settings(task_obj.config_for(alg, config_schema(alg).sections), run.config if own_task else {})
 
     target = run
     if base:

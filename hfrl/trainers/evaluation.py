@@ -13,7 +13,7 @@ import dataclasses
 import json
 import os
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -22,6 +22,11 @@ from hfrl.rewards.combine import compute_rewards
 # Dataset columns that are not passed to rewards and metrics as keyword arguments.
 PROMPT_IDS = "prompt_ids"  # the tokenized prompt column the trainers add
 NOT_REWARD_COLUMNS = ("prompt", "completion", PROMPT_IDS)
+
+if TYPE_CHECKING:  # the mixin's attributes and super() calls are the Trainer's
+    from transformers import Trainer as _Trainer
+else:
+    _Trainer = object
 
 
 EVAL_FIELDS = (
@@ -233,23 +238,28 @@ def generate_and_score(
     return score_completions(prompts, completions, rows, scoring)
 
 
-class EvaluationMixin:
+class EvaluationMixin(_Trainer):
     """A Trainer's ``evaluate``: :meth:`generate_and_score` (each trainer's own generation through
     :func:`generate_and_score`) on the eval split, or on each split of a dict of them; metrics
     logged and passed to the callbacks; the records saved as
-    ``predictions/{prefix}-step{N}.jsonl`` beside the run."""
+    ``predictions/{prefix}-step{N}.jsonl`` beside the run. For mypy the mixin is a ``Trainer``."""
+
+    reward_funcs: Any
+    reward_weights: Any
+    metrics: dict[str, Any]
+    tokenizer: Any
 
     def generate_and_score(self, dataset: Any, prefix: str = "eval") -> tuple[dict[str, float], list[dict]]:
         raise NotImplementedError
 
     def scoring(self, prefix: str, policy: Any) -> Scoring:
         """The trainer's rewards, metrics and tokenizer, with ``policy`` for the metrics that read it."""
-        trainer: Any = self
-        return Scoring(trainer.reward_funcs, trainer.reward_weights, trainer.metrics, prefix, policy, trainer.tokenizer)
+        return Scoring(self.reward_funcs, self.reward_weights, self.metrics, prefix, policy, self.tokenizer)
 
-    def evaluate(self, eval_dataset=None, ignore_keys=None, metric_key_prefix: str = "eval") -> dict[str, float]:
-        trainer: Any = self
-        dataset = eval_dataset if eval_dataset is not None else trainer.eval_dataset
+    def evaluate(  # transformers 5.24: Trainer.evaluate
+        self, eval_dataset: Any = None, ignore_keys: Any = None, metric_key_prefix: str = "eval"
+    ) -> dict[str, float]:
+        dataset = eval_dataset if eval_dataset is not None else self.eval_dataset
         if dataset is None:
             raise ValueError("evaluation needs an eval_dataset with a 'prompt' column")
         if isinstance(dataset, dict):
@@ -258,12 +268,12 @@ class EvaluationMixin:
                 out.update(self.evaluate(split, ignore_keys, f"{metric_key_prefix}_{name}"))
             return out
         metrics, records = self.generate_and_score(dataset, metric_key_prefix)
-        if trainer.args.should_save:
-            folder = os.path.join(trainer.args.output_dir, "predictions")
+        if self.args.should_save:
+            folder = os.path.join(str(self.args.output_dir), "predictions")
             os.makedirs(folder, exist_ok=True)
-            path = os.path.join(folder, f"{metric_key_prefix}-step{trainer.state.global_step}.jsonl")
+            path = os.path.join(folder, f"{metric_key_prefix}-step{self.state.global_step}.jsonl")
             with open(path, "w") as fh:
                 fh.writelines(json.dumps(r, default=str) + "\n" for r in records)
-        trainer.log(metrics)
-        trainer.control = trainer.callback_handler.on_evaluate(trainer.args, trainer.state, trainer.control, metrics)
+        self.log(metrics)
+        self.control = self.callback_handler.on_evaluate(self.args, self.state, self.control, metrics)
         return metrics

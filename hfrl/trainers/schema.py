@@ -2,35 +2,53 @@
 
 The config dataclasses (``hfrl.PPOConfig`` ... and TRL's, all ``transformers.TrainingArguments``)
 are the one source of truth, but importing them imports torch, which takes seconds: a command line
-with a typo would wait that long for its one-line error. So their fields are also written, by this
-module, into ``config_schema.json`` beside it (``python -m hfrl.trainers.schema --write``), and a
-test checks that the file equals what the dataclasses say. ``hfrl train`` checks names, types and
-numbers against it, and ``hfrl list fields`` lists it, before torch is imported.
+with a typo would wait that long for its one-line error. So the first command that needs their fields
+builds them from the classes (:func:`build`: a few seconds, once) into the user cache,
+``schema/KEY.json`` under :func:`hfrl.utils.cache.cache_root` (``~/.cache/huggingface/hfrl/schema/``),
+and every later command reads that file (milliseconds, no torch). ``hfrl train`` checks names, types
+and numbers against it, and ``hfrl list fields`` and ``hfrl train --help`` list it, before torch is
+imported.
 
-The file records the transformers and TRL versions it was written with; with other versions
-installed (their ``TrainingArguments`` or configs may have other fields) the dataclasses themselves
-are read instead, at the cost of importing them. An algorithm of your own (``module:attr``) is
-always read from its class.
+``KEY`` is a hash of what the fields are built from (:func:`current_key`): the source of every
+``.py`` file of ``hfrl/trainers/`` (the configs, their bounds, the trainers naming their config
+classes, this module) and of the layers under it, all that a config can import (``hfrl/utils``,
+``core``, ``rewards``, ``metrics``: the registries whose entries' docstrings are an option's help and
+whose names its choices, for one; :func:`source_files`), and the installed versions of Python,
+transformers, TRL (their ``TrainingArguments`` and configs) and hfrl. A new field, an upgrade or an
+edit is a new key, so the first command after it builds again: there is no file to regenerate. A
+damaged cache file is built again; a cache folder that cannot be written means building every time.
+An algorithm of your own (``module:attr``) is always read from its class.
 
-    python -m hfrl.trainers.schema --check    # exit 1 when the file is out of date
-    python -m hfrl.trainers.schema --write
+    python -m hfrl.trainers.schema --where    # the cache file for the installed sources and versions
+    python -m hfrl.trainers.schema --print    # the schema as JSON (built and cached first if need be)
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
+import hashlib
 import json
+import logging
 import sys
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 from hfrl.utils.bounded import MAX_BATCH, MAX_COUNT
+from hfrl.utils.cache import cache_root, write_atomic
 
-SCHEMA_FILE = Path(__file__).with_name("config_schema.json")
-VERSIONED = ("transformers", "trl")  # the libraries whose classes the fields come from
+logger = logging.getLogger(__name__)
+
+PACKAGE = Path(__file__).parent.parent  # the installed hfrl/ folder (found without importing anything)
+# The folders of hfrl/ whose .py files are hashed: the trainers' layer and the layers under it, all that a config
+# may import (tests/unit/test_imports.py keeps imports downward): bounds' caps, registries read for choices and help
+SOURCE_FOLDERS = ("utils", "core", "rewards", "metrics", "trainers")
+VERSIONED = ("transformers", "trl", "hfrl")  # the libraries whose classes the fields come from, and hfrl
+KEEP = 8  # cached schemas kept (other installs sharing the cache, recent edits); older ones are removed
 
 _SEED = {"ge": 0, "le": 2**32 - 1, "note": "numpy's seeds"}  # numpy.random.seed: "Seed must be between 0 and 2**32 - 1"
 # Ranges of transformers.TrainingArguments' own fields (bounds: hfrl.utils.bounded.bound_problem), which
@@ -110,6 +128,10 @@ class ConfigSchema:
     name: str
     fields: dict[str, FieldInfo]
     translate: str | None = None
+    #: the sections of a task's YAML ``configs`` this config reads, in order (each over the one before):
+    #: ``defaults``, then one per config class along its bases that names one (``task_section``):
+    #: PPO's ``online``, ``ppo``; NLPO's ``online``, ``ppo``, ``nlpo``; A-LoL's ``offline``
+    sections: tuple[str, ...] = ("defaults",)
 
     @property
     def names(self) -> set[str]:
@@ -183,25 +205,161 @@ def _translate_of(trainer_class: type) -> str | None:
     return f"{fn.__module__}:{fn.__qualname__}"
 
 
+def task_sections(config_class: type) -> tuple[str, ...]:
+    """``defaults``, then the ``task_section`` of each class along ``config_class``'s bases (base first)
+    that declares one itself: the sections of a task's YAML it inherits.
+
+    >>> class A: task_section = "online"
+    >>> class B(A): task_section = "ppo"
+    >>> class C(B): pass
+    >>> task_sections(C), task_sections(int)
+    (('defaults', 'online', 'ppo'), ('defaults',))
+    """
+    own = [vars(klass)["task_section"] for klass in reversed(config_class.__mro__) if "task_section" in vars(klass)]
+    return ("defaults", *own)
+
+
 def _live(alg: str) -> ConfigSchema:
     from hfrl.trainers import algorithm_trainer
 
     trainer = algorithm_trainer(alg)
-    return ConfigSchema(trainer.config_class.__name__, fields_of(trainer.config_class), _translate_of(trainer))
+    config = trainer.config_class
+    return ConfigSchema(config.__name__, fields_of(config), _translate_of(trainer), task_sections(config))
+
+
+# ---- the cache -----------------------------------------------------------------------------------
+def source_files(package: Path = PACKAGE) -> list[Path]:
+    """What the schema is built from, generously: every ``.py`` file in the :data:`SOURCE_FOLDERS` of
+    the hfrl package folder ``package``.
+
+    >>> sorted({path.relative_to(PACKAGE).parts[0] for path in source_files()})
+    ['core', 'metrics', 'rewards', 'trainers', 'utils']
+    """
+    return sorted(path for folder in SOURCE_FOLDERS for path in (package / folder).rglob("*.py"))
+
+
+def versions() -> dict[str, str]:
+    """The installed versions of :data:`VERSIONED` (``"none"`` for one not installed), and Python's
+    (how a type annotation reads can change with it).
+
+    >>> sorted(versions())
+    ['hfrl', 'python', 'transformers', 'trl']
+    """
+    out = {"python": "{}.{}".format(*sys.version_info)}
+    for name in VERSIONED:
+        try:
+            out[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            out[name] = "none"
+    return out
+
+
+def schema_key(sources: Iterable[tuple[str, bytes]], versions: Mapping[str, str]) -> str:
+    """A short hash of named source texts and library versions: the name of a cached schema.
+
+    >>> key = schema_key([("trainers/a.py", b"x: int = 1")], {"trl": "1.16.0"})
+    >>> len(key), key == schema_key([("trainers/a.py", b"x: int = 2")], {"trl": "1.16.0"})
+    (16, False)
+    >>> key == schema_key([("trainers/a.py", b"x: int = 1")], {"trl": "1.17.0"})
+    False
+    """
+    digest = hashlib.sha256()
+    for name, data in sources:
+        digest.update(f"{name}\0{len(data)}\0".encode())
+        digest.update(data)
+    digest.update(json.dumps(dict(versions), sort_keys=True).encode())
+    return digest.hexdigest()[:16]
+
+
+def _source(path: Path) -> bytes:
+    """A file's bytes (for one that cannot be read, such as an editor's dangling lock link, a marker)."""
+    try:
+        return path.read_bytes()
+    except OSError:
+        return b"\0unreadable"
+
+
+def current_key(package: Path = PACKAGE) -> str:
+    """:func:`schema_key` of the sources in ``package`` and the installed versions (reads some 120 files:
+    milliseconds, no torch)."""
+    sources = ((path.relative_to(package).as_posix(), _source(path)) for path in source_files(package))
+    return schema_key(sources, versions())
+
+
+def cache_file(key: str | None = None) -> Path:
+    """Where the schema of ``key`` (by default :func:`current_key`) is cached."""
+    return cache_root() / "schema" / f"{key or current_key()}.json"
+
+
+def text(data: Mapping[str, Any]) -> str:
+    """A schema as the JSON text it is cached as."""
+    return json.dumps(data, indent=1, sort_keys=True) + "\n"
+
+
+def _valid(data: Any, key: str) -> bool:
+    """Whether ``data`` has the shape of a schema :func:`schema_data` cached for ``key``: its parts, each
+    algorithm's config, and fields that :class:`FieldInfo` can be made of (``None``: one a config lacks).
+
+    >>> _valid({"key": "k", "algorithms": {}, "training_arguments": {}, "configs": {}, "model_config": {}}, "k")
+    True
+    >>> _valid({"key": "k", "algorithms": {"ppo": {"config": "PPOConfig"}}}, "k")
+    False
+    """
+    parts = ("algorithms", "training_arguments", "configs", "model_config")
+    if not (isinstance(data, dict) and data.get("key") == key and all(isinstance(data.get(p), dict) for p in parts)):
+        return False
+    configs = data["configs"]
+    tables = [data["training_arguments"], data["model_config"], *configs.values()]
+    if not all(isinstance(table, dict) for table in tables):
+        return False
+    for entry in data["algorithms"].values():
+        if not (isinstance(entry, dict) and isinstance(entry.get("config"), str) and entry["config"] in configs):
+            return False
+    known = {f.name for f in dataclasses.fields(FieldInfo)} - {"name"}
+    infos = (info for table in tables for info in table.values() if info is not None)
+    return all(isinstance(info, dict) and {"type", "default", "help"} <= info.keys() <= known for info in infos)
+
+
+def _read(path: Path, key: str) -> dict[str, Any] | None:
+    """The schema cached at ``path`` for ``key``; None when it is missing, unreadable or damaged."""
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):  # a damaged file may not even be UTF-8: UnicodeDecodeError is a ValueError
+        return None
+    return data if _valid(data, key) else None
+
+
+def _prune(folder: Path, keep: int = KEEP) -> None:
+    """Remove all but the ``keep`` newest schemas in ``folder`` (what cannot be removed stays)."""
+    with contextlib.suppress(OSError):  # another process may be removing the same files
+        schemas = sorted(folder.glob("*.json"), key=lambda p: p.stat().st_mtime, reverse=True)
+        for old in schemas[keep:]:
+            old.unlink(missing_ok=True)
+
+
+def _write(path: Path, data: Mapping[str, Any]) -> None:
+    """Cache ``data`` at ``path`` (atomically), then :func:`_prune`; a folder that cannot be written
+    is left alone (the schema is built again next time)."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_atomic(path, text(data))
+    except OSError as exc:
+        logger.debug("the config schema is not cached (%s): it is built again next time", exc)
+        return
+    _prune(path.parent)
 
 
 @functools.cache
-def _file() -> dict[str, Any] | None:
-    """The schema file, when it was written with the installed transformers and TRL (else None)."""
-    try:
-        data = json.loads(SCHEMA_FILE.read_text())
-    except (OSError, ValueError):
-        return None
-    try:
-        installed = {name: metadata.version(name) for name in VERSIONED}
-    except metadata.PackageNotFoundError:
-        return None
-    return data if data.get("versions") == installed else None
+def schema_data() -> dict[str, Any]:
+    """The schema of the installed configs: the cached file of :func:`current_key`, else :func:`build`
+    (imports torch: seconds) written there."""
+    key = current_key()
+    path = cache_file(key)
+    data = _read(path, key)
+    if data is None:
+        data = {"key": key, **build()}
+        _write(path, data)
+    return data
 
 
 def _info(name: str, info: dict[str, Any]) -> FieldInfo:
@@ -213,36 +371,29 @@ def _info(name: str, info: dict[str, Any]) -> FieldInfo:
 
 
 def config_schema(alg: str) -> ConfigSchema:
-    """The config schema of algorithm ``alg``: from the file when it is current, else from the class
-    (an unknown name raises the registry's one-line error)."""
-    data = _file()
-    entry = (data or {}).get("algorithms", {}).get(alg)
-    if entry is None:
+    """The config schema of algorithm ``alg``: a registered one's from :func:`schema_data`, one's own
+    (``module:attr``) from its class (an unknown name raises the registry's one-line error)."""
+    from hfrl.trainers import ALGORITHMS
+
+    if alg not in ALGORITHMS:
         return _live(alg)
-    assert data is not None
+    data = schema_data()
+    entry = data["algorithms"].get(alg)
+    if entry is None:  # registered after the schema was built (the key covers hfrl/trainers/: not expected)
+        return _live(alg)
     merged = {**data["training_arguments"], **data["configs"][entry["config"]]}
     fields = {name: _info(name, info) for name, info in merged.items() if info is not None}
-    return ConfigSchema(entry["config"], fields, entry.get("translate"))
+    return ConfigSchema(entry["config"], fields, entry.get("translate"), tuple(entry.get("sections") or ("defaults",)))
 
 
 def training_arguments_fields() -> dict[str, FieldInfo]:
     """``transformers.TrainingArguments``' own fields (every config inherits them)."""
-    data = _file()
-    if data is None:
-        from transformers import TrainingArguments
-
-        return fields_of(TrainingArguments)
-    return {name: _info(name, info) for name, info in data["training_arguments"].items()}
+    return {name: _info(name, info) for name, info in schema_data()["training_arguments"].items()}
 
 
 def model_config_fields() -> dict[str, FieldInfo]:
     """``trl.ModelConfig``'s fields (LoRA and 4/8-bit loading flags)."""
-    data = _file()
-    if data is None:
-        from trl import ModelConfig
-
-        return fields_of(ModelConfig)
-    return {name: _info(name, info) for name, info in data["model_config"].items()}
+    return {name: _info(name, info) for name, info in schema_data()["model_config"].items()}
 
 
 # ---- what a person reads -------------------------------------------------------------------------
@@ -273,7 +424,7 @@ def option_rows(alg: str) -> list[tuple[str, str]]:
     return rows
 
 
-# ---- writing -----------------------------------------------------------------------------------
+# ---- building ----------------------------------------------------------------------------------
 def build() -> dict[str, Any]:
     """The schema from the dataclasses themselves (imports every trainer: torch, transformers, TRL)."""
     from transformers import TrainingArguments
@@ -290,14 +441,14 @@ def build() -> dict[str, Any]:
     algorithms, configs = {}, {}
     for alg in ALGORITHMS:
         live = _live(alg)
-        algorithms[alg] = {"config": live.name, "translate": live.translate}
+        algorithms[alg] = {"config": live.name, "translate": live.translate, "sections": list(live.sections)}
         own = as_json(live.fields)
         # what differs from TrainingArguments (None: a field of it this config does not have)
         configs[live.name] = {k: v for k, v in own.items() if base.get(k) != v} | {
             k: None for k in base if k not in own
         }
     return {
-        "versions": {name: metadata.version(name) for name in VERSIONED},
+        "versions": versions(),
         "algorithms": algorithms,
         "training_arguments": base,
         "configs": configs,
@@ -305,38 +456,38 @@ def build() -> dict[str, Any]:
     }
 
 
-def text() -> str:
-    return json.dumps(build(), indent=1, sort_keys=True) + "\n"
-
-
 def main(argv: list[str] | None = None) -> int:
+    """``--where``: print the cache file of the installed sources and versions; ``--print``: print the
+    schema (built and cached first if need be)."""
     args = sys.argv[1:] if argv is None else argv
-    if args == ["--write"]:
-        SCHEMA_FILE.write_text(text())
+    if args == ["--where"]:
+        print(cache_file())
         return 0
-    if args == ["--check"]:
-        current = SCHEMA_FILE.read_text() if SCHEMA_FILE.is_file() else ""
-        if current != text():
-            print(f"{SCHEMA_FILE} is out of date: python -m hfrl.trainers.schema --write", file=sys.stderr)
-            return 1
+    if args == ["--print"]:
+        sys.stdout.write(text(schema_data()))
         return 0
-    print("usage: python -m hfrl.trainers.schema --write | --check", file=sys.stderr)
+    print("usage: python -m hfrl.trainers.schema --where | --print", file=sys.stderr)
     return 2
 
 
 __all__ = [
-    "SCHEMA_FILE",
     "TRAINING_ARGUMENTS_BOUNDS",
     "option_rows",
     "ConfigSchema",
     "FieldInfo",
     "build",
+    "cache_file",
     "config_schema",
+    "current_key",
     "declared_bounds",
     "fields_of",
     "generate_fields",
     "model_config_fields",
+    "schema_data",
+    "schema_key",
+    "source_files",
     "training_arguments_fields",
+    "versions",
 ]
 
 if __name__ == "__main__":

@@ -6,14 +6,9 @@ string shaped like a Hub token (:func:`hfrl.utils.secrets.check_written`)."""
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from hfrl.utils.secrets import check_written, secrets_removed
-
-if TYPE_CHECKING:  # the mixin's attributes and super() calls are the Trainer's
-    from transformers import Trainer as _Trainer
-else:
-    _Trainer = object
 
 
 def save_training_args(args: Any, output_dir: str) -> None:
@@ -27,20 +22,4 @@ def save_training_args(args: Any, output_dir: str) -> None:
     check_written(path)
 
 
-class SecretFreeSaveMixin(_Trainer):
-    """Mixed into a ``transformers.Trainer`` subclass (before ``Trainer`` in the bases): its ``_save``
-    writes no secret into ``training_args.bin``. A trainer with its own ``_save`` calls
-    :func:`save_training_args` instead of ``torch.save(self.args, ...)``."""
-
-    def _save(self, output_dir: str | None = None, state_dict: dict | None = None) -> None:
-        """The Trainer's save, with no secret in the ``training_args.bin`` it writes."""
-        from transformers.trainer import TRAINING_ARGS_NAME
-
-        with secrets_removed(self.args):
-            super()._save(output_dir, state_dict)
-        folder = output_dir or self.args.output_dir  # where the Trainer wrote (it has, to get here)
-        if folder is not None:
-            check_written(os.path.join(folder, TRAINING_ARGS_NAME))
-
-
-__all__ = ["SecretFreeSaveMixin", "save_training_args"]
+__all__ = ["save_training_args"]

@@ -27,7 +27,6 @@ from typing import Any, ClassVar
 import trl
 
 from hfrl.trainers.config_checks import MAX_TOKENS
-from hfrl.trainers.crash_safe import CrashSafeMixin
 from hfrl.trainers.iteration_log import SaveStateAtEnd, report_steps
 from hfrl.trainers.task_defaults import lengths_to_max_length, online_defaults_to_trl
 from hfrl.trainers.trainer_mixin import TrainerMixin
@@ -208,6 +207,7 @@ class _TRLAdapter:
 
     translate_task_defaults = staticmethod(lambda defaults: defaults)  # the task's config keys in TRL's names
     tokenizer_kwargs: dict[str, Any] = {}  # for the tokenizer hfrl loads when none is given
+    _name: str  # the trainer's card name (TrainerMixin's)
 
     def __init__(
         self,
@@ -222,7 +222,7 @@ class _TRLAdapter:
         callbacks: list | None = None,
         **kwargs: Any,  # DPO: ref_model
     ) -> None:
-        model = causal_model_path(model, f"{self._name}Trainer")  # type: ignore[attr-defined]
+        model = causal_model_path(model, f"{self._name}Trainer")
         if isinstance(model, str) and args is not None:  # TRL loads it: with the user's opt-in for code, never a file's
             from hfrl.utils.trust import remote_code
 
@@ -268,7 +268,7 @@ class _OnlineAdapter(_TRLAdapter):
             return super()._generate(prompts)  # type: ignore[misc]
 
 
-class GRPOTrainer(CrashSafeMixin, TrainerMixin, _OnlineAdapter, trl.GRPOTrainer):
+class GRPOTrainer(TrainerMixin, _OnlineAdapter, trl.GRPOTrainer):
     """TRL's GRPOTrainer on an hfrl task: group-relative policy optimisation with the task's rewards."""
 
     algs = {
@@ -279,7 +279,7 @@ class GRPOTrainer(CrashSafeMixin, TrainerMixin, _OnlineAdapter, trl.GRPOTrainer)
     _tag_names = ["hfrl", "trl", "grpo"]
 
 
-class RLOOTrainer(CrashSafeMixin, TrainerMixin, _OnlineAdapter, trl.RLOOTrainer):
+class RLOOTrainer(TrainerMixin, _OnlineAdapter, trl.RLOOTrainer):
     """TRL's RLOOTrainer on an hfrl task: REINFORCE leave-one-out with the task's rewards."""
 
     algs = {"rloo": "TRL's RLOOTrainer (causal models, vLLM on a GPU): REINFORCE with a leave-one-out baseline."}
@@ -304,7 +304,7 @@ class _PairsAdapter(_TRLAdapter):
         return {"train_dataset": self._pairs(train), "eval_dataset": evaluation}
 
 
-class SFTTrainer(CrashSafeMixin, TrainerMixin, _PairsAdapter, trl.SFTTrainer):
+class SFTTrainer(TrainerMixin, _PairsAdapter, trl.SFTTrainer):
     """TRL's SFTTrainer on an hfrl task: supervised fine-tuning on its references (or completions)."""
 
     algs = {"sft": "TRL's SFTTrainer: supervised fine-tuning on the task's references or completions."}
@@ -326,7 +326,7 @@ def preference_pairs(dataset):
     return dataset.select_columns(["prompt", "chosen", "rejected"])
 
 
-class DPOTrainer(CrashSafeMixin, TrainerMixin, _PairsAdapter, trl.DPOTrainer):
+class DPOTrainer(TrainerMixin, _PairsAdapter, trl.DPOTrainer):
     """TRL's DPOTrainer on an hfrl task with preference pairs (``chosen`` / ``rejected`` columns)."""
 
     algs = {"dpo": "TRL's DPOTrainer: direct preference optimisation on chosen / rejected pairs."}

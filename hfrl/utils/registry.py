@@ -169,6 +169,18 @@ def built(obj: Any, args: dict[str, Any], kind: str, name: Any) -> Any:
     return obj
 
 
+def registry_help(registry: Mapping[str, str | Entry], default: str) -> str:
+    """A registry-backed option's help text from the registry itself (each entry's docstring line, read
+    from its source without importing it: :func:`describe_path`), the default marked.
+
+    >>> registry_help({"unknown": "hfrl.utils.registry:UnknownNameError"}, "unknown")[:40]
+    'One of: unknown (default): An unknown ta'
+    """
+    lines = [f"{name}{' (default)' if name == default else ''}: {describe_path(path_of(entry)).rstrip('.')}"
+             for name, entry in registry.items()]  # fmt: skip
+    return "One of: " + "; ".join(lines) + ". A 'module:attr' or 'path/to/file.py:Class' path names your own."
+
+
 def describe_path(path: str) -> str:
     """:func:`describe` of the object at ``"package.module:Class"`` read from its source, without
     importing the module (``hfrl list algs`` lists the advantage estimators without loading torch).

@@ -54,7 +54,13 @@ def test_hub_files_are_pinned_and_the_yaml_declares_the_paper_setup():
     assert reward["id"] == "openassistant_reward"  # by registry id: task YAML imports no code path
     assert reward["args"]["model"] == "OpenAssistant/oasst-rm-2.1-pythia-1.4b-epoch-2.5"
     assert hh.OpenAssistantReward().metric.output == "probability"  # through a sigmoid
-    assert spec["configs"]["a_lol_seq"] == spec["configs"]["a_lol"]  # every algorithm of the family
+    from hfrl.runs.experiment import task_config
+    from hfrl.tasks import describe_task
+    from hfrl.trainers.schema import config_schema
+
+    task = describe_task("hh")  # the YAML, read as resolving a run reads it
+    settings = {alg: task_config(task, alg, config_schema(alg)) for alg in ("a_lol", "a_lol_seq", "nll")}
+    assert settings["a_lol_seq"] == settings["a_lol"] == settings["nll"]  # the `offline` section, inherited
 
 
 def test_fixture_loads_through_the_same_code(monkeypatch, tiny_reward_model):

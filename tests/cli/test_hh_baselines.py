@@ -44,9 +44,14 @@ def test_pairs_layout(fixtures, reward_model):
 
 
 def test_hh_configs_name_the_baselines():
+    from hfrl.runs.experiment import task_config
+    from hfrl.tasks import describe_task
+    from hfrl.trainers.schema import config_schema
+
     spec = hh.read_task_yaml(hh.__file__)
-    for alg in ("dpo", "ppo", "nlpo"):
-        assert spec["configs"][alg]["task_args"] == {"pairs": True}, alg
+    for alg in ("dpo", "ppo", "nlpo"):  # NLPO inherits PPO's section
+        run_keys, _ = task_config(describe_task("hh"), alg, config_schema(alg))
+        assert run_keys["task_args"] == {"pairs": True}, alg
     assert spec["configs"]["pro"]["sft_weight"] == 0.05 and spec["configs"]["dpo"]["beta"] == 0.1
 
 

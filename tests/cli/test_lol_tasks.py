@@ -66,6 +66,9 @@ def test_reddit_fixture_through_the_kaggle_layout(fixtures, classifiers):
 
 
 def test_knowledge_dialogue_fixtures(fixtures, classifiers):
+    from hfrl.runs.experiment import task_config
+    from hfrl.trainers.schema import config_schema
+
     wow, faithdial, both = (load_task(t, **task_args(t, classifiers)) for t in ("wow", "faithdial", "faithdial_wow"))
     # WoW: 4 training dialogues with 2 grounded wizard turns each (the ungrounded one is skipped), 2 validation
     assert {s: len(d) for s, d in wow.dataset.items()} == {"train": 8, "validation": 4, "test": 4}
@@ -80,7 +83,7 @@ def test_knowledge_dialogue_fixtures(fixtures, classifiers):
         "I really like the colour blue.<|endoftext|>"
     )
     assert row["knowledge"] == "Blue is one of the three primary colours of pigments in painting."
-    spec = faithdial.configs["a_lol"]
+    _, spec = task_config(faithdial, "a_lol", config_schema("a_lol"))  # the `offline` section, inherited
     assert spec["max_value"] == 4.0 and faithdial.default_model == "microsoft/DialoGPT-medium"
 
 
@@ -162,10 +165,10 @@ def test_every_offline_algorithm_has_a_config(fixtures, classifiers):
         built = load_task(task, **task_args(task, classifiers))
         spec = describe_task(task, **task_args(task, classifiers))  # what resolving a run reads
         assert (spec.name, spec.default_model, spec.configs) == (built.name, built.default_model, built.configs)
-        assert set(ALOL_ALGORITHMS) <= set(built.configs), task
-        for alg in ("nll", "a_lol"):
+        for alg in ALOL_ALGORITHMS:  # each inherits the task's `offline` section, then its own
             run = resolve_run(task, alg, "tiny", task_args=task_args(task, classifiers))
-            assert run["algorithm"] == alg and run["max_value"] == max_values[task] and run["learning_rate"] == 2e-5
+            assert run["algorithm"] == alg and run["max_value"] == max_values[task], (task, alg)
+            assert run["learning_rate"] == 2e-5 or alg not in ("nll", "a_lol"), (task, alg)
     assert "pro" in load_task("comet", **task_args("comet", classifiers)).configs
 
 

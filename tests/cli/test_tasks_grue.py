@@ -316,19 +316,21 @@ def test_ppo_two_iterations(name, classifiers, tmp_path):
 
 @pytest.mark.parametrize("name", GRUE)
 def test_every_algorithm_config_resolves(name, classifiers, tmp_path):
-    """Each section of the task's YAML is a valid config of its algorithm (GRUE settings for PPO / NLPO)."""
+    """Each section of the task's YAML names an algorithm or a config class the algorithms inherit
+    from (``online``, ``offline``), and every algorithm's merged settings are a valid config (GRUE
+    settings for PPO / NLPO; TRPO inherits ``online`` where the task has no section of its own)."""
     from hfrl.runs.experiment import algorithm_trainer, resolve_run, split_run
     from hfrl.trainers import ALGORITHMS
 
     task = load_task(name, **task_args(name, classifiers))
-    for alg in [a for a in task.configs if a != "defaults"]:
-        assert alg in ALGORITHMS, (name, alg)
+    sections = [a for a in task.configs if a != "defaults"]
+    for section in sections:
+        assert section in ALGORITHMS or section in ("online", "offline"), (name, section)
+    for alg in {a for a in sections if a in ALGORITHMS} | {"ppo", "nlpo", "a2c", "trpo", "grpo", "sft"}:
         run = resolve_run(name, alg, output_dir=str(tmp_path / alg), task_args=task_args(name, classifiers))
         _, fields = split_run(run)
         config = algorithm_trainer(alg).config_class(**fields)
         assert config.output_dir == str(tmp_path / alg)
-    for alg in ("ppo", "nlpo", "a2c", "trpo", "grpo", "sft"):
-        assert alg in task.configs, (name, alg)
     ppo = resolve_run(name, "ppo", output_dir=str(tmp_path / "p"), task_args=task_args(name, classifiers))
     assert ppo["num_ppo_epochs"] == 5 and ppo["learning_rate"] in (1e-6, 2e-6) and ppo["kl_target"] > 0
 

@@ -95,7 +95,7 @@ def test_rollout_without_capture_gives_the_same_advantages(alg, tiny_causal_dir,
             train_dataset=data,
             peft_config=peft,
         )
-        assert trainer._capture_at_generation() is capture
+        assert trainer.collector.captures is capture
         torch.manual_seed(1)
         rollouts.append(trainer.collect_rollout([trainer.train_dataset[i] for i in range(8)]))
     with_capture, without = rollouts

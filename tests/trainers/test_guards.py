@@ -194,7 +194,10 @@ def test_an_entropy_collapse_is_warned_once(tiny_causal_dir, make_config, caplog
         f"iteration's {entropies[0]:.3g}; its samples barely vary and learning stalls: raise ent_coef, lower "
         "learning_rate, or keep the best evaluated policy (load_best_model_at_end)"
     )
-    assert trainer.entropy_watch.state() == {"initial_entropy": entropies[0], "entropy_collapse_warned": True}
+    assert trainer.online_state.entropy_watch.state() == {
+        "initial_entropy": entropies[0],
+        "entropy_collapse_warned": True,
+    }
 
 
 def test_no_entropy_warning_without_a_collapse(tiny_causal_dir, make_config, caplog):

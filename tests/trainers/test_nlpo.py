@@ -50,7 +50,7 @@ def test_generation_masks_with_the_refreshed_policy_not_the_initial_one(tiny_cau
     trainer.collect_rollout(batch)  # the next rollout refreshes the mask policy from the current policy
     assert trainer.action_space.refreshed_at == 3
 
-    query_ids, query_mask = trainer._queries(batch)
+    query_ids, query_mask = trainer.collector.queries(batch)
     processor = trainer.action_space.processors(query_ids, query_mask)[0]
     vocab = policy.config.vocab_size
     masked = processor(query_ids, torch.zeros(len(batch), vocab))
@@ -292,7 +292,7 @@ def test_generation_looks_among_candidates_once_sets_are_small(tiny_causal_dir, 
         train_dataset=prompts(),
     )
     batch = [trainer.train_dataset[i] for i in range(8)]
-    query_ids, query_mask = trainer._queries(batch)
+    query_ids, query_mask = trainer.collector.queries(batch)
     processor = trainer.action_space.processors(query_ids, query_mask)[0]
     assert processor.candidates is None  # the first step sorts
     vocab = trainer.accelerator.unwrap_model(trainer.model).policy.config.vocab_size

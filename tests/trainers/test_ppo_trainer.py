@@ -81,7 +81,7 @@ def test_first_minibatch_ratio_is_one(alg, tiny_causal_dir, make_config):
         (PPOTrainer, make_config()) if alg == "ppo" else (NLPOTrainer, make_config(NLPOConfig, top_mask=0.5))
     )
     trainer = trainer_class(model=tiny_causal_dir, args=args, reward_funcs=digit_reward, train_dataset=prompts())
-    assert trainer._capture_at_generation()
+    assert trainer.collector.captures
     rollout = trainer.collect_rollout([trainer.train_dataset[i] for i in range(8)])
     trainer.model.train()
     trainer.compute_loss(trainer.model, rollout)
@@ -127,7 +127,7 @@ def test_resume_restores_iteration_kl_and_optimizer(tiny_causal_dir, make_config
     original = resumed.collect_rollout
 
     def spy(batch):
-        captured.setdefault("beta", resumed.kl_ctl.value)
+        captured.setdefault("beta", resumed.online_state.kl.value)
         captured.setdefault("step", resumed.state.global_step)
         captured.setdefault("adam_steps", [float(s["step"]) for s in resumed.optimizer.state.values()][:1])
         return original(batch)

@@ -4,8 +4,12 @@ values (the trainers: tests/trainers/test_a2c_trpo.py)."""
 import pytest
 import torch
 
-from hfrl.core.losses import a2c_loss, categorical_kl, trpo_surrogate
+from hfrl.core.losses import UpdateLoss, categorical_kl
 from hfrl.core.natural_gradient import backtracking_line_search, conjugate_gradient
+from hfrl.core.policy_losses.a2c import A2C
+from hfrl.core.policy_losses.base import PolicyOutputs
+from hfrl.core.policy_losses.surrogate import Surrogate
+from hfrl.testing.minibatch import minibatch
 
 
 def test_a2c_loss_by_hand():
@@ -15,7 +19,8 @@ def test_a2c_loss_by_hand():
     returns = torch.tensor([[0.0, 2.0, 0.0]])
     entropy = torch.tensor([[1.0, 3.0, 100.0]])
     mask = torch.tensor([[1, 1, 0]])
-    loss, stats = a2c_loss(logp, adv, values, returns, entropy, mask, vf_coef=0.5, ent_coef=0.01)
+    batch = minibatch(mask, advantages=adv, values=values, returns=returns)
+    loss, stats = UpdateLoss(A2C(), vf_coef=0.5, ent_coef=0.01)(PolicyOutputs(logp, entropy, values), batch)
     # policy: -mean(A * logp) = -((2 * -1) + (-1 * -2)) / 2 = 0
     # value: mean((1 - 0)^2, (0 - 2)^2) = 2.5 ; entropy: mean(1, 3) = 2
     # total: 0 + 0.5 * 2.5 - 0.01 * 2 = 1.23
@@ -59,4 +64,5 @@ def test_categorical_kl_and_surrogate():
     # KL = 0.5 ln(0.5/0.25) + 0.5 ln(0.5/0.75)
     expected = 0.5 * torch.log(torch.tensor(2.0)) + 0.5 * torch.log(torch.tensor(2 / 3))
     assert categorical_kl(old, new, mask).item() == pytest.approx(expected.item())
-    assert trpo_surrogate(torch.tensor([[0.0]]), torch.tensor([[0.0]]), torch.tensor([[3.0]]), mask).item() == 3.0
+    batch = minibatch(mask, logprobs=[[0.0]], advantages=[[3.0]])
+    assert -Surrogate()(PolicyOutputs(torch.tensor([[0.0]]), None, None), batch)[0].item() == 3.0  # mean(rho A)

@@ -14,6 +14,7 @@ import torch
 from hfrl.core.advantages import discounted_returns, gae, whiten
 from hfrl.core.estimators import ESTIMATORS, estimator_class
 from hfrl.core.estimators.base import EstimatorInputs, add_scores, group_stats
+from hfrl.core.policy_losses.aggregation import AGGREGATIONS
 from hfrl.utils.registry import UnknownNameError
 
 MASK = torch.tensor([[1.0, 1, 0], [1, 1, 1], [1, 0, 0], [1, 1, 1]])
@@ -22,14 +23,22 @@ SCORES = torch.tensor([1.0, 3.0, 2.0, 2.0])
 GROUPS = torch.tensor([0, 0, 1, 1])
 
 
+SETTINGS = ("gamma", "lam", "whiten")  # what an estimator is built with; the rest of a case is its inputs
+
+
 def inputs(**changes) -> EstimatorInputs:
-    fields = dict(scores=SCORES, token_rewards=PENALTY, mask=MASK, group_ids=GROUPS, gamma=1.0)
-    fields.update(changes)
+    fields = dict(scores=SCORES, token_rewards=PENALTY, mask=MASK, group_ids=GROUPS)
+    fields.update({k: v for k, v in changes.items() if k not in SETTINGS})
     return EstimatorInputs(**fields)
 
 
+def built(name: str, **changes):
+    """The estimator ``name`` built with the settings among ``changes`` (gamma 1 by default)."""
+    return estimator_class(name)(**{"gamma": 1.0, **{k: v for k, v in changes.items() if k in SETTINGS}})
+
+
 def estimate(name: str, **changes) -> tuple[list, list]:
-    advantages, returns = estimator_class(name).estimate(inputs(**changes))
+    advantages, returns = built(name, **changes).estimate(inputs(**changes))
     return advantages.tolist(), returns.tolist()
 
 
@@ -42,7 +51,7 @@ def test_rloo_leaves_each_completion_out_of_its_baseline():
     # three completions: b_i = (sum - R_i) / 2; R = [0, 3, 6] -> b = [4.5, 3, 1.5], R' = [-4.5, 0, 4.5]
     x = inputs(scores=torch.tensor([0.0, 3.0, 6.0]), token_rewards=torch.zeros(3, 1), mask=torch.ones(3, 1),
                group_ids=torch.zeros(3, dtype=torch.long))  # fmt: skip
-    assert estimator_class("rloo").estimate(x).advantages.flatten().tolist() == [-4.5, 0.0, 4.5]
+    assert built("rloo").estimate(x).advantages.flatten().tolist() == [-4.5, 0.0, 4.5]
 
 
 def test_group_norm_is_grpo():
@@ -61,7 +70,7 @@ def test_dr_grpo_subtracts_the_group_mean_only():
     advantages, _ = estimate("dr_grpo")
     expected = [[-1.3, -1.2, 0.0], [1.0, 1.0, 1.0], [0.0] * 3, [0.0] * 3]
     assert all(row == pytest.approx(want, abs=1e-6) for row, want in zip(advantages, expected, strict=True))
-    assert estimator_class("dr_grpo").loss_normaliser == "max_tokens"  # no length normalisation in the loss
+    assert estimator_class("dr_grpo").loss_aggregation == "seq-mean-token-sum-norm"  # no length normalisation
 
 
 def test_reinforce_baseline_whitens_after_the_group_mean():
@@ -82,7 +91,7 @@ def test_reinforce_whitens_the_plain_returns():
         scores=torch.tensor([1.0, 3.0]), token_rewards=torch.zeros(2, 2), mask=torch.tensor([[1.0, 1], [1, 0]]),
         group_ids=torch.tensor([0, 1]),
     )  # fmt: skip
-    advantages, returns = estimator_class("reinforce").estimate(x)
+    advantages, returns = built("reinforce").estimate(x)
     assert advantages[0].tolist() == pytest.approx([-0.57735, -0.57735], abs=1e-5)
     assert advantages[1].tolist() == pytest.approx([1.15470, 0.0], abs=1e-5)
     assert returns.tolist() == [[1.0, 1.0], [3.0, 0.0]]
@@ -91,8 +100,8 @@ def test_reinforce_whitens_the_plain_returns():
 
 def test_gae_estimator_is_the_gae_function():
     values = torch.tensor([[0.5, 0.2, 0.0], [0.1, 0.1, 0.1], [0.3, 0.0, 0.0], [0.0, 0.4, 0.0]])
-    x = inputs(values=values, gamma=0.9, lam=0.8, whiten=True)
-    advantages, returns = estimator_class("gae").estimate(x)
+    x = inputs(values=values)
+    advantages, returns = built("gae", gamma=0.9, lam=0.8, whiten=True).estimate(x)
     expected, expected_returns = gae(add_scores(PENALTY, SCORES, MASK), values, MASK, 0.9, 0.8)
     assert torch.equal(advantages, whiten(expected, MASK)) and torch.equal(returns, expected_returns)
     assert estimator_class("gae").needs_critic and estimator_class("gae").whitening is None
@@ -118,6 +127,6 @@ def test_registry_names_every_estimator_and_fails_clearly():
     assert {"gae", "rloo", "group_norm", "dr_grpo", "reinforce_baseline", "reinforce"} <= set(ESTIMATORS)
     for name in ESTIMATORS:
         cls = estimator_class(name)
-        assert cls.__doc__ and cls.loss_normaliser in ("tokens", "max_tokens")
+        assert cls.__doc__ and cls.loss_aggregation in (None, *AGGREGATIONS)
     with pytest.raises(UnknownNameError, match="unknown advantage estimator 'grpo'"):
         estimator_class("grpo")

@@ -41,11 +41,11 @@ LAYERS = [  # bottom to top: a module may import its own layer and the layers be
     ("hfrl.cli", "hfrl.testing", "hfrl"),
 ]
 # Upward arrows that are allowed, each for a reason. A trainer writes its model card on save_model
-# and pushes its run on push_to_hub (transformers' Trainer contract): HubMixin calls the run layer
+# and pushes its run on push_to_hub (transformers' Trainer contract): card_and_push calls the run layer
 # lazily, at save / push time.
 ALLOWED_UPWARD = {
-    ("hfrl.trainers.hub_mixin", "hfrl.cards"),
-    ("hfrl.trainers.hub_mixin", "hfrl.runs.hub"),
+    ("hfrl.trainers.card_and_push", "hfrl.cards"),
+    ("hfrl.trainers.card_and_push", "hfrl.runs.hub"),
 }
 
 

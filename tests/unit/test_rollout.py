@@ -4,6 +4,7 @@ import pytest
 import torch
 from trl.trainer.utils import selective_log_softmax
 
+from hfrl.core.estimators.gae import GAE
 from hfrl.core.policies import ActorCritic, ReferencePolicy, completion_forward, disable_dropout
 from hfrl.core.rollout import Completions, Scores, TaskRewards, assemble, completion_mask, pad, score
 from hfrl.rewards.combine import compute_rewards
@@ -33,7 +34,7 @@ def test_assemble_kl_penalty_and_terminal_score():
         logprobs=logp, full_logprobs=logp, ref_logprobs=ref, values=torch.zeros(1, 3), entropy=torch.zeros(1, 3)
     )
     rewards = TaskRewards(scores=torch.tensor([2.0]), token_rewards=torch.zeros(1, 3), means={})
-    r = assemble(completions, scores, rewards, kl_coef=0.1, gamma=1.0, lam=1.0, whiten_advantages=False)
+    r = assemble(completions, scores, rewards, kl_coef=0.1, estimator=GAE(gamma=1.0, lam=1.0, whiten=False))
     # r_0 = -0.1 * (-1 + 1.5) = -0.05 ; r_1 = -0.1 * (-2 + 1) + 2 (score on the last token) = 2.1
     assert r.rewards[0].tolist() == pytest.approx([-0.05, 2.1, 0.0])
     assert r.returns[0].tolist() == pytest.approx([2.05, 2.1, 0.0])

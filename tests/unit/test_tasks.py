@@ -53,9 +53,9 @@ def test_task_config_keeps_the_defaults_each_algorithm_has(tmp_path):
     run, fields = task_config(task, "ppo", config_schema("ppo"))
     assert run == {"rewards": ["contains_date"]} and fields == {"max_new_tokens": 7, "cliprange": 0.1}
     assert "not_a_field" not in task_config(task, "trpo", config_schema("trpo"))[1]
-    task.configs["trpo"] = {"cliprange": 0.1}  # a PPO field, not TRPO's
-    with pytest.raises(UnknownNameError, match=r"unknown config key \(in task 't', section 'trpo'\) 'cliprange'"):
-        task_config(task, "trpo", config_schema("trpo"))
+    task.configs["ppo"] = {"cg_damping": 0.1}  # a TRPO field, not PPO's
+    with pytest.raises(UnknownNameError, match=r"unknown config key \(in task 't', section 'ppo'\) 'cg_damping'"):
+        task_config(task, "ppo", config_schema("ppo"))
 
 
 def test_with_model_and_reward_configs():

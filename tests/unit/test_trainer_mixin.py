@@ -10,22 +10,19 @@ import pytest
 
 
 def test_every_trainer_mixes_in_what_hfrl_adds():
+    """One mixin, before the Trainer's methods, in every registered trainer; an online trainer's hierarchy
+    is at most 5 of hfrl's classes (issue 35: it was 11)."""
     from transformers import Trainer
 
     from hfrl.trainers import ALGORITHMS, algorithm_trainer
-    from hfrl.trainers.crash_safe import CrashSafeMixin
-    from hfrl.trainers.finite_guard import FiniteGuardMixin
-    from hfrl.trainers.hub_mixin import HubMixin
-    from hfrl.trainers.secret_free_save import SecretFreeSaveMixin
-    from hfrl.trainers.tied_weights import TiedWeightsMixin
     from hfrl.trainers.trainer_mixin import TrainerMixin
 
-    pieces = (FiniteGuardMixin, TiedWeightsMixin, SecretFreeSaveMixin, HubMixin)
     for alg in ALGORITHMS:
         mro = algorithm_trainer(alg).__mro__
-        # crash safety wraps every other _save_checkpoint; the pieces come before the Trainer's methods
-        order = [mro.index(c) for c in (CrashSafeMixin, TrainerMixin, *pieces, Trainer)]
-        assert order == sorted(order), (alg, [c.__name__ for c in mro])
+        assert mro.index(TrainerMixin) < mro.index(Trainer), (alg, [c.__name__ for c in mro])
+        if alg in ("ppo", "nlpo", "a2c", "trpo"):
+            own = [c.__name__ for c in mro if c.__module__.startswith("hfrl.")]
+            assert len(own) <= 5, (alg, own)
 
 
 def test_secrets_leave_the_config_for_the_block_only():
@@ -58,7 +55,9 @@ def test_a_written_file_with_a_token_is_deleted(tmp_path):
 
 
 def test_the_card_takes_keywords_only():
-    from hfrl.trainers.hub_mixin import HubMixin
+    from hfrl.trainers.trainer_mixin import TrainerMixin
 
     with pytest.raises(TypeError, match=r"^create_model_card takes keyword arguments only"):
-        HubMixin.create_model_card(HubMixin(), "my-model")  # transformers' first is language, TRL's model_name
+        TrainerMixin.create_model_card(
+            object.__new__(TrainerMixin), "my-model"
+        )  # transformers' first is language, TRL's model_name

@@ -22,17 +22,14 @@ from hfrl.core.advantages import Reduce, discounted_returns, whiten
 
 @dataclass
 class EstimatorInputs:
-    """One rollout as an estimator sees it (``B`` completions of at most ``T`` tokens)."""
+    """One rollout as an estimator sees it (``B`` completions of at most ``T`` tokens): data only; the
+    settings (gamma, lambda, whitening) are the estimator's own (:class:`AdvantageEstimator`)."""
 
     scores: Tensor  # (B,) the task reward R(x, y) of each completion
     token_rewards: Tensor  # (B, T) the rest of r_t: -beta * kl_t (KL penalty in the reward) + token-level rewards
     mask: Tensor  # (B, T) float, 1 on completion tokens (a dropped completion's row is all 0)
     group_ids: Tensor  # (B,) long: which prompt each completion answers (num_generations per prompt)
     values: Tensor | None = None  # (B, T) V(s_t), 0 at padding (estimators with a critic)
-    gamma: float = 1.0  # discount
-    lam: float = 1.0  # GAE's lambda
-    whiten: bool = False  # GAE: whiten_advantages
-    reduce: Reduce = None  # sums over every process (batch statistics of a distributed rollout)
 
 
 class Estimate(NamedTuple):
@@ -43,9 +40,16 @@ class Estimate(NamedTuple):
 
 
 class AdvantageEstimator:
-    """The interface: :meth:`estimate` and what the trainer must know about an estimator.
+    """The interface: :meth:`estimate`, the settings an estimator is built with, and what the trainer
+    must know about it (class attributes). The class's docstring (its first paragraph) is its line in
+    ``hfrl list algs``.
 
-    The class's docstring (its first paragraph) is its line in ``hfrl list algs``."""
+    >>> from hfrl.core.estimators import estimator_class
+    >>> rloo = estimator_class("rloo")(gamma=1.0)
+    >>> x = EstimatorInputs(torch.tensor([1.0, 3.0]), torch.zeros(2, 1), torch.ones(2, 1), torch.tensor([0, 0]))
+    >>> rloo.estimate(x).advantages.flatten().tolist()  # R_i minus the other completion's reward
+    [-2.0, 2.0]
+    """
 
     #: a value head is built, scored, trained and saved (GAE); False: no critic at all
     needs_critic: ClassVar[bool] = False
@@ -54,13 +58,31 @@ class AdvantageEstimator:
     #: whether the advantages are whitened over the batch: True / False by the estimator's definition,
     #: None as the config's whiten_advantages says (GAE); whiten_scope 'minibatch' applies when whitened
     whitening: ClassVar[bool | None] = False
-    #: how the policy loss sums its tokens: "tokens" (the mean over the minibatch's completion tokens)
-    #: or "max_tokens" (the sum over them / (completions x max_new_tokens), Dr. GRPO's constant)
-    loss_normaliser: ClassVar[str] = "tokens"
+    #: the advantages are divided by a standard deviation (whitened over the batch, or a group's std), so
+    #: they are of order 1 whatever the reward's scale; False: in the reward's units (RLOO, Dr. GRPO),
+    #: which an entropy bonus tuned for unit-scale advantages outweighs when rewards are small
+    unit_scale: ClassVar[bool] = True
+    #: the policy loss's aggregation this estimator's definition includes (Dr. GRPO's constant normaliser,
+    #: "seq-mean-token-sum-norm"), used where the config's ``loss_aggregation`` and the loss leave it unset
+    loss_aggregation: ClassVar[str | None] = None
 
-    @staticmethod
-    def estimate(x: EstimatorInputs) -> Estimate:
+    def __init__(self, gamma: float = 1.0, lam: float = 1.0, whiten: bool = False, reduce: Reduce = None) -> None:
+        self.gamma = gamma  # discount
+        self.lam = lam  # GAE's lambda
+        self.whitens = whiten if self.whitening is None else self.whitening  # the config's, or the definition's
+        self.reduce = reduce  # sums over every process (batch statistics of a distributed rollout)
+
+    def estimate(self, x: EstimatorInputs) -> Estimate:
         raise NotImplementedError
+
+    def shaped_returns(self, x: EstimatorInputs, shaped_scores: Tensor) -> Estimate:
+        """The critic-free estimators' last step (OpenRLHF's ``get_cumulative_returns``): the shaped score
+        on the last token plus the per-token KL penalty, summed from each token to the end,
+        ``G_t = sum_{k >= t} gamma^(k - t) r'_k``; the advantages are ``G`` (whitened over the batch when
+        the estimator whitens), the returns ``G``."""
+        returns = discounted_returns(add_scores(x.token_rewards, shaped_scores, x.mask), x.mask, self.gamma)
+        advantages = whiten(returns, x.mask, reduce=self.reduce) if self.whitens else returns
+        return Estimate(advantages, returns)
 
 
 # ---- shared pieces ---------------------------------------------------------------------------------
@@ -92,13 +114,3 @@ def group_stats(scores: Tensor, group_ids: Tensor, kept: Tensor) -> tuple[Tensor
     squares = torch.zeros(size, device=scores.device).index_add_(0, group_ids, (scores - mean[group_ids]) ** 2 * kept)
     std = (squares / (count - 1).clamp(min=1)).sqrt()  # Bessel-corrected, as torch.std
     return count[group_ids], total[group_ids], std[group_ids]
-
-
-def shaped_returns(x: EstimatorInputs, shaped_scores: Tensor, whitened: bool) -> Estimate:
-    """The critic-free estimators' last step (OpenRLHF's ``get_cumulative_returns``): the shaped score on
-    the last token plus the per-token KL penalty, summed from each token to the end,
-    ``G_t = sum_{k >= t} gamma^(k - t) r'_k``; the advantages are ``G`` (whitened over the batch
-    when ``whitened``), the returns ``G``."""
-    returns = discounted_returns(add_scores(x.token_rewards, shaped_scores, x.mask), x.mask, x.gamma)
-    advantages = whiten(returns, x.mask, reduce=x.reduce) if whitened else returns
-    return Estimate(advantages, returns)

@@ -9,17 +9,17 @@ docs/algorithms.md §13.3.
 
 from __future__ import annotations
 
-from hfrl.core.estimators.base import AdvantageEstimator, Estimate, EstimatorInputs, group_stats, shaped_returns
+from hfrl.core.estimators.base import AdvantageEstimator, Estimate, EstimatorInputs, group_stats
 
 
 class DrGRPO(AdvantageEstimator):
     """Dr. GRPO, no critic: reward minus its prompt's group mean (no std), the loss summed over tokens / a constant."""
 
     needs_groups = True
-    loss_normaliser = "max_tokens"  # sum_t / (completions x max_new_tokens): no 1/|y| bias towards long wrong answers
+    unit_scale = False  # R_i minus the group mean, not divided by its std
+    loss_aggregation = "seq-mean-token-sum-norm"  # sum_t / (completions x max_new_tokens): no 1/|y| length bias
 
-    @staticmethod
-    def estimate(x: EstimatorInputs) -> Estimate:
+    def estimate(self, x: EstimatorInputs) -> Estimate:
         n, total, _ = group_stats(x.scores, x.group_ids, x.mask.sum(1) > 0)
         shaped = x.scores.float() - total / n.clamp(min=1)  # A_i = R_i - mean(R_group)
-        return shaped_returns(x, shaped, whitened=False)
+        return self.shaped_returns(x, shaped)

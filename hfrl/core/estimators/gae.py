@@ -15,16 +15,15 @@ from hfrl.core.estimators.base import AdvantageEstimator, Estimate, EstimatorInp
 
 
 class GAE(AdvantageEstimator):
-    """GAE(gamma, lambda) with a value head: A_t = sum_k (gamma lambda)^k delta_{t+k}, returns A + V (default)."""
+    """GAE(gamma, lambda) with a value head: A_t = sum_k (gamma lambda)^k delta_{t+k}, returns A + V."""
 
     needs_critic = True
     whitening = None  # as whiten_advantages says
 
-    @staticmethod
-    def estimate(x: EstimatorInputs) -> Estimate:
+    def estimate(self, x: EstimatorInputs) -> Estimate:
         rewards = add_scores(x.token_rewards, x.scores, x.mask)  # r_t = -beta kl_t + rtok_t + [t = T] R
         # delta_t = r_t + gamma V(s_{t+1}) - V(s_t);  A_t = sum_k (gamma lambda)^k delta_{t+k};  R_t = A_t + V(s_t)
-        advantages, returns = gae(rewards, cast(Tensor, x.values), x.mask, x.gamma, x.lam)
-        if x.whiten:  # A <- (A - mean_m(A)) / sqrt(var_m(A) + 1e-8) over every process's completion tokens
-            advantages = whiten(advantages, x.mask, reduce=x.reduce)
+        advantages, returns = gae(rewards, cast(Tensor, x.values), x.mask, self.gamma, self.lam)
+        if self.whitens:  # A <- (A - mean_m(A)) / sqrt(var_m(A) + 1e-8) over every process's completion tokens
+            advantages = whiten(advantages, x.mask, reduce=self.reduce)
         return Estimate(advantages, returns)

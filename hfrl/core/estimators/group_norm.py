@@ -7,7 +7,7 @@ Limits of Mathematical Reasoning in Open Language Models", §4.1.2 outcome super
 
 from __future__ import annotations
 
-from hfrl.core.estimators.base import AdvantageEstimator, Estimate, EstimatorInputs, group_stats, shaped_returns
+from hfrl.core.estimators.base import AdvantageEstimator, Estimate, EstimatorInputs, group_stats
 
 EPS = 1e-4  # TRL's GRPOTrainer: (R - mean) / (std + 1e-4); a group of equal rewards gets advantage 0
 
@@ -17,9 +17,8 @@ class GroupNorm(AdvantageEstimator):
 
     needs_groups = True
 
-    @staticmethod
-    def estimate(x: EstimatorInputs) -> Estimate:
+    def estimate(self, x: EstimatorInputs) -> Estimate:
         n, total, std = group_stats(x.scores, x.group_ids, x.mask.sum(1) > 0)
         mean = total / n.clamp(min=1)
         shaped = (x.scores.float() - mean) / (std + EPS)  # A_i = (R_i - mean(R_group)) / (std(R_group) + eps)
-        return shaped_returns(x, shaped, whitened=False)
+        return self.shaped_returns(x, shaped)

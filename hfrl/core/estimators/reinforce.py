@@ -8,7 +8,7 @@ docs/algorithms.md §13.5.
 
 from __future__ import annotations
 
-from hfrl.core.estimators.base import AdvantageEstimator, Estimate, EstimatorInputs, shaped_returns
+from hfrl.core.estimators.base import AdvantageEstimator, Estimate, EstimatorInputs
 
 
 class Reinforce(AdvantageEstimator):
@@ -16,7 +16,6 @@ class Reinforce(AdvantageEstimator):
 
     whitening = True
 
-    @staticmethod
-    def estimate(x: EstimatorInputs) -> Estimate:
+    def estimate(self, x: EstimatorInputs) -> Estimate:
         # G_t = sum_{k>=t} gamma^(k-t) r_k, then A <- (G - mean_m(G)) / sqrt(var_m(G) + 1e-8) over the batch
-        return shaped_returns(x, x.scores.float(), whitened=True)
+        return self.shaped_returns(x, x.scores.float())

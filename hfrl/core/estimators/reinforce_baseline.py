@@ -8,7 +8,7 @@ docs/algorithms.md §13.4.
 
 from __future__ import annotations
 
-from hfrl.core.estimators.base import AdvantageEstimator, Estimate, EstimatorInputs, group_stats, shaped_returns
+from hfrl.core.estimators.base import AdvantageEstimator, Estimate, EstimatorInputs, group_stats
 
 
 class ReinforceBaseline(AdvantageEstimator):
@@ -17,9 +17,8 @@ class ReinforceBaseline(AdvantageEstimator):
     needs_groups = True
     whitening = True
 
-    @staticmethod
-    def estimate(x: EstimatorInputs) -> Estimate:
+    def estimate(self, x: EstimatorInputs) -> Estimate:
         n, total, _ = group_stats(x.scores, x.group_ids, x.mask.sum(1) > 0)
         shaped = x.scores.float() - total / n.clamp(min=1)  # R_i - mean(R_group)
         # G_t = sum_{k>=t} gamma^(k-t) r'_k, then A <- (G - mean_m(G)) / sqrt(var_m(G) + 1e-8) over the batch
-        return shaped_returns(x, shaped, whitened=True)
+        return self.shaped_returns(x, shaped)

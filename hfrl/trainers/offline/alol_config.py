@@ -8,9 +8,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from hfrl.core.losses import ADVANTAGE_WEIGHTED, ALOL_ALGORITHMS, REWARD_WEIGHTED
+from hfrl.core.offline_losses import OFFLINE_LOSSES, weight_of
 from hfrl.trainers.config_checks import MAX_BATCH, MAX_COUNT, MAX_TOKENS, check_values
 from hfrl.trainers.rl_config import RLConfig
+
+ALOL_ALGORITHMS = tuple(OFFLINE_LOSSES)  # the family's variants (hfrl.core.offline_losses)
 
 SAMPLINGS = ("none", "good_priority", "good_random")
 
@@ -41,6 +43,9 @@ class ALoLConfig(RLConfig):
     validation generations use ``eval_generation_kwargs`` with ``do_sample`` false. The prompt,
     generation, reward-weight and model-loading fields are :class:`~hfrl.trainers.rl_config.RLConfig`'s.
     """
+
+    #: its section of a task's YAML ``configs``, inherited along the config classes (hfrl.runs.experiment.task_config)
+    task_section: ClassVar[str] = "offline"  # then the variant's own (a_lol, a_lol_seq, ...)
 
     algorithms: ClassVar[tuple[str, ...]] = ALOL_ALGORITHMS  # what `algorithm` may be (PROConfig: pro)
 
@@ -142,7 +147,7 @@ class ALoLConfig(RLConfig):
             from hfrl.utils.registry import unknown
 
             raise unknown("algorithm", self.algorithm, self.algorithms, hint="; set algorithm to one of them")
-        weighted = self.algorithm in (*REWARD_WEIGHTED, *ADVANTAGE_WEIGHTED)
+        weighted = weight_of(self.algorithm) is not None
         if self.sampling is None:
             self.sampling = "good_priority" if weighted else "none"
         if self.sampling not in SAMPLINGS:

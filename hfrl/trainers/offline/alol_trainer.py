@@ -26,13 +26,13 @@ from datasets import Dataset
 from torch import nn
 from transformers import PreTrainedModel, PreTrainedTokenizerBase, Trainer, TrainerCallback
 
-from hfrl.core.losses import ADVANTAGE_WEIGHTED, NEEDS_REFERENCE, alol_loss
+from hfrl.core.losses import alol_loss
 from hfrl.core.models import fix_tokenizer, load_tokenizer_for, load_trainable
+from hfrl.core.offline_losses import needs_reference, weight_of
 from hfrl.core.policies import completion_forward, disable_dropout, is_peft_model
 from hfrl.core.quantization import bnb_config
 from hfrl.core.rollout import pad
 from hfrl.rewards import reward_list
-from hfrl.trainers.crash_safe import CrashSafeMixin
 from hfrl.trainers.evaluation import EvaluationMixin, completer, eval_mode, generate_and_score
 from hfrl.trainers.iteration_log import SaveStateAtEnd, report_steps
 from hfrl.trainers.offline.alol_config import DISPLAY_NAMES, ALoLConfig
@@ -80,7 +80,7 @@ class _LogPreparation(TrainerCallback):
                 json.dump({**trainer.preparation.stats, "from_cache": trainer.preparation.from_cache}, fh, indent=2)
 
 
-class ALoLTrainer(CrashSafeMixin, EvaluationMixin, TrainerMixin, Trainer):
+class ALoLTrainer(EvaluationMixin, TrainerMixin, Trainer):
     """Offline RL on (prompt, completion, reward) data: A-LoL and its family, by ``args.algorithm``.
 
     Example:
@@ -228,12 +228,12 @@ class ALoLTrainer(CrashSafeMixin, EvaluationMixin, TrainerMixin, Trainer):
         """Rewards, reference log-probs, value head and advantages of ``train_dataset`` (cached; the
         main process computes, the others load its cache)."""
         algorithm = self.args.algorithm
-        needs_reference = algorithm in NEEDS_REFERENCE or algorithm in ADVANTAGE_WEIGHTED
+        reference = needs_reference(algorithm) or weight_of(algorithm) == "advantage"  # (V(x): the reference's)
         context = PrepareContext(
             args=self.args,
             tokenizer=self.tokenizer,
             reference=self.reference,
-            reference_fingerprint=self._reference_fingerprint() if needs_reference else "",
+            reference_fingerprint=self._reference_fingerprint() if reference else "",
             reward_funcs=self.reward_funcs,
             reward_weights=self.reward_weights,
             device=self.accelerator.device,
@@ -304,7 +304,7 @@ class ALoLTrainer(CrashSafeMixin, EvaluationMixin, TrainerMixin, Trainer):
             kl_beta=self.args.kl_beta,
         )
         stats["data_reward"] = inputs["rewards"].mean()
-        if self.args.algorithm in ADVANTAGE_WEIGHTED:
+        if weight_of(self.args.algorithm) == "advantage":
             stats["advantage"] = inputs["advantages"].mean()
         stats["completion_length"] = inputs["completion_mask"].sum(1).float().mean()
         for key, value in stats.items():

@@ -28,7 +28,7 @@ import torch
 from datasets import Dataset
 from torch import nn
 
-from hfrl.core.losses import ADVANTAGE_WEIGHTED, NEEDS_REFERENCE, REWARD_WEIGHTED
+from hfrl.core.offline_losses import needs_reference, weight_of
 from hfrl.core.policies import completion_forward
 from hfrl.core.rollout import generate_completions, pad
 from hfrl.rewards.combine import compute_rewards
@@ -306,12 +306,13 @@ def values_and_advantages(ctx: PrepareContext, head: PromptValueHead, batch: dic
 def prepare_dataset(ctx: PrepareContext, train: Dataset, validation: Dataset | None) -> Preparation:
     """Tokenize -> reference log-probs -> rewards -> value head and advantages; see the module doc."""
     args, algorithm = ctx.args, ctx.args.algorithm
+    weight = weight_of(algorithm)  # None, "reward" or "advantage"
     check_columns(train)
     data = tokenize(ctx, train)
     from_cache: dict[str, bool] = {}
     stats: dict[str, float] = {"examples": float(len(data))}
 
-    if algorithm in NEEDS_REFERENCE:
+    if needs_reference(algorithm):
         key = fingerprint("reference", data._fingerprint, ctx.reference_fingerprint)
         data, from_cache["reference"] = cached_map(ctx, data, "reference", key, lambda b: reference_logprobs(ctx, b))
 
@@ -331,7 +332,7 @@ def prepare_dataset(ctx: PrepareContext, train: Dataset, validation: Dataset | N
             ctx, data, "rewards", key, lambda b: dataset_rewards(ctx, b), batch_size=max(ctx.batch_size, 256)
         )
 
-    if algorithm in ADVANTAGE_WEIGHTED:
+    if weight == "advantage":
         settings = [
             args.value_generation_kwargs, args.max_prompt_length, args.truncation_side, args.max_value,
             args.value_epochs, args.value_learning_rate, args.value_batch_size, args.value_num_heads,
@@ -363,20 +364,16 @@ def prepare_dataset(ctx: PrepareContext, train: Dataset, validation: Dataset | N
     rewards = torch.tensor(data["reward"], dtype=torch.float64)
     stats["reward_mean"] = float(rewards.mean())
     weights = None
-    if algorithm in ADVANTAGE_WEIGHTED:
+    if weight == "advantage":
         advantages = torch.tensor(data["advantage"], dtype=torch.float64)
         stats["value_mean"] = float(torch.tensor(data["value"]).mean())
         stats["advantage_mean"] = float(advantages.mean())
         weights = advantages.clamp(min=0)  # A+
-    elif algorithm in REWARD_WEIGHTED:
+    elif weight == "reward":
         weights = rewards.clamp(min=0)  # P(i) ∝ R_i
     stats["positive_fraction"] = float((weights > 0).double().mean()) if weights is not None else 1.0
     if weights is not None and args.sampling != "none" and not bool((weights > 0).any()):
-        what = (
-            "advantage (every reward is at or below the value estimate)"
-            if algorithm in ADVANTAGE_WEIGHTED
-            else "reward"
-        )
+        what = "advantage (every reward is at or below the value estimate)" if weight == "advantage" else "reward"
         raise ValueError(
             f"no training example has a positive {what}: nothing to sample; check the rewards and max_value, "
             "or set sampling 'none'"

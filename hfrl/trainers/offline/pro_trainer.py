@@ -13,7 +13,7 @@ PRO needs no reference model and no value head.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 import torch
 from datasets import Dataset
@@ -31,6 +31,8 @@ from hfrl.trainers.papers import paper
 class PROConfig(ALoLConfig):
     """Settings of PRO: those of the offline trainer (``ALoLConfig``: data lengths, generation,
     preparation cache) with ``algorithm`` ``pro`` and PRO's own weights."""
+
+    task_section: ClassVar[str] = "pro"
 
     algorithms = ("pro",)
 
@@ -182,9 +184,9 @@ class PROTrainer(ALoLTrainer):
         return (loss, {"logprobs": logprobs}) if return_outputs else loss
 
     def _card_kwargs(self) -> dict[str, Any]:
-        from hfrl.trainers.hub_mixin import HubMixin
+        from hfrl.trainers.card_and_push import card_kwargs
 
-        return {**HubMixin._card_kwargs(self), "algorithm": type(self)}
+        return {**card_kwargs(self), "algorithm": type(self)}
 
 
 __all__ = ["PROConfig", "PROTrainer", "rankings", "spread"]

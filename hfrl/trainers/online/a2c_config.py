@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 from hfrl.trainers.online.online_config import OnlineConfig
 
@@ -19,8 +20,13 @@ class A2CConfig(OnlineConfig):
     32
     """
 
+    task_section: ClassVar[str] = "a2c"
+
     mini_batch_size: int | None = field(  # type: ignore[assignment]  # None: derived in __post_init__
         default=None, metadata={"help": "Completions per update (default: the whole rollout, as A2C)."}
+    )
+    policy_loss: str = field(
+        default="a2c", metadata={"help": "The actor's loss (A2C: a2c, the policy gradient -A log pi; any registered)."}
     )
     num_ppo_epochs: int = field(default=1, metadata={"help": "Passes over each rollout (A2C: 1)."})
     lam: float = field(default=1.0, metadata={"help": "GAE lambda (A2C: 1.0, n-step returns)."})

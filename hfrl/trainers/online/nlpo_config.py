@@ -19,6 +19,8 @@ class NLPOConfig(PPOConfig):
     0.5
     """
 
+    task_section: ClassVar[str] = "nlpo"
+
     top_mask: float = field(
         default=0.9, metadata={"help": "Cumulative probability of the mask policy's top-p action set (IWSLT: 0.5)."}
     )

@@ -103,7 +103,7 @@ class NLPOTrainer(PPOTrainer):
 
     def _build_action_space(self) -> NLPOActionSpace:
         self.require_unsharded_policy("copies the policy's weights into its mask policy")
-        args: NLPOConfig = self.args  # type: ignore[assignment]
+        args: NLPOConfig = self.args
         mask_policy = MaskPolicy(
             self.accelerator.unwrap_model(self.model).policy,
             args.top_mask,

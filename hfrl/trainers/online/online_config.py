@@ -3,10 +3,17 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
+from hfrl.core.estimators import ESTIMATORS
+from hfrl.core.policy_losses import POLICY_LOSSES
+from hfrl.core.policy_losses.aggregation import AGGREGATIONS
 from hfrl.trainers.config_checks import MAX_BATCH, MAX_COUNT, check_values
 from hfrl.trainers.rl_config import RLConfig
+from hfrl.utils.registry import registry_help
+
+if TYPE_CHECKING:
+    from hfrl.core.policy_losses.base import LossSettings
 
 MINIBATCH_UNITS = ("sequences", "tokens")
 WHITEN_SCOPES = ("rollout", "minibatch")
@@ -25,6 +32,9 @@ class OnlineConfig(RLConfig):
     gradient_accumulation_steps``. The prompt, evaluation-generation, reward-weight and model-loading
     fields are :class:`~hfrl.trainers.rl_config.RLConfig`'s.
     """
+
+    #: its section of a task's YAML ``configs``, inherited along the config classes (hfrl.runs.experiment.task_config)
+    task_section: ClassVar[str] = "online"
 
     # ---- Iterations and batches ----
     num_iterations: int = field(default=100, metadata={"help": "Number of rollouts (iterations) to train for."})
@@ -131,9 +141,8 @@ class OnlineConfig(RLConfig):
     advantage_estimator: str = field(
         default="gae",
         metadata={
-            "help": "How rewards become advantages (docs/algorithms.md §13): gae (with a critic, the default), "
-            "group_norm (GRPO), dr_grpo (Dr. GRPO), rloo, reinforce_baseline (REINFORCE++-baseline), reinforce "
-            "(REINFORCE++); all but gae train no critic. A 'module:attr' path names your own."
+            "help": "How rewards become advantages (hfrl.core.estimators, docs/algorithms.md §13); all but the ones "
+            "with a critic train no value head. " + registry_help(ESTIMATORS, "gae")
         },
     )
     gamma: float | None = field(
@@ -154,10 +163,51 @@ class OnlineConfig(RLConfig):
             "each minibatch's transitions, as SB3 / RL4LMs).",
         },
     )
+    cliprange_value: float | None = field(
+        default=None, metadata={"help": "Clip value predictions around the rollout's values (None: no clipping)."}
+    )
     vf_coef: float = field(default=0.5, metadata={"help": "Value loss coefficient c_v."})
     ent_coef: float = field(default=0.0, metadata={"help": "Entropy bonus coefficient c_e."})
     separate_critic: bool = field(
         default=False, metadata={"help": "Give the critic its own copy of the backbone (default: shared)."}
+    )
+
+    # ---- Policy loss (docs/algorithms.md §15) ----
+    policy_loss: str = field(
+        default="ppo_clip",
+        metadata={
+            "help": "The actor's loss (hfrl.core.policy_losses, docs/algorithms.md §15). "
+            + registry_help(POLICY_LOSSES, "ppo_clip")
+        },
+    )
+    cliprange: float = field(default=0.2, metadata={"help": "The ratio's clip range epsilon (PPO: 0.2)."})
+    cliprange_low: float | None = field(
+        default=None,
+        metadata={"help": "The ratio's lower clip, 1 - eps_low (default: the policy loss's own, else cliprange)."},
+    )
+    cliprange_high: float | None = field(
+        default=None,
+        metadata={
+            "help": "The ratio's upper clip, 1 + eps_high; above cliprange_low it is DAPO's clip-higher (e.g. 0.28). "
+            "Default: the policy loss's own, else cliprange."
+        },
+    )
+    clip_ratio_c: float | None = field(
+        default=None,
+        metadata={
+            "help": "Dual-clip (Ye et al. 2020): for a negative advantage the ratio's term is at least c x A "
+            "(c > 1, e.g. 3). None: off."
+        },
+    )
+    loss_aggregation: str | None = field(
+        default=None,
+        metadata={
+            "choices": AGGREGATIONS,
+            "help": "How the policy loss's per-token terms become one number: token-mean (every token alike), "
+            "seq-mean-token-mean (each completion alike: GRPO, GSPO), seq-mean-token-sum, seq-mean-token-sum-norm "
+            "(Dr. GRPO's constant, completions x max_new_tokens). Default: the policy loss's own, else the "
+            "estimator's (dr_grpo: seq-mean-token-sum-norm), else token-mean.",
+        },
     )
 
     # ---- Evaluation and checkpoints, in iterations ----
@@ -199,6 +249,11 @@ class OnlineConfig(RLConfig):
         "gamma": {"ge": 0, "le": 1},
         "lam": {"ge": 0, "le": 1},
         "vf_coef": {"ge": 0},
+        "cliprange": {"gt": 0, "lt": 1},
+        "cliprange_low": {"ge": 0, "le": 1},
+        "cliprange_high": {"gt": 0},
+        "clip_ratio_c": {"gt": 1, "note": "dual-clip bounds -rho A by c x -A"},
+        "cliprange_value": {"gt": 0},
         "eval_every": {"ge": 1, "cap": MAX_COUNT},
         "save_every": {"ge": 1, "cap": MAX_COUNT},
     }
@@ -207,6 +262,7 @@ class OnlineConfig(RLConfig):
     def __post_init__(self) -> None:
         check_values(self)  # finite numbers, the ranges above, generate's keyword arguments
         self._check_estimator()
+        self._check_policy_loss()
         if self.rollout_completions % self.mini_batch_size:
             per = f" x num_generations ({self.num_generations})" if self.num_generations > 1 else ""
             raise ValueError(
@@ -287,16 +343,54 @@ class OnlineConfig(RLConfig):
                 f"generation_batch_size ({self.generation_batch_size}) must be a multiple of num_generations "
                 f"({self.num_generations}): a prompt's completions are generated together"
             )
-        if estimator.loss_normaliser == "max_tokens" and self.minibatch_unit != "sequences":
-            raise ValueError(
-                f"advantage_estimator {name} sums each completion's tokens in the loss: set minibatch_unit 'sequences'"
-            )
         if self.separate_critic and not estimator.needs_critic:
             raise ValueError(f"separate_critic: advantage_estimator {name} trains no critic; leave separate_critic off")
         if self.kl_in_loss and self.kl_coef == 0 and self.kl_target is None:
             raise ValueError("kl_in_loss needs a KL coefficient: set kl_coef > 0 (or kl_target)")
         if self.gamma is None:
             self.gamma = 0.99 if estimator.needs_critic else 1.0
+
+    def _check_policy_loss(self) -> None:
+        """``policy_loss`` is known (a one-line error names the known ones) and gets the minibatches it
+        needs: whole completions for a term over each completion (GSPO's ratio, a per-completion
+        aggregation), whole groups for one over each prompt's completions."""
+        from hfrl.core.policy_losses import policy_loss_class
+
+        loss = policy_loss_class(self.policy_loss)
+        aggregation = self.loss_settings().aggregation
+        per_completion = loss.needs_whole_sequences or aggregation != "token-mean"
+        if per_completion and self.minibatch_unit != "sequences":
+            why = f"policy_loss {self.policy_loss}" if loss.needs_whole_sequences else f"loss_aggregation {aggregation}"
+            raise ValueError(f"{why} takes each completion whole: set minibatch_unit 'sequences'")
+        if loss.needs_groups and self.num_generations < 2:
+            raise ValueError(
+                f"policy_loss {self.policy_loss} compares the completions of each prompt: set num_generations >= 2"
+            )
+
+    def loss_settings(self) -> LossSettings:
+        """The policy loss's settings (:class:`hfrl.core.policy_losses.base.LossSettings`): a field that is
+        set wins, then the policy loss's own default (GSPO's 3e-4 / 4e-4 clip, its per-completion mean),
+        then, for the aggregation, the advantage estimator's (Dr. GRPO's constant normaliser), then
+        ``cliprange`` and token-mean."""
+        from hfrl.core.estimators import estimator_class
+        from hfrl.core.policy_losses import policy_loss_class
+        from hfrl.core.policy_losses.base import LossSettings
+
+        own = policy_loss_class(self.policy_loss).defaults
+        aggregation = (
+            self.loss_aggregation
+            or own.get("loss_aggregation")
+            or estimator_class(self.advantage_estimator).loss_aggregation
+            or "token-mean"
+        )
+        max_tokens = {"max_new_tokens": self.max_new_tokens, **(self.generation_kwargs or {})}["max_new_tokens"]
+        return LossSettings(
+            cliprange_low=_first(self.cliprange_low, own.get("cliprange_low"), self.cliprange),
+            cliprange_high=_first(self.cliprange_high, own.get("cliprange_high"), self.cliprange),
+            clip_ratio_c=self.clip_ratio_c,
+            aggregation=aggregation,
+            max_tokens=int(max_tokens),
+        )
 
     @property
     def rollout_completions(self) -> int:
@@ -312,6 +406,11 @@ class OnlineConfig(RLConfig):
     def micro_steps_per_iteration(self) -> int:
         """Trainer micro-steps (forward/backward calls) per rollout."""
         return self.steps_per_iteration * self.gradient_accumulation_steps
+
+
+def _first(*values: Any) -> Any:
+    """The first of ``values`` that is not None."""
+    return next(value for value in values if value is not None)
 
 
 def _strategy(value: Any) -> str:

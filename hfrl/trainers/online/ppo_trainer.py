@@ -1,17 +1,11 @@
-"""``PPOTrainer``: the shared online core plus PPO's clipped-surrogate update.
+"""``PPOTrainer``: the online trainer with PPO's settings (:class:`PPOConfig`: ``policy_loss`` ppo_clip).
 
 hfrl train --task numbers --alg ppo --model tiny
 """
 
 from __future__ import annotations
 
-from typing import cast
-
-import torch
-
-from hfrl.core.losses import ppo_loss
-from hfrl.core.rollout import Rollout
-from hfrl.trainers.online.online_trainer import OnlineTrainer, PolicyOutputs
+from hfrl.trainers.online.online_trainer import OnlineTrainer
 from hfrl.trainers.online.ppo_config import PPOConfig
 from hfrl.trainers.papers import paper
 
@@ -48,10 +42,3 @@ class PPOTrainer(OnlineTrainer):
     _name = "PPO"
     _tag_names = ["hfrl", "ppo"]
     _paper = paper("schulman2017proximal")
-
-    def loss(self, batch: Rollout, out: PolicyOutputs) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
-        """PPO's clipped surrogate, clipped value loss (with a critic) and entropy bonus (:func:`ppo_loss`)."""
-        a = self.args
-        return ppo_loss(cast(torch.Tensor, out.logprobs), batch.logprobs, batch.advantages, out.values, batch.values,
-                        batch.returns, out.entropy, batch.train_mask, a.cliprange, a.cliprange_value, a.vf_coef,
-                        a.ent_coef, max_tokens=self.loss_max_tokens)  # fmt: skip

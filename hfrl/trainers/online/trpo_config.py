@@ -27,6 +27,15 @@ class TRPOConfig(OnlineConfig):
     64
     """
 
+    task_section: ClassVar[str] = "trpo"
+
+    policy_loss: str = field(
+        default="surrogate",
+        metadata={
+            "help": "What the natural-gradient step maximises, as minus a policy loss (TRPO: surrogate, -rho A; "
+            "any registered one, e.g. gspo's sequence ratio)."
+        },
+    )
     target_kl: float = field(default=0.01, metadata={"help": "KL bound delta of the policy step."})
     cg_max_steps: int = field(default=15, metadata={"help": "Conjugate gradient iterations."})
     cg_damping: float = field(default=0.1, metadata={"help": "Damping added to the Fisher-vector product."})
@@ -77,6 +86,14 @@ class TRPOConfig(OnlineConfig):
         if self.mini_batch_size is None:
             self.mini_batch_size = min(128, self.rollout_batch_size * self.num_generations)
         super().__post_init__()  # OnlineConfig: the ranges first
+        from hfrl.core.policy_losses import policy_loss_class
+
+        if not policy_loss_class(self.policy_loss).surrogate:
+            raise ValueError(
+                f"TRPO's line search compares the policy loss's values from step to step, and policy_loss "
+                f"{self.policy_loss} is a gradient estimator, not a surrogate of the improvement: use surrogate "
+                "(TRPO's), ppo_clip or gspo"
+            )
 
     @property
     def steps_per_iteration(self) -> int:

@@ -10,11 +10,12 @@ from typing import cast
 import torch
 
 from hfrl.core.advantages import masked_mean
-from hfrl.core.losses import categorical_kl, kl_k3, trpo_surrogate
+from hfrl.core.losses import categorical_kl, kl_k3
 from hfrl.core.natural_gradient import backtracking_line_search, conjugate_gradient, flat, unflat
 from hfrl.core.policies import completion_forward, tempered
+from hfrl.core.policy_losses.base import PolicyOutputs
 from hfrl.core.rollout import Rollout, action_logprobs
-from hfrl.trainers.online.online_trainer import OnlineTrainer, PolicyOutputs
+from hfrl.trainers.online.online_trainer import OnlineTrainer
 from hfrl.trainers.online.trpo_config import TRPOConfig
 from hfrl.trainers.papers import paper
 
@@ -68,8 +69,9 @@ class TRPOTrainer(OnlineTrainer):
     """TRPO, on the online core's hooks: :meth:`policy_step` makes the natural-gradient step over the
     whole rollout once per iteration (over the trainable policy parameters only: all of them, or a
     PEFT adapter's); every minibatch then regresses the critic (:meth:`loss`) with the Trainer's
-    optimizer, which holds only the critic's parameters. Without a critic (a critic-free advantage
-    estimator) an iteration is its policy step alone."""
+    optimizer, which holds only the critic's parameters (the forward runs the critic alone: the
+    update's loss is its value loss, :class:`hfrl.core.losses.UpdateLoss`). Without a critic (a
+    critic-free advantage estimator) an iteration is its policy step alone."""
 
     algs = {"trpo": "online: a natural-gradient step inside a KL trust region, then the critic if any (TRPO)."}
     config_class = TRPOConfig
@@ -87,18 +89,14 @@ class TRPOTrainer(OnlineTrainer):
         """The Trainer's optimizer over the critic alone (no parameters without a critic: its steps do nothing)."""
         return super().create_optimizer(self.accelerator.unwrap_model(self.model).critic_modules())
 
-    def loss(self, batch: Rollout, out: PolicyOutputs) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
-        """The critic's loss: ``mean((V - R)^2)`` over completion tokens."""
-        loss = masked_mean((cast(torch.Tensor, out.values) - batch.returns) ** 2, batch.train_mask)
-        return loss, {"loss/value": loss.detach()}
-
     def _objective(self, logprobs: torch.Tensor, chunk: Rollout) -> torch.Tensor:
-        """The surrogate ``mean_m(rho * A)`` to maximise, minus ``beta * mean_m(k3)`` with ``kl_in_loss``
-        (token means: Dr. GRPO's constant normaliser would rescale it by a per-rollout constant,
-        which changes no TRPO step)."""
-        objective = trpo_surrogate(logprobs, chunk.logprobs, chunk.advantages, chunk.response_mask)
+        """What the step maximises: minus the policy loss (``policy_loss``; TRPO's own, ``surrogate``, is
+        ``-mean_m(rho * A)``), minus ``beta * k3`` with ``kl_in_loss`` (aggregated as the loss aggregates;
+        a constant normaliser rescales the objective, which changes no TRPO step)."""
+        objective = -self.policy_loss(PolicyOutputs(logprobs, None, None), chunk)[0]
         if self.args.kl_in_loss and self.iteration is not None:
-            objective = objective - self.iteration.kl_coef * kl_k3(logprobs, chunk.ref_logprobs, chunk.response_mask)
+            kl = kl_k3(logprobs, chunk.ref_logprobs, chunk.response_mask, self.policy_loss.aggregate)
+            objective = objective - self.iteration.kl_coef * kl
         return objective
 
     def policy_step(self, rollout: Rollout) -> dict[str, float]:
