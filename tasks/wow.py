@@ -12,5 +12,5 @@ from hfrl.tasks.knowledge_dialogue import build_task
 from hfrl.tasks.knowledge_dialogue import task_spec as _task_spec
 
 build = functools.partial(build_task, __file__, "wow")
-build.__module__ = __name__  # type: ignore[attr-defined]  # its arguments are checked as hfrl's own task's
+build.__module__ = __name__  # its arguments are checked as hfrl's own task's
 task_spec = functools.partial(_task_spec, __file__)  # the YAML as the task arguments shape it (cards)

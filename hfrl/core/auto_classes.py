@@ -92,7 +92,7 @@ class _LazyTypes(dict):
     def __contains__(self, key) -> bool:
         return dict.__contains__(self, key) or key in self.pending
 
-    def keys(self):  # type: ignore[override]
+    def keys(self):
         return [*dict.keys(self), *self.pending]
 
     def __iter__(self):

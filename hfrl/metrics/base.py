@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 import threading
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, TypeVar, cast
 
 NAN = float("nan")
 
@@ -113,6 +113,15 @@ def encoded(tokenizer: Any, texts: list[str], pairs: list[str] | None, max_lengt
     ``max_length`` tokens, as tensors on ``device`` (``kwargs`` go to the tokenizer)."""
     batch = tokenizer(texts, pairs, padding=True, truncation=True, max_length=max_length, return_tensors="pt", **kwargs)
     return batch.to(device)
+
+
+M = TypeVar("M")
+
+
+def evaluating_on(model: M, device: Any) -> M:
+    """``model.to(device).eval()``, typed as the model it was given: transformers 5.24 wraps
+    ``PreTrainedModel.to`` in a decorator whose type loses its bound ``self``."""
+    return cast(Any, model).to(device).eval()
 
 
 def default_device() -> str:

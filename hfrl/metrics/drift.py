@@ -18,7 +18,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from hfrl.metrics.base import NAN, MetricResult, cached, default_device, reference_lists, text_of
+from hfrl.metrics.base import NAN, MetricResult, cached, default_device, evaluating_on, reference_lists, text_of
 
 
 class CausalPerplexity:
@@ -52,7 +52,7 @@ class CausalPerplexity:
                 "causal_perplexity needs the policy: set model: <Hub id or folder> in its args, or evaluate "
                 "through a trainer or `hfrl eval`, which pass the policy"
             )
-        device = self.device or default_device()
+        device, model = self.device or default_device(), self.model
 
         def build():
             from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -60,9 +60,9 @@ class CausalPerplexity:
             from hfrl.utils.assets import hub_kwargs
             from hfrl.utils.trust import remote_code
 
-            pin = hub_kwargs(self.model, trust_remote_code=remote_code(self.model))  # a manifest model at its pin
-            lm = AutoModelForCausalLM.from_pretrained(self.model, **pin)
-            return lm.to(device).eval(), AutoTokenizer.from_pretrained(self.model, **pin)
+            pin = hub_kwargs(model, trust_remote_code=remote_code(model))  # a manifest model at its pin
+            lm = AutoModelForCausalLM.from_pretrained(model, **pin)
+            return evaluating_on(lm, device), AutoTokenizer.from_pretrained(model, **pin)
 
         return cached(("causal_lm", self.model, device), build)
 

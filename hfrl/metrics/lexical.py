@@ -98,9 +98,7 @@ class Bleu(SampleMetric):
             elif not hyp:
                 out.append(0.0)
             else:
-                out.append(
-                    float(sentence_bleu([self._tokens(r) for r in refs], hyp, self._weights(), smooth))  # type: ignore[arg-type]
-                )
+                out.append(float(sentence_bleu([self._tokens(r) for r in refs], hyp, self._weights(), smooth)))
         return {"bleu": out}
 
     def corpus(self, per_sample, prompts, completions, references, **columns):

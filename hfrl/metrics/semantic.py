@@ -14,7 +14,16 @@ import json
 import os
 from typing import Any
 
-from hfrl.metrics.base import NAN, SampleMetric, cached, default_device, encoded, reference_lists, require
+from hfrl.metrics.base import (
+    NAN,
+    SampleMetric,
+    cached,
+    default_device,
+    encoded,
+    evaluating_on,
+    reference_lists,
+    require,
+)
 from hfrl.utils.assets import hub_kwargs
 
 
@@ -204,7 +213,7 @@ def load_bleurt(name: str, device: str = "cpu"):
 
         pin = hub_kwargs(name, trust_remote_code=False)
         tokenizer = DebertaV2Tokenizer.from_pretrained(name, do_lower_case=False, **pin)
-    return tokenizer, model.to(device).eval()  # type: ignore[arg-type]  # transformers' wrapped .to() loses its bound self
+    return tokenizer, evaluating_on(model, device)
 
 
 class Bleurt(SampleMetric):

@@ -23,7 +23,7 @@ from __future__ import annotations
 import os
 import re
 
-from hfrl.metrics.base import cached, default_device, encoded, text_of
+from hfrl.metrics.base import cached, default_device, encoded, evaluating_on, text_of
 
 HEAD_FILE = "custom_roberta_classification_head.pt"
 # SKD's verbalisation of ATOMIC-10x's seven relations (comet_utils._RELATIONS)
@@ -96,7 +96,7 @@ def load_critic(folder: str, device: str):
         body = RobertaModel.from_pretrained(folder, add_pooling_layer=True, trust_remote_code=False)
         tokenizer = AutoTokenizer.from_pretrained(folder, trust_remote_code=False)
         tokenizer.padding_side = "right"
-        return tokenizer, body.to(device).eval(), head.to(device).eval()
+        return tokenizer, evaluating_on(body, device), head.to(device).eval()
 
     return cached(("comet_critic", folder, str(device)), build)
 

@@ -48,7 +48,7 @@ def _state_dict(folder: str) -> dict[str, Any]:
 
 def load_toxichat(folder: str, device: str):
     """``(tokenizer, GPT-2 body, off_classifier head)`` of a ToxiChat folder, loaded once per process."""
-    from hfrl.metrics.base import cached
+    from hfrl.metrics.base import cached, evaluating_on
 
     def build():
         import torch
@@ -72,7 +72,7 @@ def load_toxichat(folder: str, device: str):
         tokenizer = AutoTokenizer.from_pretrained(folder, trust_remote_code=False)
         tokenizer.padding_side, tokenizer.truncation_side = "right", "left"  # keep the end of long threads
         fix_tokenizer(tokenizer)
-        return tokenizer, body.to(device).eval(), head.to(device).eval()
+        return tokenizer, evaluating_on(body, device), head.to(device).eval()
 
     return cached(("toxichat", folder, str(device)), build)
 

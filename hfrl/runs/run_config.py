@@ -26,7 +26,7 @@ BASE_SUFFIX = "-base"  # eval/{split}-base.json: the base model, before training
 CONFIG_HEADER = "# hfrl run configuration"  # config.yaml's first line: what marks a folder as an hfrl run
 
 
-class _Loader(FAST_LOADER):  # type: ignore[misc, valid-type]  # libyaml's SafeLoader, or PyYAML's own
+class _Loader(FAST_LOADER):  # libyaml's SafeLoader, or PyYAML's own
     """YAML with only ``true`` / ``false`` as booleans (YAML 1.2): ``--save_strategy no`` stays the string
     ``"no"``, as TrainingArguments' strategies need, instead of YAML 1.1's ``False``."""
 

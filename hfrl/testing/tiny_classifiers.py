@@ -40,7 +40,9 @@ def _roberta_config(tokenizer, **extra):
 
     ids = {f"{name}_token_id": getattr(tokenizer, f"{name}_token_id") for name in ("bos", "eos", "pad")}
     positions = tokenizer.pad_token_id + 2 + 512  # RoBERTa's positions start after the pad id
-    sizes = dict(hidden_size=HIDDEN, num_hidden_layers=1, num_attention_heads=2, intermediate_size=2 * HIDDEN)
+    sizes: dict[str, Any] = dict(
+        hidden_size=HIDDEN, num_hidden_layers=1, num_attention_heads=2, intermediate_size=2 * HIDDEN
+    )
     return RobertaConfig(vocab_size=len(tokenizer), max_position_embeddings=positions, **sizes, **ids, **extra)
 
 
@@ -48,7 +50,7 @@ def _gpt2_config(tokenizer, **extra):
     from transformers import GPT2Config
 
     eos = tokenizer.eos_token_id
-    sizes = dict(n_embd=HIDDEN, n_layer=1, n_head=2, n_positions=1024)
+    sizes: dict[str, Any] = dict(n_embd=HIDDEN, n_layer=1, n_head=2, n_positions=1024)
     return GPT2Config(vocab_size=len(tokenizer), bos_token_id=eos, eos_token_id=eos, **sizes, **extra)
 
 
