@@ -121,7 +121,7 @@ def rollout_minibatches(
     ``micro_batches`` for gradient accumulation; with ``whiten_each``, each minibatch's advantages whitened
     over its own transitions (SB3 / RL4LMs' ``whiten_scope`` minibatch)."""
     out = []
-    groups = rollout.group_ids if whole_groups else None
+    groups = rollout.groups.ids if whole_groups and rollout.groups is not None else None
     for _ in range(epochs):
         for minibatch in plan_epoch(rollout.response_mask, minibatches, micro_batches, unit, group_ids=groups):
             advantages = (

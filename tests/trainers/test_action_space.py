@@ -13,7 +13,10 @@ from hfrl.testing import digit_reward
 ROOT = Path(__file__).resolve().parents[2]
 CORE = [
     "hfrl/core/action_space.py",
-    "hfrl/core/rollout.py",
+    "hfrl/core/rollout/types.py",
+    "hfrl/core/rollout/generate.py",
+    "hfrl/core/rollout/score.py",
+    "hfrl/core/rollout/assemble.py",
     "hfrl/core/capture.py",
     "hfrl/trainers/checkpoints.py",
     "hfrl/trainers/online/online_trainer.py",

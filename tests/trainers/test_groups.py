@@ -35,9 +35,9 @@ def test_group_rollout_keeps_each_prompts_completions_together(tiny_causal_dir, 
                        kl_coef=0.0)  # fmt: skip
     trainer = PPOTrainer(model=tiny_causal_dir, args=args, reward_funcs=digit_reward, train_dataset=prompts())
     rollout = trainer.collect_rollout(grouped(trainer, 4))
-    assert len(rollout) == 16 and rollout.group_ids.tolist() == [g for g in range(4) for _ in range(4)]
+    assert len(rollout) == 16 and rollout.groups.ids.tolist() == [g for g in range(4) for _ in range(4)]
     for g in range(4):  # one prompt per group
-        rows = rollout.query_ids[rollout.group_ids == g]
+        rows = rollout.query_ids[rollout.groups.ids == g]
         assert (rows == rows[0]).all()
     # dr_grpo with no KL: every token of a completion has A = R - mean(group): zero mean per group
     first = rollout.advantages[:, 0]
@@ -90,7 +90,7 @@ def test_critic_free_minibatches_hold_whole_groups_and_run_each_prompt_once(tiny
     rollout = trainer.collect_rollout(grouped(trainer, 4))
     parts = trainer._minibatches(rollout)
     for part in parts:
-        assert part.group_ids.view(-1, 4).eq(part.group_ids.view(-1, 4)[:, :1]).all()  # whole groups, in order
+        assert part.groups.ids.view(-1, 4).eq(part.groups.ids.view(-1, 4)[:, :1]).all()  # whole groups, in order
     rows = []
     hook = base_lm(trainer.model.policy).register_forward_pre_hook(
         lambda m, a, k: rows.append(k["input_ids"].shape[0]), with_kwargs=True

@@ -52,7 +52,7 @@ def test_greedy_group_completions_equal_encoding_every_copy(kind, lora, tiny_cau
     ]
     shared, every = runs
     assert torch.equal(shared.response_ids, every.response_ids)
-    assert torch.equal(shared.query_ids, ids.repeat_interleave(3, 0)) and shared.group_ids.tolist() == [
+    assert torch.equal(shared.query_ids, ids.repeat_interleave(3, 0)) and shared.groups.ids.tolist() == [
         g for g in range(4) for _ in range(3)
     ]
     torch.testing.assert_close(shared.captured.full_logprobs, every.captured.full_logprobs, atol=1e-5, rtol=0)
@@ -99,13 +99,12 @@ def test_grouped_scoring_runs_each_prompt_once_with_the_same_logits(kind, tiny_c
     """The reference forward of a rollout's groups: each prompt once, then its completions on the
     expanded cache (or encoder outputs): the logits of the plain forward over every copy."""
     from hfrl.core.policies import completion_forward, grouped_completion_forward
-    from hfrl.core.rollout import whole_groups
 
     model, tokenizer, ids, mask = setup(tiny_causal_dir if kind == "causal" else tiny_seq2seq_dir)
     settings = {"max_new_tokens": 6, "do_sample": True, "top_k": 0}
     torch.manual_seed(0)
     done = generate_completions(model, ids, mask, settings, tokenizer.pad_token_id, num_generations=3)
-    assert whole_groups(done.group_ids) == 3 and whole_groups(done.group_ids[:4]) == 1
+    assert done.groups.size == 3 and done.groups.whole() == 3 and done.groups[:4].whole() == 1  # set at generation
     with torch.no_grad():
         plain, _ = completion_forward(model, done.query_ids, done.query_mask, done.response_ids, done.response_mask)
     grouped = grouped_completion_forward(model, ids, mask, done.response_ids, done.response_mask, 3)

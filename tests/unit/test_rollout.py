@@ -6,7 +6,7 @@ from trl.trainer.utils import selective_log_softmax
 
 from hfrl.core.estimators.gae import GAE
 from hfrl.core.policies import ActorCritic, ReferencePolicy, completion_forward, disable_dropout
-from hfrl.core.rollout import Completions, Scores, TaskRewards, assemble, completion_mask, pad, score
+from hfrl.core.rollout import Completions, Groups, Scores, TaskRewards, assemble, completion_mask, concat, pad, score
 from hfrl.rewards.combine import compute_rewards
 
 
@@ -21,6 +21,26 @@ def test_completion_mask_keeps_first_eos():
     ids = torch.tensor([[5, 6, 9, 9, 9], [5, 5, 5, 5, 5], [9, 1, 1, 1, 1]])
     assert completion_mask(ids, 9).tolist() == [[1, 1, 1, 0, 0], [1, 1, 1, 1, 1], [1, 0, 0, 0, 0]]
     assert completion_mask(ids, [1, 9])[2].tolist() == [1, 0, 0, 0, 0]
+
+
+def completions_of(groups: Groups | None, width: int = 2) -> Completions:
+    rows = len(groups) if groups is not None else 2
+    ids = torch.ones(rows, width, dtype=torch.long)
+    return Completions(torch.zeros(rows, 1, dtype=torch.long), torch.ones(rows, 1), ids, ids.clone(), groups=groups)
+
+
+def test_groups_are_set_once_and_kept_through_concat_and_selection():
+    """A rollout topped up in rounds numbers each round's prompts after the previous ones' and keeps the
+    group size; a minibatch keeps it too, and says whether its rows are still whole groups."""
+    both = concat([completions_of(Groups.of(2, 2)), completions_of(Groups.of(1, 2), 3)], 0,
+                  torch.zeros(6, 1, dtype=torch.long), torch.ones(6, 1))  # fmt: skip
+    assert both.groups.ids.tolist() == [0, 0, 1, 1, 2, 2] and both.groups.size == 2 and both.groups.whole() == 2
+    assert both[torch.tensor([2, 3, 0, 1])].groups.whole() == 2  # whole groups, in any order
+    assert both[torch.tensor([0, 2, 1, 3])].groups.whole() == 1  # interleaved: not whole
+    assert both[1:5].groups.whole() == 1 and both[1:5].groups.size == 2
+    mixed = concat([completions_of(Groups.of(1, 2)), completions_of(None)], 0,
+                   torch.zeros(4, 1, dtype=torch.long), torch.ones(4, 1))  # fmt: skip
+    assert mixed.groups.ids.tolist() == [0, 0, 1, 2] and mixed.groups.size == 1  # sizes differ: no sharing
 
 
 def test_assemble_kl_penalty_and_terminal_score():

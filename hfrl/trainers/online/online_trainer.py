@@ -44,7 +44,7 @@ from hfrl.core.models import fix_tokenizer, load_tokenizer_for, load_trainable
 from hfrl.core.policies import ActorCritic, ReferencePolicy, disable_dropout, is_peft_model, tempered
 from hfrl.core.policy_losses import policy_loss_class
 from hfrl.core.policy_losses.base import PolicyLoss, PolicyOutputs
-from hfrl.core.rollout import Rollout, action_logprobs, whole_groups
+from hfrl.core.rollout import Rollout, action_logprobs
 from hfrl.rewards import reward_list
 from hfrl.rewards.combine import reward_name
 from hfrl.trainers.evaluation import PROMPT_IDS, EvaluationMixin, encode_prompt, generate_and_score
@@ -325,9 +325,9 @@ class OnlineTrainer(EvaluationMixin, TrainerMixin, Trainer):
     def _shared_prompts(self, batch: Rollout) -> int:
         """The group size when a minibatch's forward may run each prompt once: groups of completions
         (``num_generations`` > 1), whole and in order in the minibatch, and no critic (1 otherwise)."""
-        if self.args.num_generations < 2 or self.has_critic or batch.response_ids.shape[1] < 2:
+        if batch.groups is None or self.has_critic or batch.response_ids.shape[1] < 2:
             return 1
-        return whole_groups(batch.group_ids)
+        return batch.groups.whole()
 
     def record(self, stats: dict[str, torch.Tensor]) -> None:
         """Keep a minibatch's loss statistics in the iteration's record; they are averaged into its
