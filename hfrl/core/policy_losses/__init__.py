@@ -4,7 +4,7 @@
 online configs' ``policy_loss`` (verl's ``policy_loss.loss_mode``, SkyRL's ``policy_loss_type``). Each
 loss is one small module with its formula and source on the lines that compute it; this registry is a
 dict literal of name -> class, imported lazily. The rest of the update's loss (value, entropy, KL) is
-added once, by :func:`hfrl.core.losses.total_loss`.
+added once, by :class:`hfrl.core.losses.UpdateLoss`.
 
 A new loss is one file and one line here: a subclass of :class:`hfrl.core.policy_losses.base.PolicyLoss`
 with its ``__call__`` (``cispo.py`` is the example), registered below; a ``module:attr`` path (or

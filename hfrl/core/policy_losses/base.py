@@ -4,7 +4,7 @@ with, and its interface (docs/algorithms.md §2, §4, §15).
 A policy loss (:class:`PolicyLoss`) is the actor's term of an online update: from the policy's
 log-probs of the minibatch's tokens (with gradients) and the rollout's numbers (old log-probs,
 advantages, the training mask) it returns the term and its detached statistics. The value loss, the
-entropy bonus and the KL term are added once, by :func:`hfrl.core.losses.total_loss`. A loss is built
+entropy bonus and the KL term are added once, by :class:`hfrl.core.losses.UpdateLoss`. A loss is built
 with its settings (:class:`LossSettings`), so that its call takes data only.
 
     python -m pytest tests/unit/test_policy_losses.py
