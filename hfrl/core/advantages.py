@@ -53,14 +53,16 @@ def gae(
     values: torch.Tensor,
     mask: torch.Tensor,
     gamma: float = 0.99,
-    lam: float = 0.95,
+    lam: float | torch.Tensor = 0.95,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Generalised advantage estimation (Schulman et al. 2016) over the completion tokens.
 
     ``delta_t = r_t + gamma * V_{t+1} - V_t`` with ``V`` after the last valid token equal to 0
     (the episode ends there), and ``A_t = sum_k (gamma * lam)^k * delta_{t+k}``.
     The recursion is written as one matrix product with the discount matrix ``D[k, t] =
-    (gamma*lam)^(k-t)`` for ``k >= t``, so there is no Python loop over tokens.
+    (gamma*lam)^(k-t)`` for ``k >= t``, so there is no Python loop over tokens. ``lam`` may be one
+    lambda per completion, a ``(batch,)`` tensor (:func:`length_adaptive_lambda`): then the recursion
+    ``A_t = delta_t + gamma * lam_i * A_{t+1}`` runs backwards over the tokens, vectorised over rows.
 
     Returns ``(advantages, returns)``, both ``(batch, time)``, zero on padding;
     ``returns = advantages + values``.
@@ -70,11 +72,30 @@ def gae(
     next_values = torch.zeros_like(values)
     next_values[:, :-1] = values[:, 1:]  # V_{t+1}; 0 past the end (padding is masked to 0)
     deltas = (rewards + gamma * next_values - values) * mask
+    if isinstance(lam, torch.Tensor):  # one lambda per completion
+        decay = gamma * lam.to(values)
+        advantages, running = torch.zeros_like(values), torch.zeros_like(values[:, 0])
+        for t in reversed(range(values.shape[1])):
+            running = (deltas[:, t] + decay * running) * mask[:, t]  # A_t = delta_t + gamma lam_i A_{t+1}
+            advantages[:, t] = running
+        return advantages, (advantages + values) * mask
     steps = torch.arange(values.shape[1], device=values.device)
     power = (steps[:, None] - steps[None, :]).to(values.dtype)  # power[k, t] = k - t
     discount = torch.where(power >= 0, (gamma * lam) ** power.clamp(min=0), torch.zeros_like(power))
     advantages = (deltas @ discount) * mask
     return advantages, (advantages + values) * mask
+
+
+def length_adaptive_lambda(mask: torch.Tensor, alpha: float) -> torch.Tensor:
+    """VAPO's length-adaptive lambda (Yue et al. 2025, arXiv 2504.05118) of each completion,
+    ``lambda_i = 1 - 1 / (alpha * |y_i|)``, kept in ``[0, 1]``: a long completion's advantages keep more
+    of the far reward (lambda near 1), a short one's lean on the critic. ``(batch,)``.
+
+    >>> length_adaptive_lambda(torch.tensor([[1.0] * 40, [1.0] * 10 + [0.0] * 30]), alpha=0.05).tolist()
+    [0.5, 0.0]
+    """
+    lengths = mask.sum(1).to(torch.float32)
+    return (1.0 - 1.0 / (alpha * lengths.clamp(min=1))).clamp(0.0, 1.0)
 
 
 def discounted_returns(rewards: torch.Tensor, mask: torch.Tensor, gamma: float = 1.0) -> torch.Tensor:

@@ -45,19 +45,24 @@ def value_loss(
 class UpdateLoss:
     """The whole loss of an online minibatch, composed here once (SB3's composition, plus GRPO's KL term):
 
-        loss = policy + vf_coef * value - ent_coef * mean(H) + beta * KL
+        loss = policy + vf_coef * value - ent_coef * mean(H) + beta * KL + positive_lm_coef * NLL+
 
     ``policy`` is the policy loss's (:mod:`hfrl.core.policy_losses`), ``value`` the critic's regression to
     the returns (:func:`value_loss`, clipped with ``cliprange_value``; absent without a critic), ``H`` the
     action distribution's entropy (only when ``ent_coef``: the trainers compute it then) and ``KL`` the
     ``k3`` estimate of ``KL(pi || pi_ref)`` (:func:`kl_k3`, only with ``kl_in_loss``), aggregated as the
-    policy loss aggregates. A forward of the critic alone (TRPO's minibatches: its policy moves in its own
-    step) is its value loss, unweighted."""
+    policy loss aggregates, and ``NLL+`` VAPO's positive-example LM loss (Yue et al. 2025, arXiv 2504.05118: the
+    token-mean negative log-likelihood of the completions whose task reward is above
+    ``positive_threshold``, the correct ones of a verifier's 0 / 1 reward; only with
+    ``positive_lm_coef``). A forward of the critic alone (TRPO's minibatches: its policy moves in its own
+    step; a critic pass) is its value loss, unweighted."""
 
     policy_loss: PolicyLoss
     vf_coef: float = 0.5
     ent_coef: float = 0.0
     cliprange_value: float | None = None
+    positive_lm_coef: float = 0.0
+    positive_threshold: float = 0.0
 
     def __call__(self, out: PolicyOutputs, batch: Rollout, kl_coef: float = 0.0) -> tuple[Tensor, dict[str, Tensor]]:
         mask = batch.train_mask
@@ -83,8 +88,23 @@ class UpdateLoss:
             kl = kl_k3(out.full_logprobs, batch.ref_logprobs, mask, self.policy_loss.aggregate)
             loss = loss + kl_coef * kl  # + beta * mean(k3) (GRPO)
             stats["loss/kl"] = kl.detach()
+        if self.positive_lm_coef:
+            nll = positive_nll(out.logprobs, batch.scores, mask, self.positive_threshold)
+            loss = loss + self.positive_lm_coef * nll  # + mu * NLL over the positive examples (VAPO)
+            stats["loss/positive_lm"] = nll.detach()
         stats["loss/total"] = loss.detach()
         return loss, stats
+
+
+def positive_nll(logprobs: Tensor, scores: Tensor, mask: Tensor, threshold: float = 0.0) -> Tensor:
+    """The token-mean negative log-likelihood of the completions whose score is above ``threshold``
+    (VAPO's positive examples); 0 when there are none.
+
+    >>> positive_nll(torch.log(torch.tensor([[0.5, 0.25], [0.1, 0.1]])), torch.tensor([1.0, 0.0]), torch.ones(2, 2))
+    tensor(1.0397)
+    """
+    keep = mask.to(logprobs.dtype) * (scores > threshold).to(logprobs.dtype)[:, None]
+    return -(logprobs * keep).sum() / keep.sum().clamp(min=1)
 
 
 def kl_k3(

@@ -243,6 +243,26 @@ def _accepts_logits_to_keep(cls: Any) -> bool:
     return forward is not None and "logits_to_keep" in inspect.signature(forward).parameters
 
 
+def freeze_attention(model: nn.Module) -> int:
+    """SAO's frozen-attention critic (arXiv 2607.07508): every attention module's parameters stop
+    learning (``requires_grad`` off), the MLPs, norms, embeddings and the value head still learn.
+    Attention modules are found by class name (``GPT2Attention``, ``LlamaAttention``, ``T5Attention``...).
+    Returns how many parameters were frozen; a model with no attention module is an error (the
+    setting would do nothing)."""
+    frozen = 0
+    for module in model.modules():
+        if type(module).__name__.endswith("Attention"):
+            for parameter in module.parameters():
+                if parameter.requires_grad:
+                    parameter.requires_grad_(False)
+                    frozen += parameter.numel()
+    if not frozen:
+        raise ValueError(
+            f"critic_freeze_attention: found no attention module (a class named *Attention) in {type(model).__name__}"
+        )
+    return frozen
+
+
 class ActorCritic(nn.Module):
     """Policy LM + value head. ``forward`` returns completion logits ``(B, T, V)`` and values ``(B, T)``
     (None with ``critic=False``: no value head is built, and no hidden states are asked for)."""

@@ -130,3 +130,44 @@ def test_registry_names_every_estimator_and_fails_clearly():
         assert cls.__doc__ and cls.loss_aggregation in (None, *AGGREGATIONS)
     with pytest.raises(UnknownNameError, match="unknown advantage estimator 'grpo'"):
         estimator_class("grpo")
+
+
+# ---- decoupled and length-adaptive GAE (VC-PPO, VAPO) ------------------------------------------------
+def test_decoupled_gae_gives_the_critic_lambda_one_returns():
+    """lam_critic 1: the critic's targets are the Monte Carlo returns G_t = sum_k gamma^k r_{t+k}, whatever
+    the values; the actor's advantages stay GAE(lam)'s."""
+    from hfrl.core.advantages import discounted_returns, gae
+    from hfrl.core.estimators.base import EstimatorInputs
+    from hfrl.core.estimators.gae import GAE
+
+    scores, token_rewards = torch.tensor([1.0, -2.0]), torch.tensor([[0.1, 0.0, 0.2], [0.0, 0.3, 0.0]])
+    mask, values = torch.tensor([[1.0, 1, 1], [1, 1, 0]]), torch.tensor([[0.5, -0.2, 0.4], [1.0, 0.7, 0.0]])
+    x = EstimatorInputs(scores, token_rewards, mask, torch.tensor([0, 1]), values)
+    rewards = torch.tensor([[0.1, 0.0, 1.2], [0.0, -1.7, 0.0]])  # the score on each last token
+    decoupled = GAE(gamma=0.9, lam=0.95, whiten=False, lam_critic=1.0).estimate(x)
+    assert torch.allclose(decoupled.returns, discounted_returns(rewards, mask, 0.9))
+    assert torch.allclose(decoupled.advantages, gae(rewards, values, mask, 0.9, 0.95)[0])
+    # by hand, row 1: G_1 = -1.7, G_0 = 0 + 0.9 x -1.7 = -1.53
+    assert decoupled.returns[1].tolist() == pytest.approx([-1.53, -1.7, 0.0])
+    coupled = GAE(gamma=0.9, lam=0.95, whiten=False).estimate(x)
+    assert torch.allclose(coupled.returns, gae(rewards, values, mask, 0.9, 0.95)[1])
+
+
+def test_length_adaptive_lambda_is_gae_with_each_completions_own_lambda():
+    """VAPO: lambda_i = 1 - 1 / (alpha |y_i|); a row's advantages equal GAE at that row's lambda, and at
+    lambda 1 (a long enough completion) they are the returns minus the values."""
+    from hfrl.core.advantages import gae, length_adaptive_lambda
+
+    mask = torch.tensor([[1.0, 1, 1, 1], [1, 1, 0, 0]])
+    rewards = torch.tensor([[0.0, 0.5, 0.0, 1.0], [0.2, -1.0, 0.0, 0.0]])
+    values = torch.tensor([[0.1, 0.2, -0.3, 0.4], [0.5, 0.1, 0.0, 0.0]])
+    lam = length_adaptive_lambda(mask, alpha=0.5)  # 1 - 1 / (0.5 x 4) = 0.5; 1 - 1 / (0.5 x 2) = 0
+    assert lam.tolist() == [0.5, 0.0]
+    advantages, returns = gae(rewards, values, mask, 0.9, lam)
+    for row, lam_i in enumerate(lam.tolist()):
+        expected, expected_returns = gae(rewards[row : row + 1], values[row : row + 1], mask[row : row + 1], 0.9, lam_i)
+        assert torch.allclose(advantages[row], expected[0]) and torch.allclose(returns[row], expected_returns[0])
+    # lambda 0 is the one-step TD error: row 1, t = 0: 0.2 + 0.9 x 0.1 - 0.5 = -0.21; t = 1: -1 - 0.1 = -1.1
+    assert advantages[1].tolist() == pytest.approx([-0.21, -1.1, 0.0, 0.0])
+    long = length_adaptive_lambda(torch.ones(1, 400), alpha=1.0)  # 1 - 1/400
+    assert long.item() == pytest.approx(0.9975)

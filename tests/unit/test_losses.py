@@ -83,3 +83,21 @@ def test_a_critic_only_forward_is_its_value_loss_unweighted():
     batch = minibatch(torch.ones(1, 2), values=[[0.0, 0.0]], returns=[[1.0, 3.0]])
     loss, stats = UpdateLoss(PPOClip(), vf_coef=0.5)(PolicyOutputs(None, None, torch.tensor([[0.0, 0.0]])), batch)
     assert loss.item() == pytest.approx(5.0) and set(stats) == {"loss/value"}  # mean(1, 9)
+
+
+def test_the_positive_example_lm_loss_adds_the_nll_of_the_rewarded_completions():
+    """VAPO's self-imitation: + coef x token-mean NLL of the completions whose reward is above the threshold;
+    here row 0 (reward 1) of two, its log-probs log 0.5 and log 0.25, A = 0 (no policy term)."""
+    logp = torch.log(torch.tensor([[0.5, 0.25], [0.1, 0.1]])).requires_grad_()
+    batch = minibatch(torch.ones(2, 2), logprobs=logp.detach().tolist(), advantages=[[0.0, 0.0], [0.0, 0.0]])
+    batch.scores = torch.tensor([1.0, 0.0])
+    loss, stats = UpdateLoss(PPOClip(), positive_lm_coef=0.1)(PolicyOutputs(logp, None, None), batch)
+    nll = (math.log(2) + math.log(4)) / 2  # 1.0397
+    assert stats["loss/positive_lm"].item() == pytest.approx(nll, rel=1e-5)
+    assert loss.item() == pytest.approx(0.1 * nll, rel=1e-5)
+    loss.backward()
+    # d/dlogp of -0.1 x mean over row 0's two tokens: -0.05 each; row 1 is no positive example: 0
+    assert logp.grad.tolist() == [pytest.approx([-0.05, -0.05]), pytest.approx([0.0, 0.0])]
+    none = minibatch(torch.ones(1, 1), advantages=[[0.0]])
+    _, stats = UpdateLoss(PPOClip(), positive_lm_coef=0.1)(PolicyOutputs(torch.zeros(1, 1), None, None), none)
+    assert stats["loss/positive_lm"].item() == 0.0  # no completion above the threshold: nothing to imitate

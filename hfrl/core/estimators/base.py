@@ -66,9 +66,19 @@ class AdvantageEstimator:
     #: "seq-mean-token-sum-norm"), used where the config's ``loss_aggregation`` and the loss leave it unset
     loss_aggregation: ClassVar[str | None] = None
 
-    def __init__(self, gamma: float = 1.0, lam: float = 1.0, whiten: bool = False, reduce: Reduce = None) -> None:
+    def __init__(
+        self,
+        gamma: float = 1.0,
+        lam: float = 1.0,
+        whiten: bool = False,
+        reduce: Reduce = None,
+        lam_critic: float | None = None,
+        lam_alpha: float | None = None,
+    ) -> None:
         self.gamma = gamma  # discount
-        self.lam = lam  # GAE's lambda
+        self.lam = lam  # GAE's lambda (the actor's advantages)
+        self.lam_critic = lam if lam_critic is None else lam_critic  # the critic's targets' lambda (VC-PPO, VAPO)
+        self.lam_alpha = lam_alpha  # the actor's lambda 1 - 1 / (alpha |y|), per completion (VAPO); None: lam
         self.whitens = whiten if self.whitening is None else self.whitening  # the config's, or the definition's
         self.reduce = reduce  # sums over every process (batch statistics of a distributed rollout)
 

@@ -33,7 +33,7 @@ TRPO): the ratio's denominator. ``full_logprobs`` are under the full softmax: th
 
 from __future__ import annotations
 
-from hfrl.core.rollout.assemble import assemble, rollout_stats
+from hfrl.core.rollout.assemble import assemble, reestimate, rollout_stats
 from hfrl.core.rollout.generate import completion_mask, concat, generate_completions, pad, shared_prefill
 from hfrl.core.rollout.score import action_logprobs, score
 from hfrl.core.rollout.types import Completions, Groups, Rollout, Scores, TaskRewards, select_rows
@@ -50,6 +50,7 @@ __all__ = [
     "concat",
     "generate_completions",
     "pad",
+    "reestimate",
     "rollout_stats",
     "score",
     "select_rows",

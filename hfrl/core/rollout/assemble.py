@@ -4,6 +4,10 @@ and returns, one :class:`~hfrl.core.rollout.types.Rollout`; and its statistics f
 
 from __future__ import annotations
 
+import dataclasses
+
+import torch
+
 from hfrl.core.advantages import Reduce, explained_variance, masked_mean, masked_var
 from hfrl.core.estimators.base import AdvantageEstimator, EstimatorInputs, add_scores
 from hfrl.core.rollout.types import Completions, Groups, Rollout, Scores, TaskRewards
@@ -49,6 +53,17 @@ def assemble(
         action_sets=completions.action_sets,
         entropy=scores.entropy.float() * mask,
     )
+
+
+def reestimate(rollout: Rollout, values: torch.Tensor, estimator: AdvantageEstimator) -> Rollout:
+    """``rollout`` with its advantages estimated again from ``values`` (``(B, T)``, the critic's after it
+    trained on this rollout: ``critic_epochs``, SAO's order), its rewards unchanged; the returns, the
+    critic's targets, stay the rollout's (SAO: fixed targets), as do the values its clipping is around."""
+    mask = rollout.response_mask.to(values.dtype)
+    token_rewards = rollout.rewards - add_scores(torch.zeros_like(rollout.rewards), rollout.scores, mask)
+    groups = rollout.groups or Groups.of(len(rollout), device=mask.device)
+    inputs = EstimatorInputs(rollout.scores, token_rewards, mask, groups.ids, values * mask)
+    return dataclasses.replace(rollout, advantages=estimator.estimate(inputs).advantages)
 
 
 def rollout_stats(rollout: Rollout, reduce: Reduce = None) -> dict[str, float]:

@@ -86,6 +86,7 @@ class Rollout:
     action_sets: torch.Tensor | None = None  # the set each token was sampled from (an action space recording them)
     entropy: torch.Tensor | None = None  # of the action distribution at rollout time (logged)
     token_mask: torch.Tensor | None = None  # bool: the transitions a token minibatch trains on
+    critic_only: bool = False  # a minibatch of a critic pass (critic_epochs, the warm-up): the critic alone learns
 
     def __len__(self) -> int:
         return self.response_ids.shape[0]

@@ -86,12 +86,18 @@ class RolloutCollector:
 
     # ---- the iteration ----------------------------------------------------------------------------------
     def collect(
-        self, model_wrapped: Any, examples: list[dict[str, Any]], kl_coef: float, state: TrainerState
+        self,
+        model_wrapped: Any,
+        examples: list[dict[str, Any]],
+        kl_coef: float,
+        state: TrainerState,
+        estimator: AdvantageEstimator | None = None,
     ) -> tuple[Rollout, IterationRecord]:
         """Generate, reward, score, penalise KL and estimate advantages for ``examples`` (each prompt
         ``num_generations`` times in a row), with the policy ``model_wrapped`` (the trainer's wrapped
         :class:`~hfrl.core.policies.ActorCritic`) at the training ``state`` (its optimizer step; reward
-        functions get it as TRL's ``trainer_state``); the rollout and its record."""
+        functions get it as TRL's ``trainer_state``); the rollout and its record. ``estimator``: this
+        iteration's, when it is not the collector's (the critic's warm-up: lambda-1 targets)."""
         args, start, step = self.args, time.perf_counter(), state.global_step
         self.action_space.before_rollout(step // args.steps_per_iteration)
         examples, generated = self.generate_rollout(model_wrapped, examples, step)
@@ -107,7 +113,7 @@ class RolloutCollector:
                 batch_size=args.scoring_batch_size or args.mini_batch_size, temperature=self.temperature,
                 action_space=self.action_space,
             )  # fmt: skip
-        rollout = assemble(generated, scores, rewards, kl_coef=kl_coef, estimator=self.estimator,
+        rollout = assemble(generated, scores, rewards, kl_coef=kl_coef, estimator=estimator or self.estimator,
                            kl_in_reward=not args.kl_in_loss)  # fmt: skip
         from hfrl.core.rollout import rollout_stats
 

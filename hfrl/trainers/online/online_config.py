@@ -172,6 +172,61 @@ class OnlineConfig(RLConfig):
         default=False, metadata={"help": "Give the critic its own copy of the backbone (default: shared)."}
     )
 
+    # ---- Training the critic (docs/algorithms.md §16) ----
+    lam_critic: float | None = field(
+        default=None,
+        metadata={
+            "help": "GAE lambda of the critic's targets, decoupled from the actor's lam (VC-PPO, VAPO: 1.0, Monte "
+            "Carlo returns). None: lam."
+        },
+    )
+    lam_alpha: float | None = field(
+        default=None,
+        metadata={
+            "help": "VAPO's length-adaptive actor lambda: each completion's lam is 1 - 1 / (lam_alpha x its length), "
+            "in [0, 1] (VAPO: 0.05 for long reasoning; SAO: 1.5). None: lam for every completion."
+        },
+    )
+    critic_warmup_iterations: int = field(
+        default=0,
+        metadata={
+            "help": "The first N iterations train the critic alone, against lambda-1 targets; the policy is unchanged "
+            "(VC-PPO's and VAPO's value pretraining). Logged as critic_warmup."
+        },
+    )
+    critic_epochs: int = field(
+        default=0,
+        metadata={
+            "help": "Critic-only passes over each rollout before the policy's (SAO: 2), on the rollout's returns; "
+            "then the advantages are estimated again with the trained critic."
+        },
+    )
+    critic_learning_rate: float | None = field(
+        default=None,
+        metadata={
+            "help": "The critic's learning rate (value head, and the separate critic's backbone), scheduled as "
+            "learning_rate is. None: learning_rate. SAO trains it at 5x, VAPO at 2x the policy's."
+        },
+    )
+    critic_freeze_attention: bool = field(
+        default=False,
+        metadata={
+            "help": "SAO's frozen-attention critic: the separate critic's attention weights do not learn (needs "
+            "separate_critic)."
+        },
+    )
+    positive_lm_coef: float = field(
+        default=0.0,
+        metadata={
+            "help": "VAPO's positive-example LM loss: + coef x the NLL of the completions whose reward is above "
+            "positive_lm_threshold (VAPO: 0.1). 0: off."
+        },
+    )
+    positive_lm_threshold: float = field(
+        default=0.0,
+        metadata={"help": "The task reward a completion must exceed to be a positive example (a 0 / 1 verifier: 0)."},
+    )
+
     # ---- Policy loss (docs/algorithms.md §15) ----
     policy_loss: str = field(
         default="ppo_clip",
@@ -254,6 +309,12 @@ class OnlineConfig(RLConfig):
         "cliprange_high": {"gt": 0},
         "clip_ratio_c": {"gt": 1, "note": "dual-clip bounds -rho A by c x -A"},
         "cliprange_value": {"gt": 0},
+        "lam_critic": {"ge": 0, "le": 1},
+        "lam_alpha": {"gt": 0},
+        "critic_warmup_iterations": {"ge": 0, "cap": MAX_COUNT},
+        "critic_epochs": {"ge": 0, "cap": MAX_COUNT},
+        "critic_learning_rate": {"gt": 0},
+        "positive_lm_coef": {"ge": 0},
         "eval_every": {"ge": 1, "cap": MAX_COUNT},
         "save_every": {"ge": 1, "cap": MAX_COUNT},
     }
@@ -349,6 +410,34 @@ class OnlineConfig(RLConfig):
             raise ValueError("kl_in_loss needs a KL coefficient: set kl_coef > 0 (or kl_target)")
         if self.gamma is None:
             self.gamma = 0.99 if estimator.needs_critic else 1.0
+        self._check_critic_settings(estimator)
+
+    #: the settings that train the critic: an estimator without one has no use for them
+    CRITIC_SETTINGS: ClassVar[tuple[str, ...]] = (
+        "lam_critic", "lam_alpha", "critic_warmup_iterations", "critic_epochs", "critic_learning_rate",
+        "critic_freeze_attention",
+    )  # fmt: skip
+
+    def _check_critic_settings(self, estimator: Any) -> None:
+        """The critic's settings need a critic; the warm-up leaves iterations to the policy; a frozen
+        attention needs an attention of the critic's own."""
+        if not estimator.needs_critic:
+            given = [name for name in self.CRITIC_SETTINGS if getattr(self, name) not in (None, 0, False)]
+            if given:
+                raise ValueError(
+                    f"{given[0]} trains the critic, and advantage_estimator {self.advantage_estimator} has none: "
+                    f"use advantage_estimator gae, or leave {given[0]} unset"
+                )
+        if self.critic_warmup_iterations >= self.num_iterations:
+            raise ValueError(
+                f"critic_warmup_iterations ({self.critic_warmup_iterations}) leaves the policy no iteration of "
+                f"num_iterations ({self.num_iterations}): lower it"
+            )
+        if self.critic_freeze_attention and not self.separate_critic:
+            raise ValueError(
+                "critic_freeze_attention freezes the critic's own attention: set separate_critic true (a shared "
+                "backbone's attention is the policy's)"
+            )
 
     def _check_policy_loss(self) -> None:
         """``policy_loss`` is known (a one-line error names the known ones) and gets the minibatches it
@@ -399,8 +488,8 @@ class OnlineConfig(RLConfig):
 
     @property
     def steps_per_iteration(self) -> int:
-        """Optimizer steps per rollout: epochs x minibatches."""
-        return self.num_ppo_epochs * (self.rollout_completions // self.mini_batch_size)
+        """Optimizer steps per rollout: (the policy's epochs + the critic's own) x minibatches."""
+        return (self.num_ppo_epochs + self.critic_epochs) * (self.rollout_completions // self.mini_batch_size)
 
     @property
     def micro_steps_per_iteration(self) -> int:

@@ -23,6 +23,7 @@ own update step (:meth:`OnlineTrainer.policy_step`, with ``minibatch_trains_poli
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 from collections.abc import Callable, Sequence
@@ -41,10 +42,17 @@ from hfrl.core.kl import make_kl_controller
 from hfrl.core.losses import UpdateLoss
 from hfrl.core.minibatches import rollout_minibatches
 from hfrl.core.models import fix_tokenizer, load_tokenizer_for, load_trainable
-from hfrl.core.policies import ActorCritic, ReferencePolicy, disable_dropout, is_peft_model, tempered
+from hfrl.core.policies import (
+    ActorCritic,
+    ReferencePolicy,
+    disable_dropout,
+    freeze_attention,
+    is_peft_model,
+    tempered,
+)
 from hfrl.core.policy_losses import policy_loss_class
 from hfrl.core.policy_losses.base import PolicyLoss, PolicyOutputs
-from hfrl.core.rollout import Rollout, action_logprobs
+from hfrl.core.rollout import Rollout, action_logprobs, reestimate
 from hfrl.rewards import reward_list
 from hfrl.rewards.combine import reward_name
 from hfrl.trainers.evaluation import PROMPT_IDS, EvaluationMixin, encode_prompt, generate_and_score
@@ -98,7 +106,10 @@ class OnlineTrainer(EvaluationMixin, TrainerMixin, Trainer):
         self.metrics = dict(metrics or {})
         estimator = self._build_estimator(args)  # its class: whether a critic is built
         self.policy_loss: PolicyLoss = policy_loss_class(args.policy_loss)(args.loss_settings())
-        self.update_loss = UpdateLoss(self.policy_loss, args.vf_coef, args.ent_coef, args.cliprange_value)
+        self.update_loss = UpdateLoss(
+            self.policy_loss, args.vf_coef, args.ent_coef, args.cliprange_value,
+            positive_lm_coef=args.positive_lm_coef, positive_threshold=args.positive_lm_threshold,
+        )  # fmt: skip
 
         policy, processing_class, fresh = _load_policy(model, args, processing_class, peft_config)
         # No reference model at all when the KL penalty is off for good. A starting adapter (not a
@@ -111,6 +122,8 @@ class OnlineTrainer(EvaluationMixin, TrainerMixin, Trainer):
         )
         # No value head at all for the critic-free estimators: nothing built, scored, trained or saved.
         wrapped = ActorCritic(policy, separate_critic=args.separate_critic, critic=estimator.needs_critic)
+        if args.critic_freeze_attention:  # SAO's frozen-attention critic (the config checked it is separate)
+            freeze_attention(cast(torch.nn.Module, wrapped.critic))
         self.is_encoder_decoder = wrapped.is_encoder_decoder
         self.tokenizer = processing_class
         self.args = args  # set early: _tokenize reads it before Trainer.__init__ runs
@@ -128,16 +141,22 @@ class OnlineTrainer(EvaluationMixin, TrainerMixin, Trainer):
         if self.reference is not None:
             self.reference.prepare(self.accelerator)
         # built with its settings, once the processes are known (batch statistics: their sum)
+        settings: dict[str, Any] = {
+            "gamma": cast(float, args.gamma), "whiten": args.whiten_advantages, "reduce": self._reduce,
+        }  # fmt: skip
         self.estimator: AdvantageEstimator = estimator(
-            gamma=cast(float, args.gamma), lam=args.lam, whiten=args.whiten_advantages, reduce=self._reduce
+            lam=args.lam, lam_critic=args.lam_critic, lam_alpha=args.lam_alpha, **settings
         )
+        # the critic's warm-up trains against lambda-1 targets (VC-PPO's value pretraining)
+        self.warmup_estimator = estimator(lam=args.lam, lam_critic=1.0, **settings)
+        self._warming_up = False  # whether the current iteration is one of the critic's warm-up
         kl = make_kl_controller(args.kl_coef, args.kl_target, args.kl_adapt_rate)
         self.online_state = OnlineState(kl, self._build_action_space(), EntropyWatch())
         self.collector = RolloutCollector(
             args, processing_class, self.reward_funcs, self.reward_weights, self.reference,
             self.online_state.action_space, self.estimator, self.accelerator, self.is_encoder_decoder,
         )  # fmt: skip
-        self._buffer: list[Rollout] = []
+        self._buffer: list[Rollout | Callable[[], list[Rollout]]] = []
         self.rollout: Rollout | None = None  # the current iteration's rollout
         self.iteration: IterationRecord | None = None  # the current iteration's numbers, until it is logged
         if not args.disable_tqdm:
@@ -228,7 +247,9 @@ class OnlineTrainer(EvaluationMixin, TrainerMixin, Trainer):
 
     # ---- the iteration: a rollout, then its minibatches ---------------------------------------------
     def _prepare_inputs(self, batch: PromptBatch | list[dict[str, Any]]) -> Rollout:  # type: ignore[override]  # transformers 5.24
-        """A micro-step's minibatch; the first micro-step of an iteration collects its rollout."""
+        """A micro-step's minibatch; the first micro-step of an iteration collects its rollout. An entry of
+        the buffer may be a callable that makes the next minibatches when their turn comes (the policy's,
+        after the critic's passes moved the critic: :meth:`_minibatches`)."""
         if not self._buffer:
             examples = batch.examples if isinstance(batch, PromptBatch) else batch
             if examples[0] is None:  # a placeholder batch (IterationSampler): only a first micro-step has prompts
@@ -236,32 +257,73 @@ class OnlineTrainer(EvaluationMixin, TrainerMixin, Trainer):
                     f"{self._name}: a micro-step without prompts found no rollout to train on; training "
                     "resumes only at an iteration boundary (a checkpoint written by save_every)"
                 )
+            iteration = self.state.global_step // self.args.steps_per_iteration
+            self._warming_up = iteration < self.args.critic_warmup_iterations
             rollout = self.collect_rollout(examples)
             self._buffer = self._minibatches(rollout)
-            cast(IterationRecord, self.iteration).metrics.update(self.policy_step(rollout))
-        return self._buffer.pop(0)
+            metrics = cast(IterationRecord, self.iteration).metrics
+            if self._warming_up:  # the critic alone learns: no policy step either (TRPO's)
+                metrics["critic_warmup"] = 1.0
+            else:
+                metrics.update(self.policy_step(rollout))
+        item = self._buffer.pop(0)
+        while callable(item):
+            self._buffer[:0] = item()
+            item = self._buffer.pop(0)
+        return item
 
     def collect_rollout(self, examples: list[dict[str, Any]]) -> Rollout:
         """The iteration's rollout of ``examples`` (:meth:`RolloutCollector.collect` with the policy and the
         iteration's KL coefficient), its record kept for the log, the KL controller stepped."""
+        estimator = self.warmup_estimator if self._warming_up else self.estimator
         self.rollout, self.iteration = self.collector.collect(
-            self.model_wrapped, examples, self.online_state.kl.value, self.state
+            self.model_wrapped, examples, self.online_state.kl.value, self.state, estimator=estimator
         )
         self.online_state.kl.step(self.iteration.metrics["kl"])
         return self.rollout
 
-    def _minibatches(self, rollout: Rollout) -> list[Rollout]:
+    def _minibatches(self, rollout: Rollout) -> list[Rollout | Callable[[], list[Rollout]]]:
         """Every micro-step's share of the rollout (:func:`hfrl.core.minibatches.rollout_minibatches`), of
-        whole groups when the policy loss needs them or when they let the update run each prompt once."""
+        whole groups when the policy loss needs them or when they let the update run each prompt once.
+
+        First ``critic_epochs`` passes that train the critic alone on the rollout's returns (all the
+        passes, during the critic's warm-up); then the policy's ``num_ppo_epochs``, made when their turn
+        comes, from the advantages estimated again with the critic those passes trained (SAO's order)."""
         args = self.args
         if not (self.minibatch_trains_policy or self.has_critic):  # nothing to train: the policy step was all
             return [rollout] * args.micro_steps_per_iteration
-        return rollout_minibatches(
-            rollout, epochs=args.num_ppo_epochs, minibatches=args.rollout_completions // args.mini_batch_size,
-            micro_batches=args.gradient_accumulation_steps, unit=args.minibatch_unit,
-            whole_groups=self._whole_groups_per_minibatch(),
-            whiten_each=self.estimator.whitens and args.whiten_scope == "minibatch",
-        )  # fmt: skip
+        split: dict[str, Any] = {
+            "minibatches": args.rollout_completions // args.mini_batch_size,
+            "micro_batches": args.gradient_accumulation_steps,
+            "unit": args.minibatch_unit,
+            "whole_groups": self._whole_groups_per_minibatch(),
+        }
+        passes = args.critic_epochs + (args.num_ppo_epochs if self._warming_up else 0)
+        critic = [dataclasses.replace(part, critic_only=True) for part in rollout_minibatches(
+            rollout, epochs=passes, **split)] if passes and self.has_critic else []  # fmt: skip
+
+        def policy() -> list[Rollout]:
+            source = self._reestimated(rollout) if critic else rollout
+            whiten_each = self.estimator.whitens and args.whiten_scope == "minibatch"
+            return rollout_minibatches(source, epochs=args.num_ppo_epochs, whiten_each=whiten_each, **split)
+
+        if self._warming_up:
+            return list(critic)
+        return [*critic, policy] if critic else list(policy())
+
+    def _reestimated(self, rollout: Rollout) -> Rollout:
+        """The rollout with advantages from the critic as its own passes left it (one forward of the
+        critic over the rollout, without gradient), its returns unchanged (:func:`hfrl.core.rollout.reestimate`)."""
+        model: ActorCritic = self.accelerator.unwrap_model(self.model)
+        size = self.args.scoring_batch_size or self.args.mini_batch_size
+        values = []
+        with torch.no_grad(), self.accelerator.autocast():
+            for start in range(0, len(rollout), size):
+                part = rollout[start : start + size]
+                _, predicted = model(part.query_ids, part.query_mask, part.response_ids, part.response_mask,
+                                     values_only=True)  # fmt: skip
+                values.append(cast(torch.Tensor, predicted).float())
+        return reestimate(rollout, torch.cat(values), self.estimator)
 
     def _whole_groups_per_minibatch(self) -> bool:
         """Minibatches of whole groups: when the policy loss needs them (its ``needs_groups``), or when
@@ -276,6 +338,25 @@ class OnlineTrainer(EvaluationMixin, TrainerMixin, Trainer):
             and args.minibatch_unit == "sequences"
             and not args.mini_batch_size % group
         )
+
+    def create_optimizer(self, model: Any = None) -> torch.optim.Optimizer:  # transformers 5.24
+        """The Trainer's optimizer; with ``critic_learning_rate``, the critic's parameters (value head, the
+        separate critic's backbone) in groups of their own at that rate (the scheduler scales every group
+        alike). Nothing has trained yet: the groups are split before the optimizer holds any state."""
+        optimizer = super().create_optimizer(model)
+        rate = self.args.critic_learning_rate
+        if rate is None or not self.has_critic:
+            return optimizer
+        wrapper: ActorCritic = self.accelerator.unwrap_model(model if model is not None else self.model)
+        critic = {id(p) for p in wrapper.critic_modules().parameters()}
+        groups: list[dict[str, Any]] = []
+        for group in optimizer.param_groups:
+            own = [p for p in group["params"] if id(p) not in critic]
+            theirs = [p for p in group["params"] if id(p) in critic]
+            groups += [{**group, "params": own}] if own else []
+            groups += [{**group, "params": theirs, "lr": rate}] if theirs else []
+        optimizer.param_groups[:] = groups
+        return optimizer
 
     def training_step(
         self, model: Any, inputs: Any, num_items_in_batch: Any = None
@@ -302,7 +383,7 @@ class OnlineTrainer(EvaluationMixin, TrainerMixin, Trainer):
         the critic's values alone (a shared backbone then runs without gradient). The action distribution
         renormalised over the action space's mask (the full softmax for the whole vocabulary); its entropy
         only when in the loss (``ent_coef``); with ``kl_in_loss``, also the log-probs under the full softmax."""
-        if not self.minibatch_trains_policy:
+        if not self.minibatch_trains_policy or inputs.critic_only:
             _, values = model(
                 inputs.query_ids, inputs.query_mask, inputs.response_ids, inputs.response_mask, values_only=True
             )

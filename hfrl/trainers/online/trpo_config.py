@@ -86,6 +86,11 @@ class TRPOConfig(OnlineConfig):
         if self.mini_batch_size is None:
             self.mini_batch_size = min(128, self.rollout_batch_size * self.num_generations)
         super().__post_init__()  # OnlineConfig: the ranges first
+        if self.critic_epochs:
+            raise ValueError(
+                f"critic_epochs ({self.critic_epochs}): TRPO's minibatches already train the critic alone, "
+                f"num_ppo_epochs ({self.num_ppo_epochs}) passes of them: raise num_ppo_epochs instead"
+            )
         from hfrl.core.policy_losses import policy_loss_class
 
         if not policy_loss_class(self.policy_loss).surrogate:
