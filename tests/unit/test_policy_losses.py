@@ -117,3 +117,27 @@ def test_a_loss_of_ones_own_by_its_file(tmp_path):
     )
     loss, _, _ = loss_of(f"{tmp_path / 'my_loss.py'}:Doubled", [[-1.0]], [[0.0]], [[3.0]], [[1]])
     assert loss == pytest.approx(6.0)  # -2 x (3 x -1)
+
+
+# ---- dis: SAO's strict two-sided trust region ------------------------------------------------------------
+def test_dis_keeps_the_ratio_inside_the_region_and_masks_outside_it():
+    # ratios e^[0, -0.5, 1.0, 2.0] = [1, 0.6065, 2.7183, 7.3891]; region (1 - 0.3, 1 + 5.0) = (0.7, 6.0):
+    # in, out (< 0.7), in, out (> 6.0) whatever the advantage's sign (A = [1, 1, -1, 1])
+    logp, adv = [[0.0, -0.5, 1.0, 2.0]], [[1.0, 1.0, -1.0, 1.0]]
+    loss, stats, grad = loss_of("dis", logp, [[0.0] * 4], adv, [[1, 1, 1, 1]], cliprange_low=0.3, cliprange_high=5.0)
+    # -(1 x 1 + 0 + 2.7183 x -1 + 0) / 4: the masked tokens count in the mean's denominator
+    assert loss == pytest.approx(-(1.0 - math.e) / 4)
+    assert stats["clipfrac"].item() == 0.5
+    # d/dlogp of -rho A / 4 = -rho A / 4 inside (the ratio as the gradient's weight), 0 outside
+    assert grad[0] == pytest.approx([-0.25, 0.0, math.e / 4, 0.0])
+
+
+def test_dis_bounds_are_strict():
+    # a ratio exactly at 1 - eps_low is outside: masked (eps_low 0.5, the ratio e^log(0.5) = 0.5)
+    region = {"cliprange_low": 0.5, "cliprange_high": 5.0}
+    loss, stats, grad = loss_of("dis", [[math.log(0.5)]], [[0.0]], [[1.0]], [[1]], **region)
+    assert loss == 0.0 and grad == [[0.0]] and stats["clipfrac"].item() == 1.0
+
+
+def test_dis_takes_saos_math_region_by_default():
+    assert policy_loss_class("dis").defaults == {"cliprange_low": 0.3, "cliprange_high": 5.0}

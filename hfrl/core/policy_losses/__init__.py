@@ -23,6 +23,7 @@ POLICY_LOSSES: dict[str, str] = {
     "gspo": "hfrl.core.policy_losses.gspo:GSPO",
     "cispo": "hfrl.core.policy_losses.cispo:CISPO",
     "surrogate": "hfrl.core.policy_losses.surrogate:Surrogate",
+    "dis": "hfrl.core.policy_losses.dis:DIS",
 }
 
 
