@@ -51,6 +51,8 @@ def advantages_text(config: dict[str, Any]) -> str:
         parts.append("a value head (critic) on the policy, saved as `value_head.safetensors`")
     elif critic is False:
         parts.append("no critic: no value head was trained or saved")
+    if config.get("preset"):
+        parts.append(preset_text(str(config["preset"])))
     if not config.get("kl_coef") and not config.get("kl_target"):
         parts.append("no KL to the reference")
     elif config.get("kl_in_loss"):
@@ -58,6 +60,22 @@ def advantages_text(config: dict[str, Any]) -> str:
     else:
         parts.append("a per-token KL penalty in the reward")
     return "; ".join(parts) + "."
+
+
+def preset_text(name: str) -> str:
+    """The card's words for a run's preset: its name, what it sets and its paper.
+
+    >>> preset_text("vc_ppo")
+    'the settings of the preset `vc_ppo` (VC-PPO: value pretraining, then decoupled GAE (critic lambda 1, actor 0.95), arXiv 2503.01491)'
+    """  # noqa: E501 - a doctest's expected line
+    from hfrl.trainers.papers import paper
+    from hfrl.trainers.presets import preset_names, read_preset
+
+    if name not in preset_names():
+        return f"the settings of the preset `{name}`"
+    preset = read_preset(name)
+    cited = f", arXiv {paper(preset.paper)['id']}" if preset.paper else ""
+    return f"the settings of the preset `{name}` ({preset.description}{cited})"
 
 
 def _needs_critic(estimator: str) -> bool | None:

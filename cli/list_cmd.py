@@ -13,13 +13,14 @@ import typer
 from hfrl.cli._options import AlgOpt
 
 HELP = """List the registered tasks, algorithms (and the online ones' policy losses and advantage
-estimators), rewards or metrics, or an algorithm's config fields.
+estimators), rewards or metrics, the presets (hfrl train --preset NAME), or an algorithm's config fields.
 
 \b
 Examples:
   hfrl list tasks
   hfrl list tasks --json         # the same as JSON: name, description, dataset, model, rewards, metrics, configs
   hfrl list rewards
+  hfrl list presets              # named sets of settings: VAPO, SAO, VC-PPO, RL4LMs' layout
   hfrl list fields --alg nlpo    # every --FIELD of hfrl train --alg nlpo, with default and help
 """
 
@@ -29,6 +30,7 @@ class What(StrEnum):
     algs = "algs"
     rewards = "rewards"
     metrics = "metrics"
+    presets = "presets"
     fields = "fields"
 
 
@@ -37,6 +39,12 @@ def _rows(what: What) -> list[tuple[str, str]]:
 
     if what is What.tasks:
         return _task_rows()
+    if what is What.presets:
+        from hfrl.trainers.presets import preset_names, read_preset
+
+        presets = [read_preset(name) for name in preset_names()]
+        return [(p.name, f"{p.description}. Sets " + ", ".join(f"{k} {v}" for k, v in p.settings.items()))
+                for p in presets]  # fmt: skip
     if what is What.algs:
         from hfrl.core.estimators import ESTIMATORS
         from hfrl.core.policy_losses import POLICY_LOSSES
@@ -156,7 +164,7 @@ def format_rows(rows: list[tuple[str, str]], width: int) -> str:
 
 
 def list_(
-    what: Annotated[What, typer.Argument(help="tasks, algs, rewards, metrics, or fields (with --alg)")],
+    what: Annotated[What, typer.Argument(help="tasks, algs, rewards, metrics, presets, or fields (with --alg)")],
     alg: AlgOpt = None,
     as_json: JsonOpt = False,
 ) -> None:

@@ -40,7 +40,7 @@ trackio; default none) and --logging_dir DIR. LoRA and 4/8-bit loading take TRL'
 --use_peft --lora_r 16 --lora_alpha 32 --lora_dropout 0.05 --lora_target_modules "[q_proj, v_proj]".
 TRL's script names work too: --model_name_or_path is --model, --dataset_name is --task (a Hub
 dataset id or a data file), --dataset_config its subset.
-Precedence: task defaults < --config < flags.
+Precedence: task defaults < --preset < --config < flags.
 
 Without --output-dir a run writes runs/TASK-ALG, or the first free of runs/TASK-ALG-2, -3, ... when
 that holds a run (never over another run). Before anything loads, the run is checked as `hfrl check`
@@ -61,6 +61,7 @@ Examples:
   hfrl train --task numbers --resume      # the newest checkpointed run of runs/numbers-ppo, -2, ...
   hfrl train --model_name_or_path tiny --dataset_name numbers --alg grpo   # TRL's script names
   hfrl train --task numbers --eval-test   # test-split metrics before/after, in the model card
+  hfrl train --task numbers --alg ppo --preset vapo   # VAPO's techniques over the task's tuning
   hfrl train --task daily_dialog --alg nlpo --task-arg reward_config=openrl
   hfrl train --task my.jsonl --alg ppo --model tiny --prompt-column question
   hfrl train --task numbers --alg grpo --model tiny --max_steps 20
@@ -100,6 +101,14 @@ ThreadsOpt = Annotated[
         "is unset, else one per core).",
     ),
 ]
+PresetOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--preset",
+        help="A named set of settings over the task's (hfrl list presets: vapo, sao, vc_ppo, rl4lms); --config and "
+        "flags still win.",
+    ),
+]
 EvalTestOpt = Annotated[
     bool, typer.Option("--eval-test", help="Evaluate on the task's test split before and after training.")
 ]
@@ -126,6 +135,7 @@ def train(
     output_dir: OutputDirOpt = None,
     seed: SeedOpt = None,
     resume: ResumeOpt = False,
+    preset: PresetOpt = None,
     eval_test: EvalTestOpt = False,
     prompt_column: PromptColumnOpt = None,
     references_column: ReferencesColumnOpt = None,
@@ -142,8 +152,8 @@ def train(
 
 
 def _train(
-    extra: list[str], *, task, alg, model, base_model, config, output_dir, seed, resume, eval_test, prompt_column,
-    references_column, task_arg, threads, overwrite_output_dir,
+    extra: list[str], *, task, alg, model, base_model, config, output_dir, seed, resume, preset, eval_test,
+    prompt_column, references_column, task_arg, threads, overwrite_output_dir,
 ) -> None:  # fmt: skip
     from hfrl.runs import experiment
     from hfrl.runs.run_folder import RunFolder, launch_rank
@@ -164,6 +174,8 @@ def _train(
     check_command_line({"task_arg": task_args})
     if base_model:  # the config field base_model: the base a PEFT adapter given as --model loads onto
         overrides["base_model"] = base_model
+    if preset:  # a run key: config.yaml records it beside the values it set
+        overrides["preset"] = preset
     if resume:
         out = output_dir or _run_dir(task, alg, model)
         asked = {"task": task, "alg": alg, "model": model, "seed": seed, "task_args": task_args}

@@ -22,7 +22,7 @@ from hfrl.utils.bounded import bound_problem
 # test split before and after training (eval/test-base.json, eval/test.json; shown in the card).
 # `task_args`: keyword arguments of the task's builder (`prompt_column`, `data_dir`, `reward_config`...).
 # `run_id`: the run's identity, recorded in its checkpoints (a new one for every new run; kept by --resume).
-RUN_KEYS = ("task", "alg", "model", "rewards", "eval_test", "task_args", "run_id")
+RUN_KEYS = ("task", "alg", "model", "rewards", "eval_test", "task_args", "run_id", "preset")
 # The run keys' kinds: a name is text, task_args a mapping, rewards one spec or a list of them.
 RUN_KEY_TYPES: dict[str, tuple[tuple[type, ...], str]] = {
     "task": ((str,), "a task name or a data path (text)"),
@@ -32,6 +32,7 @@ RUN_KEY_TYPES: dict[str, tuple[tuple[type, ...], str]] = {
     "eval_test": ((bool,), "true or false"),
     "task_args": ((dict,), "a mapping of argument: value"),
     "run_id": ((str, type(None)), "text"),
+    "preset": ((str, type(None)), "a preset name (text: hfrl list presets)"),
 }
 
 

@@ -179,7 +179,8 @@ def resolve_run(
     except ValueError as err:  # the file and its field, not a command-line option
         raise ValueError(f"config file {config_file}: {str(err).removeprefix('--')}") from None
     seeded = {"seed": seed} if seed is not None else {}  # --seed: checked with the other fields
-    merged = coerce_numbers({**task_fields, **file_cfg, **overrides, **seeded}, schema)
+    preset = preset_fields(run.get("preset"), schema)  # over the task's tuning, under the file and flags
+    merged = coerce_numbers({**task_fields, **preset, **file_cfg, **overrides, **seeded}, schema)
     from_file = None  # the file whose output_dir chose the folder (RunFolder: a new or empty one only)
     if output_dir is not None:
         merged["output_dir"] = output_dir
@@ -193,6 +194,23 @@ def resolve_run(
     resolved.task, resolved.task_kwargs, resolved.output_dir_from = built, built_with, from_file
     resolved.output_dir_default = defaulted
     return resolved
+
+
+def preset_fields(name: str | None, schema: ConfigSchema) -> dict[str, Any]:
+    """The settings of the preset ``name`` (:mod:`hfrl.trainers.presets`; none for None), each a field
+    of the algorithm's config, else one line naming it."""
+    if not name:
+        return {}
+    from hfrl.trainers.presets import read_preset
+
+    preset = read_preset(str(name))
+    for key in preset.settings:
+        if key not in schema.names:
+            raise ValueError(
+                f"preset {preset.name} sets {key}, which {schema.name} has no field for: a preset tunes the online "
+                "core with a critic (--alg ppo, nlpo, a2c)"
+            )
+    return dict(preset.settings)
 
 
 DATA_SUFFIXES = (".jsonl", ".json", ".csv", ".tsv", ".parquet")  # own data (hfrl.tasks.own_data.FORMATS)

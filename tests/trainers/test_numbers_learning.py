@@ -61,3 +61,22 @@ def test_the_newer_policy_losses_learn_numbers(loss, tmp_path):
     rewards = iteration_rewards(trainer)
     first, last = sum(rewards[:5]) / 5, sum(rewards[-10:]) / 10
     assert last > first + LOSSES[loss], rewards
+
+
+@pytest.mark.slow
+def test_the_vapo_preset_learns_numbers(tmp_path):
+    """``--preset vapo`` over the task's tuning (rate held constant): its 50 warm-up iterations train the
+    critic alone, then 50 of the policy's. The gain of the last 10 iterations over the first 5 after the
+    warm-up, measured at seeds 0-2 and 42, one thread: 0.027 / 0.027 / 0.038 / 0.036 (PPO's clip without
+    the preset gains 0.04-0.05 in 50 iterations: on 20-token completions VAPO's alpha 0.05 gives lambda 0,
+    one-step TD advantages); the bound is under half the lowest."""
+    from hfrl.runs.experiment import build_trainer, resolve_run
+
+    overrides = {"preset": "vapo", "num_iterations": 100, "disable_tqdm": True, "lr_scheduler_type": "constant"}
+    trainer = build_trainer(resolve_run("numbers", "ppo", "tiny", overrides=overrides, output_dir=str(tmp_path)))
+    trainer.train()
+    logs = [h for h in trainer.state.log_history if "reward" in h]
+    assert sum(1 for h in logs if h.get("critic_warmup")) == 50
+    rewards = [h["reward"] for h in logs if not h.get("critic_warmup")]
+    first, last = sum(rewards[:5]) / 5, sum(rewards[-10:]) / 10
+    assert last > first + 0.012, rewards
