@@ -22,6 +22,7 @@ from hfrl.utils.registry import import_path, is_code_path, unknown
 TASKS: dict[str, str] = {
     "numbers": "hfrl.tasks.numbers:build",
     "dates": "hfrl.tasks.dates:build",
+    "arith_chains": "hfrl.tasks.arith_chains:build",
     "hh": "hfrl.tasks.hh:build",
     # GRUE (RL4LMs' benchmark)
     "imdb": "hfrl.tasks.imdb:build",

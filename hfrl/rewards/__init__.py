@@ -20,6 +20,9 @@ REWARDS: dict[str, Entry] = {
     # synthetic tasks (synthetic.py)
     "increasing_numbers": Entry("hfrl.rewards.synthetic:IncreasingNumbers", range="[0, 1]"),
     "contains_date": Entry("hfrl.rewards.synthetic:contains_date", range="{0, 1}"),
+    # verifiable answers (arithmetic.py): the arith_chains task
+    "exact_answer": Entry("hfrl.rewards.arithmetic:exact_answer", ("answer",), "{0, 1}"),
+    "answer_format": Entry("hfrl.rewards.arithmetic:answer_format", range="{0, 1}"),
     # composition (composite.py)
     "weighted": Entry("hfrl.rewards.composite:WeightedSum", range="the weighted sum of its rewards'"),
     # task rewards: HH's reward model (A-LoL)

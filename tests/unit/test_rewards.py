@@ -164,6 +164,7 @@ def test_every_reward_on_a_batch_with_an_empty_completion(reward_id, classifier_
         "intent": [[1], [2], [3]],
         "head": ["PersonX throws a frisbee"] * 3,  # the COMET critic's (head, relation)
         "relation": ["xWant"] * 3,
+        "answer": ["4", "0", "7"],  # the arith_chains checker's
     }
     if reward_id == "spice":
         from hfrl.metrics.captioning import spice_missing
