@@ -33,7 +33,11 @@ one process at a time), then ``benchmarks/RESULTS-real.md`` and the learning cur
 
 ``ALG+ESTIMATOR`` (``ppo+rloo``, ``nlpo+group_norm``...) runs an online algorithm with that advantage
 estimator, ``--generations`` completions per prompt (TRL's runs: 4 per prompt) and no critic but with
-``gae``, at the same budget: ``--prompts`` completions per iteration.
+``gae``, at the same budget: ``--prompts`` completions per iteration. Any run takes settings of its own in
+brackets, and its row in the report is named by them (``ppo[preset=vapo]``, ``ppo[kl_coef=0.1]``,
+``ppo+rloo[ent_coef=0]``): an ablation is a row. ``preset=NAME`` applies ``hfrl list presets``' NAME first:
+
+    python benchmarks/real_model.py --threads 1 --modes lora --algs "ppo,ppo[preset=vapo,critic_epochs=1],grpo"
 """
 
 from __future__ import annotations
@@ -65,6 +69,49 @@ LORA_LR = {"ppo": 4e-4, "nlpo": 4e-4, "a2c": 1e-3, "trpo": None, "grpo": 4e-4, "
 
 
 # ---- settings ------------------------------------------------------------------------------------
+def parse_spec(spec: str) -> tuple[str, str, dict[str, Any]]:
+    """A run's name as ``--algs`` gives it and the report shows it: ``ALG``, ``ALG+ESTIMATOR``, each with
+    optional settings in brackets, ``ALG[key=value,...]`` (``preset=NAME`` applies a preset first);
+    values read as YAML. Returns ``(alg, estimator, settings)``: an ablation is a row of its own.
+
+    >>> parse_spec("ppo[preset=vapo,critic_warmup_iterations=5]")
+    ('ppo', '', {'preset': 'vapo', 'critic_warmup_iterations': 5})
+    >>> parse_spec("ppo+rloo[kl_coef=0.1]"), parse_spec("grpo")
+    (('ppo', 'rloo', {'kl_coef': 0.1}), ('grpo', '', {}))
+    """
+    import yaml
+
+    head, bracket, rest = spec.partition("[")
+    settings: dict[str, Any] = {}
+    if bracket:
+        if not rest.endswith("]"):
+            raise SystemExit(f"{spec}: settings go in brackets, ALG[key=value,key=value]")
+        for item in filter(None, rest[:-1].split(",")):
+            key, equals, value = item.partition("=")
+            if not equals or not key.strip():
+                raise SystemExit(f"{spec}: {item!r} is no key=value setting")
+            settings[key.strip()] = yaml.safe_load(value)
+    alg, _, estimator = head.partition("+")
+    return alg, estimator, settings
+
+
+def split_specs(text: str) -> list[str]:
+    """``--algs`` split at the commas outside brackets.
+
+    >>> split_specs("ppo,ppo[preset=vapo,critic_epochs=2],grpo")
+    ['ppo', 'ppo[preset=vapo,critic_epochs=2]', 'grpo']
+    """
+    specs, depth, current = [], 0, ""
+    for char in text:
+        depth += {"[": 1, "]": -1}.get(char, 0)
+        if char == "," and depth == 0:
+            specs.append(current)
+            current = ""
+        else:
+            current += char
+    return [spec for spec in (*specs, current) if spec]
+
+
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--algs", default=",".join(ALGS),
@@ -174,7 +221,7 @@ class Budget:
         from hfrl.runs.experiment import coerce_numbers, task_config
         from hfrl.trainers.schema import config_schema
 
-        alg, _, estimator = spec.partition("+")
+        alg, estimator, settings = parse_spec(spec)
         _, fields = task_config(self.task, alg, config_schema(alg))
         for key in ("generation_kwargs", "eval_generation_kwargs"):
             if isinstance(fields.get(key), dict):
@@ -192,10 +239,16 @@ class Budget:
                 groups = self.a.generations
                 fields.update(advantage_estimator=estimator, num_generations=groups,
                               rollout_batch_size=self.prompts // groups)  # fmt: skip
-                fields.update(self.overrides.get(spec, {}))
+                fields.update(self.overrides.get(spec.partition("[")[0], {}))
         elif alg in TRL:  # one generation of `prompts` completions, then 4 optimizer steps (PPO's minibatches)
             fields.update(per_device_train_batch_size=self.prompts // 4, steps_per_generation=4, logging_steps=1,
                           max_completion_length=self.new_tokens, max_steps=4 * self.iterations)  # fmt: skip
+        preset = settings.pop("preset", None)
+        if preset:  # the preset's settings, then the row's own
+            from hfrl.trainers.presets import preset_settings
+
+            fields.update(preset_settings(str(preset)))
+        fields.update(settings)
         return coerce_numbers(fields, config_schema(alg))
 
 
@@ -343,7 +396,7 @@ class Recorder:
 def run_online(alg: str, mode: str, ctx: dict, out: str, seed: int) -> tuple[Any, list[dict], dict]:
     from hfrl.runs.experiment import algorithm_trainer
 
-    trainer_class = algorithm_trainer(alg.partition("+")[0])  # ALG+ESTIMATOR: the algorithm's trainer
+    trainer_class = algorithm_trainer(parse_spec(alg)[0])  # ALG+ESTIMATOR[...]: the algorithm's trainer
     fields = ctx["budget"].fields(alg, trainer_class, mode, out, seed)
     recorder = Recorder()
     trainer = trainer_class(
@@ -371,7 +424,7 @@ def run_trl(alg: str, mode: str, ctx: dict, out: str, seed: int) -> tuple[Any, l
 
     from hfrl.runs.experiment import algorithm_trainer
 
-    trainer_class = algorithm_trainer(alg)
+    trainer_class = algorithm_trainer(parse_spec(alg)[0])
     fields = ctx["budget"].fields(alg, trainer_class, mode, out, seed)
     rows: list[dict[str, Any]] = []
     clock = {"start": 0.0, "rollout": 0.0, "excluded": 0.0}
@@ -528,7 +581,23 @@ def lora_config(ctx: dict) -> Any:
 
 
 def run_name(alg: str, mode: str, seed: int) -> str:
+    """The run's key in the JSON: its spec (settings and all), mode and seed.
+
+    >>> run_name("ppo[preset=vapo]", "lora", 0)
+    'ppo[preset=vapo]-lora-s0'
+    """
     return f"{alg}-{mode}-s{seed}"
+
+
+def run_folder(name: str) -> str:
+    """A run's folder name: its name with what is not a letter, digit, dot or dash as ``_``.
+
+    >>> run_folder("ppo[preset=vapo,kl_coef=0.1]-lora-s0")
+    'ppo_preset_vapo_kl_coef_0.1_-lora-s0'
+    """
+    import re
+
+    return re.sub(r"[^A-Za-z0-9.\-]+", "_", name)
 
 
 def gains(final: dict[str, Any], base: dict[str, Any], judge: str | None) -> dict[str, Any]:
@@ -566,13 +635,13 @@ def gains(final: dict[str, Any], base: dict[str, Any], judge: str | None) -> dic
 def run_one(alg: str, mode: str, seed: int, ctx: dict) -> dict[str, Any]:
     import torch
 
-    out = os.path.join(ctx["out"], run_name(alg, mode, seed))
+    out = os.path.join(ctx["out"], run_folder(run_name(alg, mode, seed)))
     torch.manual_seed(seed)
     load = os.getloadavg()
     start = time.perf_counter()
-    if alg.partition("+")[0] in ONLINE:
+    if parse_spec(alg)[0] in ONLINE:
         policy, rows, fields = run_online(alg, mode, ctx, out, seed)
-    elif alg in TRL:
+    elif parse_spec(alg)[0] in TRL:
         policy, rows, fields = run_trl(alg, mode, ctx, out, seed)
     else:
         policy, rows, fields = run_alol(mode, ctx, out, seed)
@@ -644,13 +713,13 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                 by_seed[str(seed)]["seconds"] = time.perf_counter() - start
                 save_results(a.json, results)
         ctx["base_by_seed"] = by_seed
-        jobs = [(alg, mode, seed) for alg in a.algs.split(",") if alg for mode in a.modes.split(",") if mode
+        jobs = [(alg, mode, seed) for alg in split_specs(a.algs) for mode in a.modes.split(",") if mode
                 for seed in a.seeds]  # fmt: skip
         from hfrl.core.estimators import ESTIMATORS
 
         for alg, mode, _ in jobs:
-            base_alg, plus, estimator = alg.partition("+")
-            known = base_alg in ONLINE and estimator in ESTIMATORS if plus else alg in ALGS
+            base_alg, estimator, _settings = parse_spec(alg)
+            known = base_alg in ONLINE and estimator in ESTIMATORS if estimator else base_alg in ALGS
             if not known or mode not in MODES:
                 raise SystemExit(f"unknown algorithm or mode {alg}/{mode}: algorithms {ALGS} (or ONLINE+ESTIMATOR "
                                  f"with {', '.join(ESTIMATORS)}), modes {MODES}")  # fmt: skip
@@ -759,7 +828,7 @@ def cells(results: dict[str, Any]) -> dict[tuple[str, str], list[dict[str, Any]]
     """(alg, mode) -> its runs (one per seed), in the report's order: the algorithms, then
     ``ALG+ESTIMATOR`` rows after their algorithm."""
     names = {r["alg"] for r in results["runs"].values()}
-    order = [a for base in ALGS for a in (base, *sorted(n for n in names if n.partition("+")[0] == base and "+" in n))]
+    order = [a for base in ALGS for a in (base, *sorted(n for n in names if parse_spec(n)[0] == base and n != base))]
     out: dict[tuple[str, str], list[dict[str, Any]]] = {}
     for mode in MODES:
         for alg in order:
