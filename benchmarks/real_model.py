@@ -193,12 +193,19 @@ def machine() -> dict[str, Any]:
     }
 
 
+def ppo_settings(task: Any) -> dict[str, Any]:
+    """The task's settings for PPO, its YAML sections merged along PPO's config classes."""
+    from hfrl.trainers.schema import config_schema
+
+    return task.config_for("ppo", config_schema("ppo").sections)
+
+
 class Budget:
     """The task's settings for one algorithm, with the benchmark's budget applied to every one."""
 
     def __init__(self, task: Any, a: argparse.Namespace) -> None:
         self.task, self.a = task, a
-        ppo = task.config_for("ppo")
+        ppo = ppo_settings(task)
         self.prompts = a.prompts or ppo["rollout_batch_size"]
         self.new_tokens = a.new_tokens or ppo["max_new_tokens"]
         self.iterations = a.iterations or ppo["num_iterations"]
@@ -488,7 +495,7 @@ def base_samples(ctx: dict, prompts: list[str], seed: int) -> list[str]:
     from hfrl.trainers.evaluation import encode_prompt
 
     budget, tokenizer = ctx["budget"], ctx["tokenizer"]
-    settings = ctx["task"].config_for("ppo")
+    settings = ppo_settings(ctx["task"])
     kwargs = {"max_new_tokens": budget.new_tokens, **budget.generation(settings["generation_kwargs"])}
     ids = [encode_prompt(tokenizer, p, settings["max_prompt_length"], "left") for p in prompts]
     torch.manual_seed(seed)
@@ -678,7 +685,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         task_args = task_arguments(a)
         task = load_task(a.task, **task_args)
         budget = Budget(task, a)
-        eval_settings = {**task.config_for("ppo"), "max_new_tokens": budget.new_tokens}
+        eval_settings = {**ppo_settings(task), "max_new_tokens": budget.new_tokens}
         eval_settings["eval_generation_kwargs"] = budget.generation(eval_settings["eval_generation_kwargs"])
         tokenizer = load_tokenizer(a.model)
         if tokenizer.pad_token_id is None:

@@ -49,10 +49,11 @@ class Task:
     description: str = ""
     default_base_model: str | None = None  # the base of default_model when that is a bare PEFT adapter
 
-    def config_for(self, alg: str, sections: Sequence[str] = ("defaults",)) -> dict[str, Any]:
+    def config_for(self, alg: str, sections: Sequence[str]) -> dict[str, Any]:
         """The task's settings for ``alg``: its ``configs`` sections in order (``sections``: the
         algorithm's, :attr:`hfrl.trainers.schema.ConfigSchema.sections`, e.g. ``defaults``, ``online``,
-        ``ppo``), then ``alg``'s own, each over the one before."""
+        ``ppo``: ``task.config_for("ppo", config_schema("ppo").sections)``), then ``alg``'s own, each over
+        the one before. (:func:`hfrl.runs.experiment.task_config` also checks every key is a field.)"""
         merged: dict[str, Any] = {}
         for name in (*sections, *([alg] if alg not in sections else [])):
             merged.update(self.configs.get(name) or {})

@@ -150,7 +150,7 @@ def tasks_page() -> str:
         "pinned to a full commit, with its size and licence). `hfrl check --task NAME` says what a task will",
         "download and what is missing before a long run.",
         "",
-        "| task | what | data (pinned) | default model | rewards | algorithms with settings |",
+        "| task | what | data (pinned) | default model | rewards | settings (sections: online < ppo < nlpo) |",
         "| --- | --- | --- | --- | --- | --- |",
     ]
     for name, path in TASKS.items():

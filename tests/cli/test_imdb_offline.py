@@ -27,7 +27,9 @@ def test_vader_is_the_reward_and_the_sentiment_metric(task):
     assert task.reward_funcs[0](prompts=["It was bad"], completions=[" good"]) == [0.4404]  # the completion
     metric = task.metrics["vader_sentiment"](prompts=["It was bad"], completions=[" good"])
     assert metric == {"sentiment": 0.4404}
-    ppo = task.config_for("ppo")  # SmolLM2's settings (benchmarks/real_model.py), not gpt2-imdb's
+    from hfrl.trainers.schema import config_schema
+
+    ppo = task.config_for("ppo", config_schema("ppo").sections)  # SmolLM2's (benchmarks/real_model.py), not gpt2-imdb's
     assert ppo["max_new_tokens"] == ppo["generation_kwargs"]["min_new_tokens"]
     assert ppo["generation_kwargs"]["top_k"] == 50 and ppo["kl_target"] > 0
 

@@ -272,8 +272,11 @@ def test_daily_dialog_reward_configurations(classifiers):
     assert grue.reward_funcs[0].weights == [0.75, 0.25] and openrl.reward_funcs[0].weights == [0.5, 0.5]
     intent = openrl.reward_funcs[0].rewards[0]
     assert intent.metric.model == classifiers["daily_dialog"] and intent.metric.label_offset == -1
-    assert (grue.config_for("ppo")["kl_coef"], grue.config_for("ppo")["kl_target"]) == (0.2, 0.5)
-    assert (openrl.config_for("ppo")["kl_coef"], openrl.config_for("ppo")["kl_target"]) == (0.2, 0.05)
+    from hfrl.trainers.schema import config_schema
+
+    ppo, ppo_openrl = (task.config_for("ppo", config_schema("ppo").sections) for task in (grue, openrl))
+    assert (ppo["kl_coef"], ppo["kl_target"]) == (0.2, 0.5)
+    assert (ppo_openrl["kl_coef"], ppo_openrl["kl_target"]) == (0.2, 0.05)
     from hfrl.utils.registry import UnknownNameError
 
     with pytest.raises(UnknownNameError, match="unknown reward configuration of task 'daily_dialog' 'openr'"):

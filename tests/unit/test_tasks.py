@@ -3,6 +3,7 @@
 import pytest
 
 from hfrl.tasks import load_task
+from hfrl.trainers.schema import config_schema
 from hfrl.utils.registry import UnknownNameError
 
 
@@ -16,7 +17,7 @@ def test_synthetic_task_schema(name, reward, new_tokens):
     row = task.dataset["train"][0]
     assert row == {"prompt": "", "references": []}
     assert task.reward_funcs[0].__name__ == reward
-    assert task.config_for("ppo")["max_new_tokens"] == new_tokens
+    assert task.config_for("ppo", config_schema("ppo").sections)["max_new_tokens"] == new_tokens
     assert set(task.metrics) == {"mean_length", "distinct_n"}
     scores = task.metrics["distinct_n"](prompts=["", ""], completions=["1 2", "1 3"])
     assert scores == {"distinct_1": 0.75, "distinct_2": 1.0}
