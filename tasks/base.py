@@ -49,11 +49,15 @@ class Task:
     description: str = ""
     default_base_model: str | None = None  # the base of default_model when that is a bare PEFT adapter
 
-    def config_for(self, alg: str, sections: Sequence[str]) -> dict[str, Any]:
-        """The task's settings for ``alg``: its ``configs`` sections in order (``sections``: the
-        algorithm's, :attr:`hfrl.trainers.schema.ConfigSchema.sections`, e.g. ``defaults``, ``online``,
-        ``ppo``: ``task.config_for("ppo", config_schema("ppo").sections)``), then ``alg``'s own, each over
-        the one before. (:func:`hfrl.runs.experiment.task_config` also checks every key is a field.)"""
+    def config_for(self, alg: str, sections: Sequence[str] | None = None) -> dict[str, Any]:
+        """The task's settings for ``alg``: its ``configs`` sections in order, then ``alg``'s own, each
+        over the one before. ``sections`` defaults to the algorithm's
+        (:attr:`hfrl.trainers.schema.ConfigSchema.sections`, e.g. ``defaults``, ``online``, ``ppo`` for
+        ``ppo``; ``defaults`` alone for a name hfrl does not register), so ``task.config_for("ppo")``
+        is what ``hfrl train --task T --alg ppo`` starts from. (:func:`hfrl.runs.experiment.task_config`
+        also checks every key is a field.)"""
+        if sections is None:
+            sections = _sections_of(alg)
         merged: dict[str, Any] = {}
         for name in (*sections, *([alg] if alg not in sections else [])):
             merged.update(self.configs.get(name) or {})
@@ -248,3 +252,11 @@ def task_from_yaml(
         description=declared.description,
         default_base_model=declared.default_base_model,
     )
+
+
+def _sections_of(alg: str) -> tuple[str, ...]:
+    """The task sections ``alg`` inherits (its schema's), ``("defaults",)`` for an unregistered name."""
+    from hfrl.trainers import ALGORITHMS
+    from hfrl.trainers.schema import config_schema
+
+    return config_schema(alg).sections if alg in ALGORITHMS else ("defaults",)

@@ -95,9 +95,9 @@ def test_list(what, expected, capsys):
     [
         (
             ["train", "--task", "numbrs"],
-            "error: unknown task 'numbrs'; did you mean 'numbers'? (known: cnn_dailymail, comet, common_gen, "
-            "daily_dialog, dates, faithdial, faithdial_wow, hh, imdb, iwslt2017, movie_snippets, narrative_qa, "
-            "numbers, reddit_neg, reddit_pos, totto, wmt16, wow), or a 'module:attr' path to your own "
+            "error: unknown task 'numbrs'; did you mean 'numbers'? (known: arith_chains, cnn_dailymail, comet, "
+            "common_gen, daily_dialog, dates, faithdial, faithdial_wow, hh, imdb, iwslt2017, movie_snippets, "
+            "narrative_qa, numbers, reddit_neg, reddit_pos, totto, wmt16, wow), or a 'module:attr' path to your own "
             "task, a data file (.jsonl, .json, .csv, .tsv, .parquet), a folder of them or a Hub dataset id",
         ),
         (

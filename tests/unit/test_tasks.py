@@ -116,3 +116,14 @@ def test_the_spec_checks_arguments_as_the_builder_does():
         describe_task("numbers", train_sz=3)
     with pytest.raises(ValueError, match="imdb: data must be one of hub, openings, got 'nowhere'"):
         describe_task("imdb", data="nowhere")
+
+
+def test_config_for_defaults_to_the_algorithms_sections():
+    """``task.config_for("ppo")`` (the docs' Python form) is what ``--alg ppo`` starts from: the
+    inherited sections, not ``defaults`` alone; an unregistered name gets ``defaults``."""
+    from hfrl.trainers.schema import config_schema
+    from tasks.base import Task
+
+    task = Task("t", None, [], configs={"defaults": {"a": 1}, "online": {"b": 2}, "ppo": {"c": 3}, "x": {"d": 4}})
+    assert task.config_for("ppo") == task.config_for("ppo", config_schema("ppo").sections) == {"a": 1, "b": 2, "c": 3}
+    assert task.config_for("x") == {"a": 1, "d": 4}
