@@ -229,7 +229,8 @@ class Budget:
         from hfrl.trainers.schema import config_schema
 
         alg, estimator, settings = parse_spec(spec)
-        _, fields = task_config(self.task, alg, config_schema(alg))
+        chosen = {"advantage_estimator": estimator} if estimator else {}  # the task's critic_free section
+        _, fields = task_config(self.task, alg, config_schema(alg), chosen)
         for key in ("generation_kwargs", "eval_generation_kwargs"):
             if isinstance(fields.get(key), dict):
                 fields[key] = self.generation(fields[key])
@@ -295,14 +296,26 @@ def pick_judge(asked: str, available: dict[str, Any]) -> str | None:
     return (preferred or list(available) or [None])[0]
 
 
-def judge_scores(metrics: dict[str, Any], prompts: list[str], completions: list[str]) -> dict[str, list[float]]:
-    """Each judge's mean score of the completions and its standard deviation over them."""
+def judge_scores(metrics: dict[str, Any], prompts: list[str], completions: list[str],
+                 columns: dict[str, list] | None = None) -> dict[str, list[float]]:  # fmt: skip
+    """Each judge's mean score of the completions and its standard deviation over them (``columns``: the
+    prompts' other dataset columns, as the trainers pass them)."""
     out = {}
     for name, metric in metrics.items():
-        per_sample = metric(prompts=prompts, completions=completions).per_sample
+        per_sample = metric(prompts=prompts, completions=completions, **(columns or {})).per_sample
         values = [float(v) for v in next(iter(per_sample.values()))]
         out[name] = [statistics.mean(values), statistics.pstdev(values)]
     return out
+
+
+def eval_columns(split: Any, n: int) -> dict[str, list]:
+    """The first ``n`` rows' dataset columns other than the prompt (a reward's ``answer``, references).
+
+    >>> from datasets import Dataset
+    >>> eval_columns(Dataset.from_dict({"prompt": ["a", "b", "c"], "answer": ["1", "2", "3"]}), 2)
+    {'answer': ['1', '2']}
+    """
+    return {name: split[name][:n] for name in split.column_names if name != "prompt"}
 
 
 def masked_mean(values: Any, mask: Any) -> float:
@@ -326,10 +339,11 @@ def judged(scores: dict[str, list[float]]) -> dict[str, dict[str, float]]:
 
 
 def evaluate(lm: Any, reference: Any, tokenizer: Any, prompts: list[str], settings: dict, reward: Any, seed: int,
-             metrics: dict[str, Any] | None = None):  # fmt: skip
+             metrics: dict[str, Any] | None = None, columns: dict[str, list] | None = None):  # fmt: skip
     """Sample completions of ``prompts`` with the evaluation settings; reward, the judges' scores
     (``metrics``), per-token KL to the reference, the reference's perplexity of the completions,
-    distinct-1/2, length (tokens)."""
+    distinct-1/2, length (tokens). ``columns``: the prompts' other dataset columns (arith_chains' answer),
+    passed to the reward and the judges by name."""
     import torch
 
     from hfrl.core.rollout import generate_completions, pad
@@ -345,7 +359,7 @@ def evaluate(lm: Any, reference: Any, tokenizer: Any, prompts: list[str], settin
     response_ids, response_mask = sampled.response_ids, sampled.response_mask
     seconds = time.perf_counter() - start
     completions = tokenizer.batch_decode(response_ids, skip_special_tokens=True)
-    rewards = [float(r) for r in reward(prompts=prompts, completions=completions)]
+    rewards = [float(r) for r in reward(prompts=prompts, completions=completions, **(columns or {}))]
     logp = sequence_logprobs(lm, query_ids, query_mask, response_ids, response_mask)
     ref = sequence_logprobs(reference, query_ids, query_mask, response_ids, response_mask)
     mask = response_mask.float()
@@ -353,7 +367,7 @@ def evaluate(lm: Any, reference: Any, tokenizer: Any, prompts: list[str], settin
         "reward": statistics.mean(rewards),
         "reward_std": statistics.pstdev(rewards),
         "samples_n": len(rewards),
-        **judged(judge_scores(metrics or {}, prompts, completions)),
+        **judged(judge_scores(metrics or {}, prompts, completions, columns)),
         "kl": masked_mean(logp - ref, mask),
         "ref_perplexity": math.exp(-masked_mean(ref, mask)),
         "distinct_1": distinct_n(completions, 1),
@@ -654,7 +668,7 @@ def run_one(alg: str, mode: str, seed: int, ctx: dict) -> dict[str, Any]:
         policy, rows, fields = run_alol(mode, ctx, out, seed)
     seconds = time.perf_counter() - start
     final = evaluate(policy, ctx["base"], ctx["tokenizer"], ctx["eval_prompts"], ctx["eval_settings"],
-                     ctx["task"].reward_funcs[0], seed, ctx["judges"])  # fmt: skip
+                     ctx["task"].reward_funcs[0], seed, ctx["judges"], ctx["eval_columns"])  # fmt: skip
     eval_seconds = time.perf_counter() - start - seconds
     config = {k: v for k, v in fields.items() if k not in ("output_dir", "report_to", "disable_tqdm", "save_strategy")}
     return {"alg": alg, "mode": mode, "seed": seed, "config": json.loads(json.dumps(config, default=str)),
@@ -701,6 +715,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                "judge": judge, "plain_model": plain_model_dir(a.model),
                "out": a.out or tempfile.mkdtemp(prefix="hfrl-real-"),
                "eval_prompts": task.dataset["test"]["prompt"][: a.eval_prompts],
+               "eval_columns": eval_columns(task.dataset["test"], a.eval_prompts),
                "eval_settings": eval_settings, "lora": a.lora}  # fmt: skip
         settings = {"model": a.model, "task": a.task, "task_args": task_args, "reward": reward_name,
                     "judges": list(task_judges), "judge": judge, "prompts": budget.prompts,
@@ -716,7 +731,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             if str(seed) not in by_seed:
                 start = time.perf_counter()
                 by_seed[str(seed)] = evaluate(base, base, tokenizer, ctx["eval_prompts"], eval_settings,
-                                              task.reward_funcs[0], seed, task_judges)  # fmt: skip
+                                              task.reward_funcs[0], seed, task_judges, ctx["eval_columns"])  # fmt: skip
                 by_seed[str(seed)]["seconds"] = time.perf_counter() - start
                 save_results(a.json, results)
         ctx["base_by_seed"] = by_seed

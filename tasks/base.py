@@ -49,15 +49,19 @@ class Task:
     description: str = ""
     default_base_model: str | None = None  # the base of default_model when that is a bare PEFT adapter
 
-    def config_for(self, alg: str, sections: Sequence[str] | None = None) -> dict[str, Any]:
+    def config_for(self, alg: str, sections: type | Sequence[str] | None = None) -> dict[str, Any]:
         """The task's settings for ``alg``: its ``configs`` sections in order, then ``alg``'s own, each
-        over the one before. ``sections`` defaults to the algorithm's
-        (:attr:`hfrl.trainers.schema.ConfigSchema.sections`, e.g. ``defaults``, ``online``, ``ppo`` for
-        ``ppo``; ``defaults`` alone for a name hfrl does not register), so ``task.config_for("ppo")``
-        is what ``hfrl train --task T --alg ppo`` starts from. (:func:`hfrl.runs.experiment.task_config`
-        also checks every key is a field.)"""
+        over the one before. ``sections``: the algorithm's config class (``task.config_for("ppo",
+        PPOConfig)``: the sections it inherits, :func:`task_sections`, e.g. ``defaults``, ``online``,
+        ``ppo``), or the section names. (:func:`hfrl.runs.experiment.task_config` also checks every
+        key is a field and applies the ``critic_free`` section.)"""
         if sections is None:
-            sections = _sections_of(alg)
+            raise TypeError(
+                f"config_for({alg!r}) needs the algorithm's config class for the task sections it inherits: "
+                f"task.config_for({alg!r}, PPOConfig) (or the section names)"
+            )
+        if isinstance(sections, type):
+            sections = task_sections(sections)
         merged: dict[str, Any] = {}
         for name in (*sections, *([alg] if alg not in sections else [])):
             merged.update(self.configs.get(name) or {})
@@ -254,9 +258,15 @@ def task_from_yaml(
     )
 
 
-def _sections_of(alg: str) -> tuple[str, ...]:
-    """The task sections ``alg`` inherits (its schema's), ``("defaults",)`` for an unregistered name."""
-    from hfrl.trainers import ALGORITHMS
-    from hfrl.trainers.schema import config_schema
+def task_sections(config_class: type) -> tuple[str, ...]:
+    """``defaults``, then the ``task_section`` of each class along ``config_class``'s bases (base first)
+    that declares one itself: the sections of a task's YAML it inherits.
 
-    return config_schema(alg).sections if alg in ALGORITHMS else ("defaults",)
+    >>> class A: task_section = "online"
+    >>> class B(A): task_section = "ppo"
+    >>> class C(B): pass
+    >>> task_sections(C), task_sections(int)
+    (('defaults', 'online', 'ppo'), ('defaults',))
+    """
+    own = [vars(klass)["task_section"] for klass in reversed(config_class.__mro__) if "task_section" in vars(klass)]
+    return ("defaults", *own)

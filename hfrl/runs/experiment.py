@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import uuid
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +20,7 @@ from hfrl.runs.run_config import CONFIG_NAME, config_text, load_yaml, read_confi
 from hfrl.tasks.base import Task, TaskSpec
 from hfrl.trainers import algorithm_trainer
 from hfrl.trainers.checkpoints import RESUMABLE, RUN_DEFINITION
-from hfrl.trainers.schema import ConfigSchema, config_schema
+from hfrl.trainers.schema import ConfigSchema, config_schema, estimator_needs_critic
 from hfrl.utils.registry import UnknownNameError, is_code_path, unknown
 
 
@@ -50,13 +51,22 @@ def config_fields(config_class: type) -> set[str]:
     return {f.name for f in dataclasses.fields(config_class) if f.init}
 
 
-def task_config(task_obj: Task | TaskSpec, alg: str, schema: ConfigSchema) -> tuple[dict[str, Any], dict[str, Any]]:
+#: the task section an online algorithm reads when its advantage estimator trains no critic (docs/tasks.md)
+CRITIC_FREE_SECTION = "critic_free"
+
+
+def task_config(
+    task_obj: Task | TaskSpec, alg: str, schema: ConfigSchema, chosen: Mapping[str, Any] | None = None
+) -> tuple[dict[str, Any], dict[str, Any]]:
     """(run-level keys, config fields) that the task declares for ``alg``: its YAML ``configs``
     sections merged along the config classes, each over the one before (``schema.sections``:
     ``defaults`` < ``online`` < ``ppo`` < ``nlpo``; ``defaults`` < ``offline`` < ``a_lol_seq``), then the
     algorithm's own section when its name is none of those (an A-LoL variant; TRL's ``grpo``), then the
-    section of its ``policy_loss`` when the task has one (``gspo``: PPO's tuning, then GSPO's own). A new
-    algorithm or loss trains every task with its parent's tuning.
+    ``critic_free`` section when the run's ``advantage_estimator`` (the user's, in ``chosen``, else the
+    task's) is a registered one without a critic (``rloo``, ``group_norm``...: settings in reward units,
+    such as the entropy bonus, tuned for whitened GAE advantages), then the section of its
+    ``policy_loss`` when the task has one (``gspo``: PPO's tuning, then GSPO's own). A new algorithm or
+    loss trains every task with its parent's tuning.
 
     The ``defaults`` section is shared by algorithms whose configs differ: only the fields the
     algorithm's config has are kept (after the trainer's ``translate_task_defaults``, when it has one:
@@ -70,6 +80,10 @@ def task_config(task_obj: Task | TaskSpec, alg: str, schema: ConfigSchema) -> tu
     chain += [alg] if alg not in chain else []
     for section in chain:
         merged.update(_section(task_obj, section, fields, schema))
+    if "advantage_estimator" in fields and configs.get(CRITIC_FREE_SECTION):
+        estimator = (chosen or {}).get("advantage_estimator", merged.get("advantage_estimator", "gae"))
+        if estimator_needs_critic(str(estimator)) is False:
+            merged.update(_section(task_obj, CRITIC_FREE_SECTION, fields, schema))
     loss = merged.get("policy_loss")
     if isinstance(loss, str) and loss not in chain and configs.get(loss):
         merged.update(_section(task_obj, loss, fields, schema))
@@ -166,7 +180,8 @@ def resolve_run(
             if key not in fields and key not in MODEL_KEYS:
                 hint = f"; the fields are those of {schema.name} and trl.ModelConfig's (LoRA)"
                 raise unknown(f"config key (from the {source})", key, fields | set(MODEL_KEYS), hint=hint)
-    task_run, task_fields = task_config(spec, run["alg"], schema)
+    chosen = {**preset_fields(run.get("preset"), schema), **file_cfg, **overrides}  # what the user chose
+    task_run, task_fields = task_config(spec, run["alg"], schema, chosen)
     for key, value in task_run.items():  # e.g. a task's own rewards for one algorithm: lowest precedence
         if key == "task_args" and isinstance(value, dict):  # merged under the user's task arguments
             run[key] = {**value, **(run.get("task_args") or {})}

@@ -205,21 +205,8 @@ def _translate_of(trainer_class: type) -> str | None:
     return f"{fn.__module__}:{fn.__qualname__}"
 
 
-def task_sections(config_class: type) -> tuple[str, ...]:
-    """``defaults``, then the ``task_section`` of each class along ``config_class``'s bases (base first)
-    that declares one itself: the sections of a task's YAML it inherits.
-
-    >>> class A: task_section = "online"
-    >>> class B(A): task_section = "ppo"
-    >>> class C(B): pass
-    >>> task_sections(C), task_sections(int)
-    (('defaults', 'online', 'ppo'), ('defaults',))
-    """
-    own = [vars(klass)["task_section"] for klass in reversed(config_class.__mro__) if "task_section" in vars(klass)]
-    return ("defaults", *own)
-
-
 def _live(alg: str) -> ConfigSchema:
+    from hfrl.tasks.base import task_sections
     from hfrl.trainers import algorithm_trainer
 
     trainer = algorithm_trainer(alg)
@@ -450,10 +437,36 @@ def build() -> dict[str, Any]:
     return {
         "versions": versions(),
         "algorithms": algorithms,
+        "estimators": estimator_facts(),
         "training_arguments": base,
         "configs": configs,
         "model_config": as_json(fields_of(ModelConfig)),
     }
+
+
+def estimator_facts() -> dict[str, dict[str, bool]]:
+    """Each registered advantage estimator's ``needs_critic`` and ``unit_scale`` (class attributes of
+    :mod:`hfrl.core.estimators`, imported: torch), for what resolves a run without importing it."""
+    from hfrl.core.estimators import ESTIMATORS, estimator_class
+
+    return {
+        name: {"needs_critic": bool(cls.needs_critic), "unit_scale": bool(cls.unit_scale)}
+        for name, cls in ((name, estimator_class(name)) for name in ESTIMATORS)
+    }
+
+
+def estimator_needs_critic(name: str) -> bool | None:
+    """Whether the registered estimator ``name`` trains a critic, read from the schema (no torch once it is
+    cached); None for a name the registry does not hold (a ``module:attr`` path is not imported here).
+
+    >>> estimator_needs_critic("gae"), estimator_needs_critic("rloo"), estimator_needs_critic("pkg.mod:Mine")
+    (True, False, None)
+    """
+    facts = schema_data().get("estimators")
+    if not isinstance(facts, dict):  # a cache written before estimators were recorded: the classes themselves
+        facts = estimator_facts()
+    entry = facts.get(name)
+    return bool(entry["needs_critic"]) if isinstance(entry, dict) and "needs_critic" in entry else None
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -63,6 +63,25 @@ def test_two_workers_two_seeds_merge_and_one_cell_reruns(tmp_path):
     assert changed == {"ppo-full-s0"}
 
 
+def test_a_task_whose_reward_reads_a_column_runs(tmp_path):
+    """arith_chains' reward (exact_answer) reads the rows' ``answer``: the evaluation passes the test rows'
+    columns to the reward by name, as the trainers do (no independent judge: judge_gain is empty)."""
+    out = tmp_path / "r.json"
+    command = [
+        sys.executable, str(SCRIPT), "--model", "tiny", "--threads", "1", "--task", "arith_chains",
+        "--prompts", "8", "--new-tokens", "4", "--iterations", "1", "--eval-prompts", "4", "--algs", "ppo",
+        "--modes", "full", "--seed", "0",
+        "--json", str(out), "--results", str(tmp_path / "R.md"), "--plot", str(tmp_path / "c.png"),
+    ]  # fmt: skip
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "TMPDIR": str(tmp_path)}
+    done = subprocess.run(command, capture_output=True, text=True, env=env)
+    assert done.returncode == 0, done.stderr[-2000:]
+    results = json.loads(out.read_text())
+    assert results["settings"]["reward"] == "exact_answer" and results["settings"]["judge"] is None
+    run = results["runs"]["ppo-full-s0"]
+    assert run["final"]["reward"] == 0.0 and run["reward_gain"] == 0.0  # 4 tokens cannot hold "Answer: N"
+
+
 def _run(alg: str, seed: int, gain: float, seconds: float, config: dict, ppl: float = 1.0) -> dict:
     rows = [{"time/generate": seconds / 4, "time/update": seconds / 4, "tokens_per_second": 10.0}] * 2
     return {"alg": alg, "mode": "lora", "seed": seed, "judge_gain": gain, "config": config, "iterations": rows,

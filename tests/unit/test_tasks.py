@@ -118,12 +118,45 @@ def test_the_spec_checks_arguments_as_the_builder_does():
         describe_task("imdb", data="nowhere")
 
 
-def test_config_for_defaults_to_the_algorithms_sections():
-    """``task.config_for("ppo")`` (the docs' Python form) is what ``--alg ppo`` starts from: the
-    inherited sections, not ``defaults`` alone; an unregistered name gets ``defaults``."""
-    from hfrl.trainers.schema import config_schema
+def test_config_for_takes_the_algorithms_config_class():
+    """``task.config_for("ppo", PPOConfig)`` (the docs' Python form) is what ``--alg ppo`` starts from: the
+    sections the config class inherits, not ``defaults`` alone; without them, one line saying what to pass."""
+    from hfrl import NLPOConfig, PPOConfig
     from tasks.base import Task
 
-    task = Task("t", None, [], configs={"defaults": {"a": 1}, "online": {"b": 2}, "ppo": {"c": 3}, "x": {"d": 4}})
-    assert task.config_for("ppo") == task.config_for("ppo", config_schema("ppo").sections) == {"a": 1, "b": 2, "c": 3}
-    assert task.config_for("x") == {"a": 1, "d": 4}
+    task = Task("t", None, [], configs={"defaults": {"a": 1}, "online": {"b": 2}, "ppo": {"c": 3}, "nlpo": {"d": 4}})
+    assert task.config_for("ppo", PPOConfig) == task.config_for("ppo", config_schema("ppo").sections)
+    assert task.config_for("ppo", PPOConfig) == {"a": 1, "b": 2, "c": 3}
+    assert task.config_for("nlpo", NLPOConfig) == {"a": 1, "b": 2, "c": 3, "d": 4}
+    with pytest.raises(TypeError, match=r"^config_for\('ppo'\) needs the algorithm's config class .*PPOConfig"):
+        task.config_for("ppo")
+
+
+def test_the_critic_free_section_follows_the_runs_estimator():
+    """A task's ``critic_free`` section reaches an online algorithm whose estimator (the user's choice,
+    else the task's) trains no critic, over the algorithm's own section and under the user's choices; GAE
+    runs, offline and TRL algorithms never read it; its keys are checked like any section's."""
+    from hfrl.runs.experiment import resolve_run, task_config
+    from hfrl.tasks.base import Task
+
+    configs = {"defaults": {"ent_coef": 0.01}, "ppo": {"learning_rate": 2e-3}, "critic_free": {"ent_coef": 0.0}}
+    task = Task(name="t", dataset=None, reward_funcs=[], configs=configs)
+    ppo = config_schema("ppo")
+    assert task_config(task, "ppo", ppo)[1]["ent_coef"] == 0.01  # GAE, the default
+    for estimator in ("rloo", "group_norm", "dr_grpo", "reinforce_baseline", "reinforce"):
+        assert task_config(task, "ppo", ppo, {"advantage_estimator": estimator})[1] == {
+            "ent_coef": 0.0, "learning_rate": 2e-3}  # fmt: skip
+    assert task_config(task, "ppo", ppo, {"advantage_estimator": "my_pkg.mod:Mine"})[1]["ent_coef"] == 0.01
+    task.configs["ppo"]["advantage_estimator"] = "rloo"  # the task's own choice counts too
+    assert task_config(task, "nlpo", config_schema("nlpo"))[1]["ent_coef"] == 0.0  # nlpo inherits ppo
+    assert task_config(task, "ppo", ppo, {"advantage_estimator": "gae"})[1]["ent_coef"] == 0.01
+    assert "ent_coef" not in task_config(task, "a_lol", config_schema("a_lol"))[1]
+    task.configs["critic_free"] = {"top_mask": 0.9}  # an NLPO field: PPO has none
+    with pytest.raises(UnknownNameError, match=r"\(in task 't', section 'critic_free'\) 'top_mask'"):
+        task_config(task, "ppo", ppo)
+    # numbers ships one: the README's task with --advantage_estimator rloo
+    run = resolve_run(task="numbers", alg="ppo", model="tiny", overrides={"advantage_estimator": "rloo"})
+    assert run["ent_coef"] == 0.0 and run["learning_rate"] == 2e-3
+    assert resolve_run(task="numbers", alg="ppo", model="tiny")["ent_coef"] == 0.01
+    flagged = {"advantage_estimator": "rloo", "ent_coef": 0.02}  # the user's flag wins
+    assert resolve_run(task="numbers", alg="ppo", model="tiny", overrides=flagged)["ent_coef"] == 0.02
