@@ -51,7 +51,7 @@ def config_fields(config_class: type) -> set[str]:
     return {f.name for f in dataclasses.fields(config_class) if f.init}
 
 
-#: the task section an online algorithm reads when its advantage estimator trains no critic (docs/tasks.md)
+#: the task section an online algorithm reads when its advantage estimator trains no critic (docs/algorithms.md §13)
 CRITIC_FREE_SECTION = "critic_free"
 
 
