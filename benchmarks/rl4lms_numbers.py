@@ -240,7 +240,10 @@ def run(
     # RL4LMs' 50 prompts are all "<|endoftext|>": as many copies as one rollout takes
     prompts = Dataset.from_dict({"prompt": ["<|endoftext|>"] * max(50, args.rollout_batch_size)})
     trainer = trainer_class(
-        model=model_dir, args=args, reward_funcs=IncreasingNumbers(min_tokens=20), train_dataset=prompts
+        model=model_dir,
+        args=args,
+        reward_funcs=IncreasingNumbers(min_tokens=20, rl4lms_exact=True),
+        train_dataset=prompts,
     )
     trainer.remove_callback(PrinterCallback)  # no log dict per iteration on stdout
     clock = _IterationClock(f"{alg} seed {seed}" if progress else None)

@@ -211,7 +211,10 @@ def example_prompt(run: Run) -> str:
         if first.strip():
             prompt = json.loads(first).get("prompt")
             break
-    if prompt is None and run.task:
+    from hfrl.tasks import TASKS
+    from hfrl.utils.trust import code_trusted
+
+    if prompt is None and run.task and (run.task in TASKS or code_trusted()):  # a registered task, or trusted code
         try:
             from hfrl.tasks import load_task
 
@@ -538,7 +541,7 @@ def render_card(run: Run | str | os.PathLike, **kwargs: Any):
     import jinja2
     from huggingface_hub import ModelCard
 
-    run = run if isinstance(run, Run) else open_run(run)
+    run = run if isinstance(run, Run) else open_run(run, names_as_text=True)
     card_data, context = card_context(run, **kwargs)
     env = jinja2.Environment(trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True, autoescape=False)
     content = env.from_string(TEMPLATE.read_text()).render(card_data=card_data.to_yaml(), **context)
@@ -548,7 +551,7 @@ def render_card(run: Run | str | os.PathLike, **kwargs: Any):
 def write_card(run_dir: str | os.PathLike, out_dir: str | os.PathLike | None = None, **kwargs: Any) -> Path:
     """Write ``README.md`` and ``reward_curve.png`` (when there is a reward history) into ``out_dir``
     (default: the run directory) and return the card's path."""
-    run = open_run(run_dir)
+    run = open_run(run_dir, names_as_text=True)  # a task or reward of the user's own code: named, never run
     out = Path(out_dir) if out_dir is not None else Path(run_dir)
     out.mkdir(parents=True, exist_ok=True)
     history = kwargs.get("log_history")

@@ -222,7 +222,10 @@ def _train(
         if run.get("eval_test"):
             _echo_eval_table(trainer.args.output_dir, "test")
         evaluated, splits = bool(run.get("eval_test")), getattr(trainer, "task_splits", None)
-        for line in end_lines(trainer.args.output_dir, trainer.state.log_history, evaluated, splits):
+        from hfrl.utils.trust import names_code
+
+        own_code = names_code(run) is not None  # hfrl eval on this run reads its config: --trust-code
+        for line in end_lines(trainer.args.output_dir, trainer.state.log_history, evaluated, splits, own_code):
             typer.echo(line)
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 
-ANSWER = re.compile(r"Answer:\s*(-?\d+)(?![\d./])")
+ANSWER = re.compile(r"Answer:[ \t\n\r]*(-?[0-9]+)(?![0-9./])")  # ASCII: no "Answer: ٧", no U+001C
 
 
 def final_answer(completion: str) -> int | None:

@@ -64,10 +64,11 @@ def load_yaml(text: str, what: str | None = None) -> Any:
         raise ConfigFileError(f"{what}: invalid YAML: {problem}") from None
 
 
-def read_config_file(path: str | os.PathLike) -> dict[str, Any]:
+def read_config_file(path: str | os.PathLike, names_as_text: bool = False) -> dict[str, Any]:
     """A YAML mapping; a syntax error is reported with the file and line, a file over 1 MiB (or any
     other limit of :func:`load_yaml`) in one line naming it. A file that names code to run is refused
-    unless the user trusts it (:mod:`hfrl.utils.trust`)."""
+    unless the user trusts it (:mod:`hfrl.utils.trust`; ``names_as_text``: for a reader that only shows
+    the names of a task or reward, such as the model card)."""
     what = f"config file {path}"
     try:
         text = read_text(path, what)
@@ -83,7 +84,7 @@ def read_config_file(path: str | os.PathLike) -> dict[str, Any]:
         raise ConfigFileError(f"{path}: a config file is a mapping of field: value, got {type(data).__name__}")
     from hfrl.utils.trust import check_file
 
-    return check_file(data, f"config file {path}")
+    return check_file(data, f"config file {path}", names_as_text)
 
 
 def sanitize_config(config: dict[str, Any]) -> dict[str, Any]:

@@ -224,10 +224,12 @@ def require_hub_model(name: str) -> None:
         )
 
 
-def open_run(name_or_path: str | os.PathLike) -> Run:
+def open_run(name_or_path: str | os.PathLike, names_as_text: bool = False) -> Run:
     """Describe a run directory, a checkpoint inside one, a model directory, a built-in model
     (tiny, tiny-t5, smollm2), a GGUF file or a Hub id. A local directory must hold a model
-    (``config.json``) or an adapter."""
+    (``config.json``) or an adapter. A config naming code (``task: my_tasks.py:build``) is refused
+    unless trusted, except with ``names_as_text`` (the model card: it writes such names as text and
+    never loads what they name)."""
     from hfrl.core.models import BUILTIN_MODELS, is_gguf
     from hfrl.utils.hub_access import missing_local_path
 
@@ -268,7 +270,8 @@ def open_run(name_or_path: str | os.PathLike) -> Run:
     config_file = path / CONFIG_NAME
     if not config_file.is_file() and checkpoint:
         config_file = path.parent / CONFIG_NAME  # a checkpoint of a run: the run's config
-    config = read_config_file(config_file) if config_file.is_file() else {}  # first: no heavy import before it
+    # first: no heavy import before it
+    config = read_config_file(config_file, names_as_text) if config_file.is_file() else {}
     if config:
         from hfrl.runs.config_values import check_config
 

@@ -194,7 +194,11 @@ def evaluate(
     if run.path is not None and out.resolve() == run.path.resolve() and (run.path / "README.md").is_file():
         from hfrl.cards import write_card
 
-        write_card(run.path)  # the run's card shows the new results (its table and model-index)
+        from hfrl.rewards.combine import reward_name
+
+        # the run's card shows the new results (its table and model-index); the rewards of a task of the
+        # user's own code are named by the task object loaded here (the card reads no code)
+        write_card(run.path, rewards=[reward_name(f) for f in task_obj.reward_funcs] if own_task else None)
     return EvalReport(metrics, report, metrics_path, predictions_path)
 
 

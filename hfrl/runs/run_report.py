@@ -113,14 +113,21 @@ def result_line(log_history: list[dict[str, Any]]) -> str | None:
 
 
 def end_lines(
-    output_dir: str, log_history: list[dict[str, Any]], evaluated: bool = False, splits: list[str] | None = None
+    output_dir: str,
+    log_history: list[dict[str, Any]],
+    evaluated: bool = False,
+    splits: list[str] | None = None,
+    own_code: bool = False,
 ) -> list[str]:
     """The lines after the run: its result, what was saved where, and the next commands (``splits``:
-    the task's, for the evaluation command: test when it has one)."""
+    the task's, for the evaluation command: test when it has one; ``own_code``: the run's config names
+    the user's own code, which ``hfrl eval`` then runs only with ``--trust-code``)."""
     from hfrl.cards.curve import CURVE_NAME
 
     path = shlex.quote(str(output_dir))
-    saved = ["the model", "config.yaml", "the model card README.md"]
+    saved = ["the model", "config.yaml"]
+    if os.path.isfile(os.path.join(output_dir, "README.md")):  # not when the card failed (said above)
+        saved.append("the model card README.md")
     if os.path.isfile(os.path.join(output_dir, CURVE_NAME)):
         saved.append(CURVE_NAME)
     lines = [line] if (line := result_line(log_history)) else []
@@ -128,7 +135,10 @@ def end_lines(
     name = os.path.basename(os.path.normpath(str(output_dir)))
     splits = list(splits or ["test"])
     split = next((s for s in ("test", "validation") if s in splits), splits[0])
-    commands = [] if evaluated else [f"hfrl eval {path} --split {split}   (add --base for the model it started from)"]
+    trust = " --trust-code" if own_code else ""
+    note = "(--trust-code: it runs your task's or reward's code again; " if own_code else "("
+    evaluate = f"hfrl eval {path} --split {split}{trust}   {note}add --base for the model it started from)"
+    commands = [] if evaluated else [evaluate]
     commands += [f"hfrl chat {path}", f"hfrl push {path} --repo-id YOUR_NAME/{name}"]
     lines.append(f"next: {commands[0]}")
     lines += [f"      {c}" for c in commands[1:]]

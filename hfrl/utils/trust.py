@@ -147,10 +147,12 @@ def loads_code(value: Any, where: str = "") -> tuple[str, str] | None:
     return None
 
 
-def check_file(data: Any, source: str) -> Any:
+def check_file(data: Any, source: str, names_as_text: bool = False) -> Any:
     """``data`` parsed from the file ``source``, or :class:`UntrustedCodeError` when it names code
-    and the user does not trust it."""
-    found = None if code_trusted() else names_code(data)
+    and the user does not trust it. With ``names_as_text`` (a reader that only shows the names, such as
+    the model card) a task's or reward's code name passes; a key that makes a library load code
+    (:data:`CODE_KEYS`) is still refused."""
+    found = None if code_trusted() else (loads_code if names_as_text else names_code)(data)
     if found:
         place, name = found
         raise UntrustedCodeError(

@@ -206,3 +206,7 @@ def test_a_card_that_fails_never_loses_the_model(tmp_path, tiny_causal_dir, make
     out = Path(trainer.args.output_dir)
     assert (out / "model.safetensors").is_file() and not (out / "README.md").exists()
     assert "its card could not be written: the card template is broken" in caplog.text
+    from hfrl.runs.run_report import end_lines
+
+    saved = next(line for line in end_lines(str(out), []) if line.startswith("saved to"))
+    assert saved == f"saved to {out}: the model, config.yaml"  # no card claimed that is not there

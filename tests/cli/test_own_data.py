@@ -204,3 +204,50 @@ def test_a_task_is_built_once_per_train_command(tmp_path, monkeypatch, capsys):
     import counted_tasks
 
     assert counted_tasks.CALLS == [{}]
+
+
+def test_own_task_run_gets_its_card_and_says_how_to_evaluate(tmp_path, capsys, monkeypatch):
+    """A run of your own task's code (named by its file) writes its model card and reward curve: the
+    card names the task and its rewards as text and runs none of it; the next-command line for
+    ``hfrl eval`` carries --trust-code (it runs the task again); chat and the card need no trust; a
+    config asking a library to load code is still refused for them."""
+    from hfrl.cards import write_card
+    from hfrl.runs.run_dir import open_run
+    from hfrl.utils.trust import UntrustedCodeError
+
+    marker = tmp_path / "built"
+    (tmp_path / "my_tasks.py").write_text(
+        "import pathlib\n"
+        "from datasets import Dataset, DatasetDict\n"
+        "from hfrl.tasks import Task\n"
+        "def digits(prompts, completions, **kwargs):\n"
+        "    return [sum(ch.isdigit() for ch in c) / max(len(c), 1) for c in completions]\n"
+        "def build(n=8):\n"
+        f"    pathlib.Path({str(marker)!r}).write_text('x')\n"
+        "    rows = Dataset.from_dict({'prompt': [f'{i} {i + 1}' for i in range(n)]})\n"
+        "    return Task(name='digits', dataset=DatasetDict(train=rows), reward_funcs=[digits])\n"
+    )
+    monkeypatch.chdir(tmp_path)
+    code, out, err = run_cli(["train", "--task", "my_tasks.py:build", "--model", "tiny", *FAST], capsys)
+    assert code == 0, err
+    run = tmp_path / "runs" / "my_tasks-build-ppo"  # no colon: a valid Hub repo name
+    card = (run / "README.md").read_text()
+    assert "`my_tasks.py:build` to maximise `digits`" in card and (run / "reward_curve.png").is_file()
+    assert "could not be written" not in err
+    assert f"saved to {run.relative_to(tmp_path)}: the model, config.yaml, the model card README.md" in out
+    assert "next: hfrl eval runs/my_tasks-build-ppo --split train --trust-code   (--trust-code: it runs" in out
+    assert "hfrl push runs/my_tasks-build-ppo --repo-id YOUR_NAME/my_tasks-build-ppo" in out
+
+    marker.unlink()
+    (run / "README.md").unlink()
+    write_card(run)  # what the old failure message suggested: now it works, and runs no code
+    assert "`digits`" not in (run / "README.md").read_text() and not marker.exists()
+    code, out, err = run_cli(["chat", str(run), "--message", "1 2"], capsys)
+    assert code == 0 and "bot>" in out and not marker.exists(), err
+    code, _, err = run_cli(["eval", str(run), "--split", "train"], capsys)
+    assert code == 2 and "names code to run (task: 'my_tasks.py:build')" in err and not marker.exists()
+
+    config = run / "config.yaml"
+    config.write_text(config.read_text() + "model_init_kwargs: {trust_remote_code: true}\n")
+    with pytest.raises(UntrustedCodeError, match="model_init_kwargs.trust_remote_code"):
+        open_run(run, names_as_text=True)

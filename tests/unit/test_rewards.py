@@ -37,6 +37,34 @@ def test_increasing_numbers_exact(text, expected):
     assert increasing_numbers_score(text, min_tokens=20) == pytest.approx(expected)
 
 
+@pytest.mark.parametrize(
+    ("text", "hfrl", "rl4lms"),
+    [
+        # the README's trained tiny model separated its numbers with U+001C, which str.split() takes for
+        # whitespace: one token, not a number, for hfrl; three increasing numbers for RL4LMs
+        ("1\x1c2\x1c3", 0.0, 0.3),
+        ("1\x1d2 3", 0.1, 0.3),  # "1\x1d2" is a word: the run is 3 alone, over 2 tokens -> floor 10
+        ("1e1 1e2 1_000", 0.0, 0.3),  # float() reads each of these (10 < 100 < 1000); none is a decimal numeral
+        ("\u0661 \u0662 \u0663", 0.0, 0.3),  # Arabic-Indic digits: float() reads them
+        ("1 2\t3\n4", 0.4, 0.4),  # ASCII whitespace separates alike
+        ("-1 +2 .5 3.", 0.2, 0.2),  # signs and decimal points stay numbers: -1 < 2, then .5 stops the run
+    ],
+)
+def test_increasing_numbers_reads_ascii_only_unless_rl4lms_exact(text, hfrl, rl4lms):
+    assert increasing_numbers_score(text) == pytest.approx(hfrl)
+    assert increasing_numbers_score(text, rl4lms_exact=True) == pytest.approx(rl4lms)
+    exact = load_reward({"id": "increasing_numbers", "args": {"min_tokens": 20, "rl4lms_exact": True}})
+    assert exact(prompts=[""], completions=[text]) == pytest.approx([rl4lms])
+
+
+def test_other_synthetic_and_arithmetic_rewards_read_ascii_digits_only():
+    from hfrl.rewards.arithmetic import final_answer
+
+    assert contains_date([""], ["\u0662\u0660\u0662\u0661-\u0660\u0663-\u0660\u0664"]) == [0.0]
+    assert final_answer("Answer: \u0667") is None and final_answer("Answer:\x1c7") is None
+    assert final_answer("Answer: 7") == 7 and final_answer("Answer:\n-7") == -7
+
+
 def test_increasing_numbers_batched_and_min_tokens():
     reward = IncreasingNumbers(min_tokens=4)
     # "1 2" -> 2 / max(2, 2) = 1.0 ; "3 1 x" -> 1 / max(3, 2)
