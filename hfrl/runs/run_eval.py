@@ -193,7 +193,6 @@ def evaluate(
     metrics_path, predictions_path = save_eval(out, split, report, records, base=base)
     if run.path is not None and out.resolve() == run.path.resolve() and (run.path / "README.md").is_file():
         from hfrl.cards import write_card
-
         from hfrl.rewards.combine import reward_name
 
         # the run's card shows the new results (its table and model-index); the rewards of a task of the
