@@ -59,10 +59,32 @@ def lineage_text(model: str | None) -> str:
     return f" (the reference policy: {'; which started from '.join(stages)}, from {chain[-1]['model']})"
 
 
+def reward_model_text(rewards: Any) -> str:
+    """``, rewarded by the reward model hfrl run `runs/hh-reward` (Reward on the task `hh`, from tiny)``
+    for each ``reward_model`` reward among a run's ``rewards`` (a run folder: its own lineage; a Hub
+    id: a link), else ``""``."""
+    specs = rewards if isinstance(rewards, list) else [rewards] if rewards else []
+    found = []
+    for spec in specs:
+        if not isinstance(spec, dict) or spec.get("id") != "reward_model":
+            continue
+        model = str((spec.get("args") or {}).get("model") or "")
+        run = parent_run(model)
+        if run is not None:
+            on = f" on the task `{run['task']}`" if run["task"] else ""
+            found.append(f"hfrl run `{model}` ({algorithm_name(run['alg'])}{on}, from {run['model']}"
+                         f"{lineage_text(run['model'])})")  # fmt: skip
+        elif model.count("/") == 1 and not os.path.exists(model):
+            found.append(f"[{model}](https://huggingface.co/{model})")
+        elif model:
+            found.append(f"`{model}`")
+    return f", rewarded by the reward model {' and '.join(found)}" if found else ""
+
+
 def root_model(model: str | None) -> str | None:
     """The model the first run of the chain started from (``model`` itself when it is not a run)."""
     chain = lineage(model)
     return chain[-1]["model"] if chain else model
 
 
-__all__ = ["lineage", "lineage_text", "parent_run", "root_model"]
+__all__ = ["lineage", "lineage_text", "parent_run", "reward_model_text", "root_model"]

@@ -20,7 +20,7 @@ import yaml
 
 from hfrl.cards.algorithm import algorithm_info
 from hfrl.cards.curve import CURVE_NAME, plot_reward_curve, training_series
-from hfrl.cards.lineage import lineage_text, root_model
+from hfrl.cards.lineage import lineage_text, reward_model_text, root_model
 from hfrl.runs.run_config import PREDICTIONS_DIR, plain_values, sanitize_config, task_kwargs
 from hfrl.runs.run_dir import Run, is_hub_id, open_run
 
@@ -238,6 +238,23 @@ def _special_token(run: Run, key: str) -> str | None:
     return value.get("content") if isinstance(value, dict) else value
 
 
+def reward_model_usage(model_ref: str, prompt: str) -> str:
+    """A snippet that scores a prompt and completion with a reward model (TRL's RewardTrainer reads
+    ``prompt + completion + EOS``)."""
+    return "\n".join(
+        [
+            "import torch",
+            "from transformers import AutoModelForSequenceClassification, AutoTokenizer",
+            "",
+            f"tokenizer = AutoTokenizer.from_pretrained({model_ref!r})",
+            f"model = AutoModelForSequenceClassification.from_pretrained({model_ref!r})",
+            f"text = {prompt!r} + ' a reply to score' + tokenizer.eos_token",
+            "with torch.no_grad():",
+            '    print(model(**tokenizer(text, return_tensors="pt")).logits[0, 0].item())  # higher: preferred',
+        ]
+    )
+
+
 def usage_code(
     model_ref: str, base_ref: str | None, adapter: bool, seq2seq: bool, prompt: str, max_new_tokens: int
 ) -> str:
@@ -419,7 +436,8 @@ def card_context(
     history = log_history if log_history is not None else run.log_history()
     iterations = [h for h in history if "reward" in h and "iteration" in h]
     series = training_series(history)  # what the curve draws: rewards per iteration or step, else the loss
-    pipeline_tag = "text2text-generation" if seq2seq else "text-generation"
+    reward_model = run.alg == "reward"  # TRL's RewardTrainer: a sequence classifier, not a generator
+    pipeline_tag = "text-classification" if reward_model else "text2text-generation" if seq2seq else "text-generation"
     config = plain_values(sanitize_config(hyperparameters if hyperparameters is not None else run.config))
     config = {k: v for k, v in config.items() if k not in MACHINE_PATHS}
     max_new = generation_kwargs(eval_settings(config)).get("max_new_tokens", 20)
@@ -474,13 +492,21 @@ def card_context(
     trained = f"trained with {alg['name']}"
     on_task = f" on the hfrl task `{task['name']}`" if task["name"] else ""
     names = " + ".join(task["rewards"])
-    if not task["rewards"]:
+    if not task["rewards"] or reward_model:
         reward = ""
     elif run.alg in NO_REWARD_OBJECTIVE:  # the rewards only evaluate the run
         reward = f", evaluated with {names}"
     else:
         reward = f" to maximise {names}"
+    reward += reward_model_text(config.get("rewards"))  # a reward model run it was rewarded by (its lineage)
     summary = f"{kind}, {trained}{on_task}{reward}, with [hfrl]({HFRL_URL})."
+    if reward_model:
+        pairs = f"the preference pairs of the hfrl task `{task['name']}`" if task["name"] else "preference pairs"
+        summary = (
+            f"A reward model (one score per text: higher is preferred) fine-tuned from {base_text} on {pairs} with "
+            f"TRL's RewardTrainer (Bradley-Terry), with [hfrl]({HFRL_URL}). Use it as a reward: "
+            f"`hfrl train --alg ppo --reward_model {ref}`."
+        )
 
     has_config_file = run.has_config_file and hyperparameters is None
     reproduce, note = None, ""
@@ -502,9 +528,11 @@ def card_context(
     context = {
         "model_name": name,
         "task_line": task_line,
-        "reward_line": " + ".join(task["rewards"]) or "not recorded",
+        "reward_line": "none: it is a reward model" if reward_model else " + ".join(task["rewards"]) or "not recorded",
         "summary": summary,
-        "usage_code": usage_code(ref, base_ref, adapter, seq2seq, prompt or example_prompt(run), max_new),
+        "usage_code": reward_model_usage(ref, prompt or example_prompt(run))
+        if reward_model and not adapter
+        else usage_code(ref, base_ref, adapter, seq2seq, prompt or example_prompt(run), max_new),
         "alg": alg,
         "advantages": advantages_text(config),
         "task": task,

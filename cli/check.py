@@ -344,7 +344,7 @@ def reporter_problems(report_to: Any) -> list[str]:
 
 
 # algorithms that call no reward while training (their rewards only evaluate the run)
-REWARD_FREE = ("sft", "dpo")
+REWARD_FREE = ("sft", "dpo", "reward")
 
 
 def run_problems(run: dict[str, Any]) -> list[str]:

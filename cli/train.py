@@ -170,6 +170,7 @@ def _train(
         {k: v for k, v in (("prompt_column", prompt_column), ("references_column", references_column)) if v}
     )
     overrides = check_command_line(experiment.parse_overrides(extra))
+    reward_model_flag(overrides)
     task, model = trl_script_names(overrides, task, model, task_args)
     check_command_line({"task_arg": task_args})
     if base_model:  # the config field base_model: the base a PEFT adapter given as --model loads onto
@@ -215,6 +216,11 @@ def _train(
                 typer.echo(f"stopped by SIGTERM after {at}: checkpoint-{stop.step} is complete; continue the run "
                            f"with: hfrl train -o {out} --resume")  # fmt: skip
             raise typer.Exit(143)  # 128 + SIGTERM: what a job scheduler expects of a terminated process
+        heldout = None
+        if hasattr(trainer, "pair_accuracy"):  # a reward model: its held-out accuracy, before the card is written
+            from hfrl.runs.run_eval import heldout_pairs
+
+            heldout = heldout_pairs(trainer, run["task"])
         trainer.save_model()
     if main:
         from hfrl.runs.run_report import end_lines
@@ -225,8 +231,28 @@ def _train(
         from hfrl.utils.trust import names_code
 
         own_code = names_code(run) is not None  # hfrl eval on this run reads its config: --trust-code
-        for line in end_lines(trainer.args.output_dir, trainer.state.log_history, evaluated, splits, own_code):
+        reward_model = (run["task"], str(run["model"])) if hasattr(trainer, "pair_accuracy") else None
+        lines = end_lines(trainer.args.output_dir, trainer.state.log_history, evaluated, splits, own_code, reward_model)
+        for line in ([heldout] if heldout else []) + lines:
             typer.echo(line)
+
+
+def reward_model_flag(overrides: dict) -> None:
+    """``--reward_model RUN_OR_ID`` (TRL's scripts: ``--reward_model_path``): the ``reward_model``
+    reward on that model, in place of the task's rewards, or beside those of ``--rewards``.
+
+    >>> o = {"reward_model": "runs/hh-reward"}; reward_model_flag(o); o
+    {'rewards': [{'id': 'reward_model', 'args': {'model': 'runs/hh-reward'}}]}
+    """
+    for name in ("reward_model", "reward_model_path"):
+        if name not in overrides:
+            continue
+        model = overrides.pop(name)
+        if not isinstance(model, str) or not model.strip():
+            raise ValueError(f"--{name} takes a reward model: an hfrl train --alg reward run folder or a Hub id")
+        given = overrides.get("rewards") or []
+        given = given if isinstance(given, list) else [given]
+        overrides["rewards"] = [*given, {"id": "reward_model", "args": {"model": model}}]
 
 
 def _preflight(run: dict) -> None:

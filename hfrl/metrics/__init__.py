@@ -60,6 +60,9 @@ METRICS: dict[str, Entry] = {
     "intent_accuracy": Entry(
         "hfrl.metrics.learned:IntentAccuracy", ("intent",), "{0, 1}", ("model",), reward="intent_accuracy"
     ),  # fmt: skip
+    "reward_model": Entry(
+        "hfrl.metrics.learned:RewardModel", (), "a logit (higher: preferred)", ("model",), reward="reward_model"
+    ),  # fmt: skip
     "learned_judge": Entry(
         "hfrl.metrics.learned:LearnedJudge", (), "[0, 1] (a probability)", ("model",), reward="learned_judge"
     ),  # fmt: skip

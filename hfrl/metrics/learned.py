@@ -181,8 +181,9 @@ class LearnedClassifier(SampleMetric):
             [prompts[i] for i in todo], [completions[i] for i in todo], self.input, self.turn_separator, self.separator
         )
         device = self.device or default_device()
+        texts = self._finish(texts, device)
         logits, config = classifier_logits(self.model, texts, pairs, self.batch_size, self.max_length, device)
-        index = label_index(self.label, config, "learned_classifier")
+        index = label_index(self.label, config, self.name)
         output = self.output if self.output != "auto" else ("probability" if logits.shape[1] > 1 else "logit")
         if output == "logit":
             values = logits[:, index]
@@ -193,6 +194,42 @@ class LearnedClassifier(SampleMetric):
         for i, v in zip(todo, values.tolist(), strict=True):
             out[i] = float(v)
         return {self.key: out}
+
+    def _finish(self, texts: list[str], device: Any) -> list[str]:
+        """The texts as the classifier reads them (a reward model adds its EOS token)."""
+        return texts
+
+
+class RewardModel(LearnedClassifier):
+    """A reward model's score (its one logit) of the prompt and completion, read as TRL's
+    ``RewardTrainer`` trained it: ``prompt + completion + EOS``. ``model``: an ``hfrl train --alg
+    reward`` run folder, a local model folder or a Hub id (``--reward_model`` on the command line). A
+    text over ``max_length`` tokens (TRL's default, 1024) keeps its end.
+
+    >>> RewardModel(model="runs/hh-reward")(prompts=["Q: hi\nA:"], completions=[" hello"])  # doctest: +SKIP
+    {'reward_model': 1.73...}
+    """
+
+    name = "reward_model"
+
+    def __init__(
+        self,
+        model: str,
+        input: str = "prompt+completion",
+        separator: str = "",
+        add_eos: bool = True,
+        output: str = "logit",
+        max_length: int = 1024,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(model=model, input=input, separator=separator, output=output, max_length=max_length, **kwargs)
+        self.add_eos = add_eos
+
+    def _finish(self, texts: list[str], device: Any) -> list[str]:
+        tokenizer = load_classifier(self.model, device)[0]
+        tokenizer.truncation_side = "left"  # a text over max_length keeps its end: the completion it scores
+        eos = tokenizer.eos_token if self.add_eos else None
+        return [t if not eos or t.endswith(eos) else t + eos for t in texts]
 
 
 class LearnedJudge(LearnedClassifier):

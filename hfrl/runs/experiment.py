@@ -352,6 +352,7 @@ def build_trainer(run: dict[str, Any], **trainer_kwargs: Any):
     trainer.run_id = run_keys.get("run_id")  # recorded in each checkpoint, checked on resume
     trainer.run_definition = {k: run_keys.get(k) for k in RUN_DEFINITION}  # so is what defines the run
     trainer.task_splits = list(task.dataset)  # what `hfrl eval RUN --split` can name (hfrl train's last lines)
+    trainer.task_dataset = task.dataset  # a reward model's held-out pairs (hfrl.runs.run_eval.heldout_pairs)
     return trainer
 
 

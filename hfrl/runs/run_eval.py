@@ -110,6 +110,25 @@ def save_eval(
     return metrics_path, predictions_path
 
 
+def heldout_pairs(trainer: Any, task: str) -> str | None:
+    """A reward model's accuracy on the task's held-out preference pairs (test, else validation), saved
+    as ``eval/{split}.json`` in the run folder (the card's results and model-index); the line that
+    says it, or None when the task has no held-out pairs."""
+    data = getattr(trainer, "task_dataset", None) or {}
+    split = next((s for s in ("test", "validation") if s in data and len(data[s])), None)
+    if split is None:
+        return None
+    scores = trainer.pair_accuracy(data[split])
+    metrics = {"pair_accuracy": scores["accuracy"], "margin": scores["margin"]}
+    report = {"model": trainer.args.output_dir, "task": task, "split": split, "num_samples": scores["pairs"],
+              "metrics": metrics}  # fmt: skip
+    save_eval(trainer.args.output_dir, split, report, [])
+    return (
+        f"held-out pairs ({split}, {scores['pairs']}): the chosen text scores higher in "
+        f"{scores['accuracy']:.1%} (chance 50%), mean margin {scores['margin']:.3f}"
+    )
+
+
 @dataclass
 class EvalReport:
     metrics: dict[str, float]

@@ -118,10 +118,13 @@ def end_lines(
     evaluated: bool = False,
     splits: list[str] | None = None,
     own_code: bool = False,
+    reward_model_of: tuple[str, str] | None = None,
 ) -> list[str]:
     """The lines after the run: its result, what was saved where, and the next commands (``splits``:
     the task's, for the evaluation command: test when it has one; ``own_code``: the run's config names
-    the user's own code, which ``hfrl eval`` then runs only with ``--trust-code``)."""
+    the user's own code, which ``hfrl eval`` then runs only with ``--trust-code``; ``reward_model_of``:
+    ``(task, model)`` of a reward model run, used next as ``--reward_model``, from the same model when
+    that is a local folder such as an SFT run)."""
     from hfrl.cards.curve import CURVE_NAME
 
     path = shlex.quote(str(output_dir))
@@ -139,6 +142,11 @@ def end_lines(
     note = "(--trust-code: it runs your task's or reward's code again; " if own_code else "("
     evaluate = f"hfrl eval {path} --split {split}{trust}   {note}add --base for the model it started from)"
     commands = [] if evaluated else [evaluate]
+    if reward_model_of is not None:  # a sequence classifier: nothing to generate with; a reward to train with
+        task, start = reward_model_of
+        policy = f" --model {shlex.quote(start)}" if os.path.isdir(start) else ""
+        commands = [f"hfrl train --task {shlex.quote(task)} --alg ppo{policy} --reward_model {path}"]
+        return [*lines, f"next: {commands[0]}", f"      hfrl push {path} --repo-id YOUR_NAME/{name}"]
     commands += [f"hfrl chat {path}", f"hfrl push {path} --repo-id YOUR_NAME/{name}"]
     lines.append(f"next: {commands[0]}")
     lines += [f"      {c}" for c in commands[1:]]

@@ -34,7 +34,7 @@ MARKER = re.compile(r"^<!-- (?:readme-test|example): (skip|requires|file): (.+?)
 FENCE = re.compile(r"^(?P<indent>[ \t]*)```(?P<lang>[\w-]+)[^`]*$")
 RUNNABLE = ("bash", "python")
 ONLINE = {"ppo", "nlpo", "a2c", "trpo"}
-TRL = {"grpo", "rloo", "sft", "dpo"}
+TRL = {"grpo", "rloo", "sft", "dpo", "reward"}
 FAST = {"online": ["--num_iterations", "1"], "trl": ["--max_steps", "2"]}
 ASSIGNMENT = re.compile(r"^(export\s+)?[A-Za-z_][A-Za-z0-9_]*=(?P<value>.*)$")
 PLAIN = re.compile(r"^hfrl [^$|&;<>`*]*$")  # a bare hfrl command: run in this process (no import time per line)

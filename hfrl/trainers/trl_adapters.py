@@ -1,6 +1,6 @@
 """TRL's own trainers on hfrl tasks: ``GRPOTrainer`` and ``RLOOTrainer`` with the task's reward
 functions, ``SFTTrainer`` on the task's references (the supervised warm start RL4LMs offered) and
-``DPOTrainer`` on tasks with preference pairs. They configure TRL; nothing is re-implemented but
+``DPOTrainer`` and ``RewardTrainer`` on tasks with preference pairs. They configure TRL; nothing is re-implemented but
 what hfrl adds to every trainer (:class:`~hfrl.trainers.trainer_mixin.TrainerMixin`): the model card
 and Hub push (the task, rewards, resolved config and reward or loss curve, and never
 ``training_args.bin`` on the Hub), the stop on a non-finite gradient norm.
@@ -199,6 +199,15 @@ def sft_pairs(dataset):
     return pairs
 
 
+@dataclass
+class RewardConfig(trl.RewardConfig):
+    """TRL's ``RewardConfig`` with hfrl's CPU defaults."""
+
+    def __post_init__(self) -> None:
+        _hfrl_defaults(self)
+        super().__post_init__()
+
+
 # ---- trainers ------------------------------------------------------------------------------------
 class _TRLAdapter:
     """hfrl's constructor for TRL's trainers (mixed in before the TRL class): hfrl's model names
@@ -343,6 +352,58 @@ class DPOTrainer(TrainerMixin, _PairsAdapter, trl.DPOTrainer):
         return dataset.add_column("ref_chosen_logps", zeros).add_column("ref_rejected_logps", zeros)
 
 
+def reward_pairs(dataset):
+    """``chosen`` / ``rejected`` (with ``prompt`` when the data has one) for a reward model; a clear
+    error for data without pairs."""
+    if dataset is None:
+        return None
+    missing = {"chosen", "rejected"} - set(dataset.column_names)
+    if missing:
+        raise ValueError(
+            f"a reward model trains on preference pairs: 'chosen' and 'rejected' columns, with or without 'prompt' "
+            f"(missing {sorted(missing)}; the dataset has: {', '.join(dataset.column_names)}); for a task of "
+            "hfrl's with pairs, see hfrl list tasks (hh: --task-arg pairs=true)"
+        )
+    return dataset.select_columns([c for c in ("prompt", "chosen", "rejected") if c in dataset.column_names])
+
+
+class RewardTrainer(TrainerMixin, _PairsAdapter, trl.RewardTrainer):
+    """TRL's RewardTrainer on an hfrl task with preference pairs: a Bradley-Terry reward model
+    (``-log sigmoid(r(chosen) - r(rejected))``, TRL's ``center_rewards_coefficient`` and ``margin``
+    column), saved as an ``AutoModelForSequenceClassification`` with one output that
+    ``--reward_model RUN`` (the ``reward_model`` reward) scores completions with."""
+
+    algs = {
+        "reward": "TRL's RewardTrainer: a reward model (one score per text) fitted on chosen / rejected pairs, for "
+        "--reward_model.",
+    }
+    config_class = RewardConfig
+    _tag_names = ["hfrl", "trl", "reward-model"]
+    _pairs = staticmethod(reward_pairs)
+
+    def pair_accuracy(self, dataset) -> dict[str, float]:
+        """Held-out pairs: the share where the chosen text scores above the rejected one, the mean
+        margin ``r(chosen) - r(rejected)``, and the number of pairs; prepared, batched and scored as
+        TRL's evaluation does (its data preparation and collator, chosen and rejected in one batch)."""
+        import torch
+
+        model: Any = self.model
+        args: Any = self.args
+        pairs = self._prepare_dataset(reward_pairs(dataset), self.processing_class, args, "held-out")  # type: ignore[arg-type]
+        wins: list[float] = []
+        margins: list[float] = []
+        model.eval()
+        with torch.no_grad():
+            for batch in self.get_eval_dataloader(pairs):
+                batch = self._prepare_inputs(batch)
+                scores = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits
+                chosen, rejected = torch.chunk(scores.squeeze(-1).float(), chunks=2)
+                wins += (chosen > rejected).float().tolist()
+                margins += (chosen - rejected).tolist()
+        n = len(wins)
+        return {"accuracy": sum(wins) / max(n, 1), "margin": sum(margins) / max(n, 1), "pairs": n}
+
+
 __all__ = [
     "DPOConfig",
     "DPOTrainer",
@@ -350,6 +411,8 @@ __all__ = [
     "GRPOTrainer",
     "RLOOConfig",
     "RLOOTrainer",
+    "RewardConfig",
+    "RewardTrainer",
     "SFTConfig",
     "SFTTrainer",
 ]
