@@ -64,7 +64,9 @@ def unknown_model_type(err: BaseException) -> str | None:
 
 
 def load_classifier(name: str, device: str):
-    """``(tokenizer, model)`` of a sequence classifier, loaded once per process and device."""
+    """``(tokenizer, model)`` of a sequence classifier, loaded once per process and device. A classifier
+    that cannot load is tried once: later calls raise the same error at once (no Hub retries at every
+    evaluation of a run)."""
 
     def build():
         from transformers import AutoModelForSequenceClassification, AutoTokenizer
@@ -80,13 +82,18 @@ def load_classifier(name: str, device: str):
         except UntrustedCodeError:
             raise
         except Exception as err:  # noqa: BLE001 - offline, a typo, no network: say which model and what to do
-            raise ClassifierUnavailableError(name, err) from err
+            failure = ClassifierUnavailableError(name, err)
+            failure.__cause__ = err
+            return failure
         tokenizer.padding_side = "right"  # absolute-position encoders (BERT, RoBERTa) read left padding as text offset
         if tokenizer.pad_token is None:  # GPT-style classifiers: pad with EOS, as their cards advise
             model.config.pad_token_id = fix_tokenizer(tokenizer).pad_token_id
         return tokenizer, model.to(device).eval()
 
-    return cached(("classifier", name, str(device)), build)
+    loaded = cached(("classifier", name, str(device)), build)
+    if isinstance(loaded, ClassifierUnavailableError):
+        raise loaded
+    return loaded
 
 
 def classifier_inputs(prompts: list, completions: list[str], show: str, turn_separator: str | None, separator: str):

@@ -39,6 +39,8 @@ EVAL_FIELDS = (
     "per_device_eval_batch_size",
 )
 
+_SKIPPED: set[tuple[str, str]] = set()  # (metric, error) pairs already reported
+
 
 def eval_settings(*sources: dict[str, Any]) -> dict[str, Any]:
     """The evaluation fields: OnlineConfig's defaults, overridden by each source in turn (the
@@ -159,9 +161,11 @@ def score_completions(
         try:
             value = metric(prompts=prompts, completions=completions, **columns, **extra)
         except Exception as err:  # noqa: BLE001 - one metric that cannot load or run: reported, skipped
-            from transformers.utils import logging
+            if (name, str(err)) not in _SKIPPED:  # said once per process, not at every evaluation
+                from transformers.utils import logging
 
-            logging.get_logger(__name__).warning(f"metric {name!r} failed and is skipped: {err}")
+                _SKIPPED.add((name, str(err)))
+                logging.get_logger(__name__).warning(f"metric {name!r} failed and is skipped: {err}")
             continue
         values = value if isinstance(value, dict) else {name: value}
         out.update({f"{prefix}_{k}": float(v) for k, v in values.items()})

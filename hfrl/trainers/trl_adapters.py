@@ -72,7 +72,22 @@ class _PromptTruncation:
         if self.truncation_side not in ("left", "right"):
             raise ValueError(f"truncation_side must be 'left' or 'right', got {self.truncation_side!r}")
         _hfrl_defaults(self)
+        _clip_min_new_tokens(self)
         super().__post_init__()  # type: ignore[misc]  # TRL's config, next in the MRO
+
+
+def _clip_min_new_tokens(args: Any) -> None:
+    """A ``min_new_tokens`` in ``generation_kwargs`` (a task's, such as numbers' 20) above
+    ``max_completion_length`` is clipped to it, and said once: transformers would clamp it silently."""
+    kwargs = dict(getattr(args, "generation_kwargs", None) or {})
+    least, most = kwargs.get("min_new_tokens"), getattr(args, "max_completion_length", None)
+    if isinstance(least, int) and isinstance(most, int) and least > most:
+        from transformers.utils import logging
+
+        logging.get_logger(__name__).warning(
+            f"min_new_tokens {least} (generation_kwargs) is above max_completion_length {most}: clipped to {most}"
+        )
+        args.generation_kwargs = {**kwargs, "min_new_tokens": most}
 
 
 # TRL derives each of these two from the other in ``__post_init__`` and refuses both set: a run's

@@ -73,6 +73,19 @@ def test_everything_local_is_ok(empty_cache, capsys, monkeypatch):
     ]
 
 
+def test_a_reward_model_run_needs_no_reward_model(empty_cache, capsys, monkeypatch):
+    """--alg reward (as sft and dpo) calls no reward while training: the task's reward model is named,
+    not a problem."""
+    monkeypatch.setenv("HFRL_DATA_DIR", str(FIXTURES))
+    code, out, err = run_cli(["check", "--task", "hh", "--alg", "reward", "--model", "tiny"], capsys)
+    assert (code, err) == (0, "")
+    assert out.splitlines()[-2:] == [
+        "reward model(s) OpenAssistant/oasst-rm-2.1-pythia-1.4b-epoch-2.5: not used to train --alg reward "
+        "(hfrl eval scores with them)",
+        "ok: nothing missing",
+    ]
+
+
 def test_a_local_folder_missing_a_file_is_a_problem(empty_cache, capsys, tmp_path, monkeypatch):
     (tmp_path / "data" / "hh" / "helpful-base").mkdir(parents=True)
     monkeypatch.setenv("HFRL_DATA_DIR", str(tmp_path / "data"))

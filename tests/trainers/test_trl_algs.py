@@ -53,7 +53,8 @@ def test_online_trl_trainer_on_a_task(alg, tmp_path, capsys, recwarn):
     assert len(steps) == 2 and "rewards/increasing_numbers/mean" in steps[0]  # the task's reward, by name
     saved = yaml.safe_load((out / "config.yaml").read_text())
     # the task's shared defaults reach TRL under TRL's names (numbers: 20 new tokens, min_new_tokens 20, top_k 0)
-    assert saved["max_completion_length"] == 4 and saved["generation_kwargs"] == {"min_new_tokens": 20}
+    # min_new_tokens 20 above the 4 tokens asked for: clipped to 4 (transformers would clamp it silently)
+    assert saved["max_completion_length"] == 4 and saved["generation_kwargs"] == {"min_new_tokens": 4}
     assert_saved(out, alg)
     card = (out / "README.md").read_text()  # hfrl's card, not TRL's
     assert f"trained with {alg.upper()} on the hfrl task `numbers`" in card
@@ -140,10 +141,10 @@ def test_configs_are_trls_with_cpu_defaults(tmp_path):
     import torch
     import trl
 
-    from hfrl.trainers.trl_adapters import DPOConfig, GRPOConfig, RLOOConfig, SFTConfig
+    from hfrl.trainers.trl_adapters import DPOConfig, GRPOConfig, RewardConfig, RLOOConfig, SFTConfig
 
     for ours, theirs in ((GRPOConfig, trl.GRPOConfig), (RLOOConfig, trl.RLOOConfig), (SFTConfig, trl.SFTConfig),
-                         (DPOConfig, trl.DPOConfig)):  # fmt: skip
+                         (DPOConfig, trl.DPOConfig), (RewardConfig, trl.RewardConfig)):  # fmt: skip
         extra = {f.name for f in dataclasses.fields(ours)} - {f.name for f in dataclasses.fields(theirs)}
         assert issubclass(ours, theirs) and extra <= {"max_prompt_length", "truncation_side", "reference_free"}
         with warnings.catch_warnings():
@@ -155,6 +156,16 @@ def test_configs_are_trls_with_cpu_defaults(tmp_path):
             assert args.use_cpu is True and args.bf16 is False
     with pytest.raises(ValueError, match="truncation_side must be 'left' or 'right'"):
         GRPOConfig(output_dir=str(tmp_path), truncation_side="middle")
+
+
+def test_min_new_tokens_above_the_completion_length_is_clipped_and_said(tmp_path, caplog):
+    from hfrl.trainers.trl_adapters import GRPOConfig
+
+    args = GRPOConfig(output_dir=str(tmp_path), max_completion_length=4, generation_kwargs={"min_new_tokens": 20})
+    assert args.generation_kwargs == {"min_new_tokens": 4}
+    assert "min_new_tokens 20 (generation_kwargs) is above max_completion_length 4: clipped to 4" in caplog.text
+    kept = GRPOConfig(output_dir=str(tmp_path), max_completion_length=30, generation_kwargs={"min_new_tokens": 20})
+    assert kept.generation_kwargs == {"min_new_tokens": 20}
 
 
 def test_translate_task_defaults():

@@ -309,3 +309,25 @@ def test_score_completions_passes_the_policy(tiny_causal_dir):
         out["eval_causal_perplexity"] > 1.0
         and records[0]["scores"]["causal_perplexity"] == out["eval_causal_perplexity"]
     )
+
+
+def test_a_classifier_that_cannot_load_is_tried_once(tmp_path, monkeypatch):
+    """Offline, a missing classifier is one attempt per process, not one per evaluation (the
+    daily_dialog run that reloaded its intent classifier at every evaluation)."""
+    import transformers
+
+    from hfrl.metrics.learned import ClassifierUnavailableError, load_classifier
+
+    calls = []
+    real = transformers.AutoTokenizer.from_pretrained
+
+    def counted(*args, **kwargs):
+        calls.append(args[0])
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(transformers.AutoTokenizer, "from_pretrained", counted)
+    missing = str(tmp_path / "no-such-classifier")
+    for _ in range(3):
+        with pytest.raises(ClassifierUnavailableError, match="no-such-classifier"):
+            load_classifier(missing, "cpu")
+    assert calls == [missing]
