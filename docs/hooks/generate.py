@@ -17,17 +17,23 @@ from mkdocs.structure.files import File
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGE_DIRS = {"hfrl": ROOT / "hfrl", "hfrl.tasks": ROOT / "tasks", "hfrl.cards": ROOT / "cards"}
-API_SECTIONS = [  # (title, module prefix): the API page's sections, in reading order
-    ("Trainers and configs", "hfrl.trainers"),
-    ("Tasks", "hfrl.tasks"),
-    ("Rewards", "hfrl.rewards"),
-    ("Metrics", "hfrl.metrics"),
-    ("Runs: open, evaluate, export, push, chat", "hfrl.runs"),
-    ("Core: rollouts, advantages, losses, models", "hfrl.core"),
-    ("Model cards", "hfrl.cards"),
-    ("Utilities", "hfrl.utils"),
-    ("Testing helpers", "hfrl.testing"),
+API_SECTIONS = [  # (slug, title, module prefix, what it holds): one API page each, in reading order
+    ("trainers", "Trainers and configs", "hfrl.trainers", "PPO, NLPO, A2C, TRPO, the A-LoL family, TRL's trainers"),
+    ("tasks", "Tasks", "hfrl.tasks", "load_task, Task and the built-in tasks"),
+    ("rewards", "Rewards", "hfrl.rewards", "load_reward and the reward functions"),
+    ("metrics", "Metrics", "hfrl.metrics", "load_metric and the NLG metrics and classifiers"),
+    ("runs", "Runs: open, evaluate, export, push, chat", "hfrl.runs", "what hfrl train, eval, export, push, chat call"),
+    ("core", "Core: rollouts, advantages, losses, models", "hfrl.core", "the maths and the models"),
+    ("cards", "Model cards", "hfrl.cards", "write_card and its parts"),
+    ("utils", "Utilities", "hfrl.utils", "trust, folders, bounded input, secrets, registry"),
+    ("testing", "Testing helpers", "hfrl.testing", "tiny models and fixtures for your own tests"),
 ]
+
+
+# the modules a page opens with, in this order (then the others defining a trainer or config, then the rest)
+FIRST_MODULES = ("hfrl.trainers.online.ppo", "hfrl.trainers.online.nlpo", "hfrl.trainers.online.a2c",
+                 "hfrl.trainers.online.trpo", "hfrl.trainers.online", "hfrl.trainers.trl_adapters",
+                 "hfrl.trainers.offline", "hfrl.tasks.base", "hfrl.rewards.combine", "hfrl.runs.run_dir")  # fmt: skip
 
 
 def public_modules() -> list[str]:
@@ -58,35 +64,73 @@ def public_objects() -> dict[str, dict[str, object]]:
     return out
 
 
-def api_page() -> str:
-    """``::: module`` with its public members, per section; checks every public object's docstring."""
+def _api_sections() -> dict[str, list[tuple[str, list[str]]]]:
+    """``{prefix: [(module, public names)]}``; checks every public object's docstring. Within a section,
+    the modules that define trainers or configs come first (what a user opens the page for)."""
     found = public_objects()
     undocumented = sorted(
         f"{module}.{name}" for module, objects in found.items() for name, obj in objects.items() if not obj.__doc__
     )
     if undocumented:
         raise ValueError(f"public API without a docstring: {', '.join(undocumented)}")
-    sections: dict[str, list[tuple[str, list[str]]]] = {prefix: [] for _, prefix in API_SECTIONS}
+    sections: dict[str, list[tuple[str, list[str]]]] = {prefix: [] for _, _, prefix, _ in API_SECTIONS}
     for module_name in sorted(found):
-        prefix = next((p for _, p in API_SECTIONS if module_name == p or module_name.startswith(p + ".")), None)
+        prefix = next((p for _, _, p, _ in API_SECTIONS if module_name == p or module_name.startswith(p + ".")), None)
         if prefix is not None:
             sections[prefix].append((module_name, list(found[module_name])))
-    lines = [
+
+    def first(entry: tuple[str, list[str]]) -> tuple[int, str]:
+        module, names = entry
+        rank = next((i for i, p in enumerate(FIRST_MODULES) if module.startswith(p)), len(FIRST_MODULES))
+        defines = any(n.endswith(("Trainer", "Config")) and n != "CardTrainer" for n in names)
+        return (rank if defines or rank < len(FIRST_MODULES) else rank + 1, module)
+
+    return {prefix: sorted(entries, key=first) for prefix, entries in sections.items()}
+
+
+def config_table(alg: str, title: str) -> list[str]:
+    """A config's fields as a table: name, default and help (``hfrl list fields --alg ALG``)."""
+    from hfrl.trainers.schema import option_rows
+
+    escaped = [(name, text.replace("|", "\\|")) for name, text in option_rows(alg)]
+    rows = [f"| `{name}` | {text} |" for name, text in escaped]
+    return [f"### {title} fields", "", "| field | default and help |", "| --- | --- |", *rows, ""]
+
+
+def api_pages() -> dict[str, str]:
+    """``reference/api/index.md`` (what is where) and one page per section of :data:`API_SECTIONS`:
+    ``::: module`` with its public members, constructor signatures merged into the class."""
+    sections = _api_sections()
+    index = [
         "# Python API",
         "",
         "Generated from the docstrings: every class and function a module of hfrl lists in its `__all__`,",
         "documented where it is defined (`hfrl.PPOTrainer` is `hfrl.trainers.online.ppo_trainer.PPOTrainer`).",
-        "The command line has its own page.",
+        "The command line has its own page; every config field with its default: [Options](../options.md).",
         "",
+        "| page | what |",
+        "| --- | --- |",
     ]
-    for title, prefix in API_SECTIONS:
+    pages: dict[str, str] = {}
+    for slug, title, prefix, what in API_SECTIONS:
         if not sections[prefix]:
             continue
-        lines += [f"## {title}", ""]
+        index.append(f"| [{title}]({slug}.md) | {what} |")
+        lines = [f"# {title}", ""]
+        if slug == "trainers":
+            lines += [
+                "Every trainer takes TRL's keywords (`model`, `args`, `reward_funcs`, `train_dataset`,",
+                "`peft_config`, ...); its config is a `transformers.TrainingArguments` with the algorithm's",
+                "fields. `PPOConfig`'s own fields are below; every algorithm's: [Options](../options.md).",
+                "",
+            ]
+            lines += config_table("ppo", "PPOConfig")
         for module_name, members in sections[prefix]:
-            lines += [f"::: {module_name}", "    options:", "      heading_level: 3", "      members:"]
+            lines += [f"::: {module_name}", "    options:", "      heading_level: 2", "      members:"]
             lines += [f"        - {name}" for name in members] + [""]
-    return "\n".join(lines)
+        pages[f"reference/api/{slug}.md"] = "\n".join(lines)
+    pages["reference/api/index.md"] = "\n".join(index) + "\n"
+    return pages
 
 
 def cli_page() -> str:
@@ -189,7 +233,6 @@ GENERATED = {
     "reference/options.md": options_page,
     "reference/tasks.md": tasks_page,
     "reference/rewards-and-metrics.md": rewards_page,
-    "reference/api.md": api_page,
 }
 
 
@@ -218,6 +261,8 @@ def on_files(files, config, **kwargs):
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     for uri, make in GENERATED.items():
         files.append(File.generated(config, uri, content=make()))
+    for uri, text in api_pages().items():
+        files.append(File.generated(config, uri, content=text))
     for name in BENCHMARK_IMAGES:  # the benchmark's own figure, as the benchmark last wrote it
         files.append(
             File.generated(config, f"assets/benchmarks/{name}", content=(ROOT / "benchmarks" / name).read_bytes())

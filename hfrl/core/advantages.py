@@ -114,3 +114,14 @@ def explained_variance(
     """``1 - Var(targets - predictions) / Var(targets)`` over the masked positions (SB3)."""
     var_targets = masked_var(targets, mask, reduce=reduce)
     return 1 - masked_var(targets - predictions, mask, reduce=reduce) / var_targets.clamp(min=1e-8)
+
+
+__all__ = [
+    "discounted_returns",
+    "explained_variance",
+    "gae",
+    "length_adaptive_lambda",
+    "masked_mean",
+    "masked_var",
+    "whiten",
+]

@@ -238,3 +238,15 @@ def pro_loss(
             "responses": n.float().mean(),
         }
     return loss, stats
+
+
+__all__ = [
+    "UpdateLoss",
+    "alol_example_losses",
+    "alol_loss",
+    "categorical_kl",
+    "kl_k3",
+    "positive_nll",
+    "pro_loss",
+    "value_loss",
+]

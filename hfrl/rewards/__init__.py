@@ -150,3 +150,6 @@ def reward_list(reward_funcs: Any, weights: Any = None) -> tuple[list[Callable],
     if len(weights) != len(funcs):
         raise ValueError(f"reward_weights has {len(weights)} entries for {len(funcs)} reward functions")
     return funcs, weights
+
+
+__all__ = ["check_spec", "load_reward", "reward_ids", "reward_list", "spec_problem"]

@@ -39,3 +39,6 @@ def answer_format(prompts: list, completions: list[str], **kwargs) -> list[float
     [1.0, 0.0]
     """
     return [0.0 if final_answer(c) is None else 1.0 for c in completions]
+
+
+__all__ = ["answer_format", "exact_answer", "final_answer"]

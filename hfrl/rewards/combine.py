@@ -17,6 +17,7 @@ from hfrl.core.rollout import TaskRewards
 
 
 def reward_name(func: Callable) -> str:
+    """A reward function's name in logs and cards: its ``__name__``, else its class's name."""
     return getattr(func, "__name__", None) or type(func).__name__
 
 
@@ -169,3 +170,6 @@ def _invalid(name: str, values: torch.Tensor, bad: torch.Tensor, max_abs: float 
     logging.get_logger(__name__).warning(
         f"reward function {name!r} returned {what} for completion {i}{more}; left out of this rollout"
     )
+
+
+__all__ = ["RewardError", "compute_rewards", "reward_name"]

@@ -76,3 +76,6 @@ def contains_date(prompts: list, completions: list[str], **kwargs) -> list[float
     [1.0, 0.0]
     """
     return [1.0 if _DATE.search(c) else 0.0 for c in completions]
+
+
+__all__ = ["IncreasingNumbers", "contains_date", "increasing_numbers_score"]

@@ -46,9 +46,17 @@ def test_the_site_builds_strict_with_every_reference_page(site):
                  "reference/cli/index.html", "reference/tasks/index.html",
                  "reference/rewards-and-metrics/index.html"):  # fmt: skip
         assert (site / page).is_file(), page
-    api = (site / "reference/api/index.html").read_text()
-    for name in ("PPOTrainer", "PPOConfig", "load_task", "load_reward", "MetricReward", "open_run", "push_run"):
-        assert name in api, name
+    # one page per family, trainers and configs first (PPO's page opens the trainers' page)
+    pages = {page.parent.name: page.read_text() for page in (site / "reference/api").glob("*/index.html")}
+    assert {"trainers", "tasks", "rewards", "metrics", "runs", "core", "cards", "utils", "testing"} <= set(pages)
+    where = {"PPOTrainer": "trainers", "PPOConfig": "trainers", "RewardTrainer": "trainers", "load_task": "tasks",
+             "load_reward": "rewards", "MetricReward": "rewards", "open_run": "runs", "push_run": "runs",
+             "gae": "core", "generate_completions": "core", "UpdateLoss": "core"}  # fmt: skip
+    for name, page in where.items():
+        assert f'id="{name}' in pages[page] or f'.{name}"' in pages[page], (name, page)
+    trainers = pages["trainers"]
+    assert trainers.index("ppo_config.PPOConfig") < trainers.index("card_and_push")
+    assert "PPOConfig fields" in trainers and "<code>kl_coef</code>" in trainers
 
 
 @pytest.fixture(scope="module")
@@ -101,7 +109,7 @@ def test_the_start_page_the_api_reference_and_search_work_in_chromium(served, br
     browser.save_screenshot(str(ROOT / "build" / "docs-screenshot.png") if (ROOT / "build").is_dir()
                             else str(tmp_path / "docs-screenshot.png"))  # fmt: skip
 
-    browser.get(served + "/reference/api/")
+    browser.get(served + "/reference/api/trainers/")
     heading = wait_for(browser, "h2#hfrl\\.trainers\\.online\\.ppo_trainer\\.PPOTrainer, [id$='PPOTrainer']")
     assert "PPOTrainer" in heading.text
 

@@ -33,3 +33,6 @@ def estimator_class(name: str) -> Any:
     from hfrl.utils.registry import resolve
 
     return resolve(name, ESTIMATORS, "advantage estimator")
+
+
+__all__ = ["estimator_class"]

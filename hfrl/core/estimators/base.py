@@ -124,3 +124,6 @@ def group_stats(scores: Tensor, group_ids: Tensor, kept: Tensor) -> tuple[Tensor
     squares = torch.zeros(size, device=scores.device).index_add_(0, group_ids, (scores - mean[group_ids]) ** 2 * kept)
     std = (squares / (count - 1).clamp(min=1)).sqrt()  # Bessel-corrected, as torch.std
     return count[group_ids], total[group_ids], std[group_ids]
+
+
+__all__ = ["AdvantageEstimator", "Estimate", "EstimatorInputs", "add_scores", "group_stats"]

@@ -33,3 +33,6 @@ def policy_loss_class(name: str) -> Any:
     from hfrl.utils.registry import resolve
 
     return resolve(name, POLICY_LOSSES, "policy loss")
+
+
+__all__ = ["policy_loss_class"]

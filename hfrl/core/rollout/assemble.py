@@ -92,3 +92,6 @@ def rollout_stats(rollout: Rollout, reduce: Reduce = None) -> dict[str, float]:
         "return_mean": masked_mean(rollout.returns, mask, reduce=reduce).item(),
         "num_completions": float(ones.sum().item() if reduce is None else reduce(ones.sum()).item()),
     }
+
+
+__all__ = ["assemble", "reestimate", "rollout_stats"]

@@ -244,3 +244,6 @@ def _pad_dim1(t: torch.Tensor, width: int, value: float) -> torch.Tensor:
     """Right-pad dim 1 of a ``(B, T)`` or ``(B, T, H)`` tensor to ``width``."""
     pad = (0, 0) * (t.dim() - 2) + (0, width - t.shape[1])
     return nn.functional.pad(t, pad, value=value)
+
+
+__all__ = ["completion_mask", "concat", "generate_completions", "pad", "shared_prefill"]

@@ -114,3 +114,6 @@ def _reference_logprobs(reference: ReferencePolicy, batch: Completions, temperat
                 ref, batch.query_ids, batch.query_mask, batch.response_ids, batch.response_mask
             )
     return selective_log_softmax(tempered(logits, temperature), batch.response_ids)
+
+
+__all__ = ["action_logprobs", "score"]

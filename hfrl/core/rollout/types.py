@@ -138,3 +138,6 @@ class Scores:
     ref_logprobs: torch.Tensor  # the reference's, full softmax
     values: torch.Tensor | None  # V(s_t) (None: no critic)
     entropy: torch.Tensor  # of the action distribution
+
+
+__all__ = ["Completions", "Groups", "Rollout", "Scores", "TaskRewards", "select_rows"]
