@@ -213,7 +213,7 @@ class RewardModel(LearnedClassifier):
     reward`` run folder, a local model folder or a Hub id (``--reward_model`` on the command line). A
     text over ``max_length`` tokens (TRL's default, 1024) keeps its end.
 
-    >>> RewardModel(model="runs/hh-reward")(prompts=["Q: hi\nA:"], completions=[" hello"])  # doctest: +SKIP
+    >>> RewardModel(model="runs/hh-reward")(prompts=["Q: hi A:"], completions=[" hello"])  # doctest: +SKIP
     {'reward_model': 1.73...}
     """
 
