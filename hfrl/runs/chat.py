@@ -82,7 +82,7 @@ class ChatSession:
         check_options(format, context_size)
         if max_new_tokens is not None and max_new_tokens < 1:
             raise ValueError(f"--max-new-tokens must be >= 1, got {max_new_tokens}")
-        run = open_run(model, names_as_text=True)  # the task's name picks the format; nothing it names runs
+        run = open_run(model)
         lm, tokenizer = run.load(base_model=base_model)
         settings = dict(run.config)
         if max_new_tokens is not None:

@@ -28,7 +28,7 @@ from hfrl.utils.folders import regular_file
 
 
 def _local_run(run_dir: str | os.PathLike, merge: bool, what: str) -> Run:
-    run = open_run(run_dir, names_as_text=True)  # the card names the run's own task or rewards, runs none
+    run = open_run(run_dir)
     if run.path is None:
         raise ValueError(f"{what} needs a local run directory (from hfrl train); {run_dir!r} is a model name")
     if merge and not run.is_adapter:

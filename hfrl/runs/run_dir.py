@@ -228,8 +228,8 @@ def open_run(name_or_path: str | os.PathLike, names_as_text: bool = False) -> Ru
     """Describe a run directory, a checkpoint inside one, a model directory, a built-in model
     (tiny, tiny-t5, smollm2), a GGUF file or a Hub id. A local directory must hold a model
     (``config.json``) or an adapter. A config naming code (``task: my_tasks.py:build``) is refused
-    unless trusted, except with ``names_as_text`` (the model card: it writes such names as text and
-    never loads what they name)."""
+    unless trusted, except with ``names_as_text`` (only the model card, which writes such names as text
+    and never loads what they name; every command that opens a run refuses them)."""
     from hfrl.core.models import BUILTIN_MODELS, is_gguf
     from hfrl.utils.hub_access import missing_local_path
 

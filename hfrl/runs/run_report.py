@@ -147,7 +147,7 @@ def end_lines(
         policy = f" --model {shlex.quote(start)}" if os.path.isdir(start) else ""
         commands = [f"hfrl train --task {shlex.quote(task)} --alg ppo{policy} --reward_model {path}"]
         return [*lines, f"next: {commands[0]}", f"      hfrl push {path} --repo-id YOUR_NAME/{name}"]
-    commands += [f"hfrl chat {path}", f"hfrl push {path} --repo-id YOUR_NAME/{name}"]
+    commands += [f"hfrl chat {path}{trust}", f"hfrl push {path} --repo-id YOUR_NAME/{name}{trust}"]
     lines.append(f"next: {commands[0]}")
     lines += [f"      {c}" for c in commands[1:]]
     return lines

@@ -103,7 +103,7 @@ def test_list(what, expected, capsys):
         (
             ["train", "--task", "numbers", "--alg", "ppx"],
             "error: unknown algorithm 'ppx'; did you mean 'ppo'? (known: a2c, a_lol, a_lol_kl, a_lol_ref_free, "
-            "a_lol_seq, dpo, grpo, nll, nlpo, ppo, pro, r_gold, r_lol, rloo, sft, trpo, wbc), "
+            "a_lol_seq, dpo, grpo, nll, nlpo, ppo, pro, r_gold, r_lol, reward, rloo, sft, trpo, wbc), "
             "or a 'module:attr' path to your own algorithm",
         ),
         (

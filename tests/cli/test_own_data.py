@@ -208,9 +208,9 @@ def test_a_task_is_built_once_per_train_command(tmp_path, monkeypatch, capsys):
 
 def test_own_task_run_gets_its_card_and_says_how_to_evaluate(tmp_path, capsys, monkeypatch):
     """A run of your own task's code (named by its file) writes its model card and reward curve: the
-    card names the task and its rewards as text and runs none of it; the next-command line for
-    ``hfrl eval`` carries --trust-code (it runs the task again); chat and the card need no trust; a
-    config asking a library to load code is still refused for them."""
+    card names the task and its rewards as text and runs none of it; every command that opens the run
+    reads its config and so asks for --trust-code, which the next-command lines carry; a config asking
+    a library to load code is refused even for the card."""
     from hfrl.cards import write_card
     from hfrl.runs.run_dir import open_run
     from hfrl.utils.trust import UntrustedCodeError
@@ -236,16 +236,18 @@ def test_own_task_run_gets_its_card_and_says_how_to_evaluate(tmp_path, capsys, m
     assert "could not be written" not in err
     assert f"saved to {run.relative_to(tmp_path)}: the model, config.yaml, the model card README.md" in out
     assert "next: hfrl eval runs/my_tasks-build-ppo --split train --trust-code   (--trust-code: it runs" in out
-    assert "hfrl push runs/my_tasks-build-ppo --repo-id YOUR_NAME/my_tasks-build-ppo" in out
+    assert "hfrl chat runs/my_tasks-build-ppo --trust-code" in out
+    assert "hfrl push runs/my_tasks-build-ppo --repo-id YOUR_NAME/my_tasks-build-ppo --trust-code" in out
 
     marker.unlink()
     (run / "README.md").unlink()
     write_card(run)  # what the old failure message suggested: now it works, and runs no code
     assert "`digits`" not in (run / "README.md").read_text() and not marker.exists()
-    code, out, err = run_cli(["chat", str(run), "--message", "1 2"], capsys)
-    assert code == 0 and "bot>" in out and not marker.exists(), err
-    code, _, err = run_cli(["eval", str(run), "--split", "train"], capsys)
-    assert code == 2 and "names code to run (task: 'my_tasks.py:build')" in err and not marker.exists()
+    for command in (["chat", str(run), "--message", "1 2"], ["eval", str(run), "--split", "train"]):
+        code, _, err = run_cli(command, capsys)
+        assert code == 2 and "names code to run (task: 'my_tasks.py:build')" in err and not marker.exists()
+    code, out, err = run_cli(["chat", str(run), "--message", "1 2", "--trust-code"], capsys)
+    assert code == 0 and "bot>" in out, err
 
     config = run / "config.yaml"
     config.write_text(config.read_text() + "model_init_kwargs: {trust_remote_code: true}\n")
