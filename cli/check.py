@@ -308,14 +308,12 @@ def run_check(
             report.add(f"data: {source['source']}")
     check_model(report, model, "model", online)
     rewarded = str(alg or "ppo") not in REWARD_FREE  # sft, dpo, reward: the task's rewards only evaluate the run
-    for name in dict.fromkeys(spec_models(declared.get("rewards")) if rewarded else []):
+    reward_models = spec_models(declared.get("rewards"))
+    for name in dict.fromkeys((reward_models if rewarded else []) + spec_models(declared.get("metrics"))):
         if name != model:
             check_model(report, name, "reward/metric model", online)
-    for name in dict.fromkeys(spec_models(declared.get("metrics"))):
-        if name != model:
-            check_model(report, name, "reward/metric model", online)
-    if not rewarded and spec_models(declared.get("rewards")):
-        report.add(f"reward model(s) {', '.join(spec_models(declared.get('rewards')))}: not used to train --alg {alg} "
+    if not rewarded and reward_models:
+        report.add(f"reward model(s) {', '.join(reward_models)}: not used to train --alg {alg} "
                    "(hfrl eval scores with them)")  # fmt: skip
     check_optional(report, declared, model, quantized)
     return report

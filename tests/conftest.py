@@ -20,6 +20,22 @@ torch.set_num_threads(1)
 tqdm.tqdm.monitor_interval = 0  # no monitor thread: it holds tqdm's lock now and then, and tests fork
 
 
+BENCHMARKS = __import__("pathlib").Path(__file__).resolve().parents[1] / "benchmarks"
+
+
+def load_benchmark(name: str):
+    """A script of benchmarks/ (``gpu_check``, ``rl4lms_numbers`` ...) as a module, registered under its
+    name while a test uses it (a script that imports its siblings or pickles its functions needs that)."""
+    import importlib.util
+    import sys
+
+    spec = importlib.util.spec_from_file_location(name, BENCHMARKS / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
 @pytest.fixture(scope="session", autouse=True)
 def _isolated_caches(tmp_path_factory):
     """HF and hfrl caches in a session temp dir, so tests never touch the user's."""

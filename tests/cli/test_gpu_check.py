@@ -5,21 +5,15 @@ them) on the tiny model and passes its own checks. (The GPU run itself: see the 
 import importlib.util
 import json
 import sys
-from pathlib import Path
 
 import pytest
 import torch
-
-SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "gpu_check.py"
+from conftest import load_benchmark
 
 
 @pytest.fixture(scope="module")
 def gpu_check():
-    spec = importlib.util.spec_from_file_location("gpu_check", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["gpu_check"] = module
-    spec.loader.exec_module(module)
-    yield module
+    yield load_benchmark("gpu_check")
     sys.modules.pop("gpu_check", None)
 
 

@@ -2,7 +2,6 @@
 folders no bigger than asked come out, and its assemble.sh rebuilds the site tree and the file
 exactly (and refuses a damaged part)."""
 
-import importlib.util
 import os
 import shutil
 import subprocess
@@ -11,17 +10,12 @@ import zipfile
 from pathlib import Path
 
 import pytest
-
-SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "gpu_prepare.py"
+from conftest import load_benchmark
 
 
 @pytest.fixture
 def gpu_prepare():
-    spec = importlib.util.spec_from_file_location("gpu_prepare", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["gpu_prepare"] = module
-    spec.loader.exec_module(module)
-    yield module
+    yield load_benchmark("gpu_prepare")
     sys.modules.pop("gpu_prepare", None)
 
 

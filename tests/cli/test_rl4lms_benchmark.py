@@ -2,21 +2,17 @@
 and a tiny run of both layouts writes every figure. (Reward and speed are measured by the
 benchmark itself, never asserted here.)"""
 
-import importlib.util
 import json
-from pathlib import Path
+import sys
 
 import pytest
-
-SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "rl4lms_numbers.py"
+from conftest import load_benchmark
 
 
 @pytest.fixture(scope="module")
 def bench():
-    spec = importlib.util.spec_from_file_location("rl4lms_numbers", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    yield load_benchmark("rl4lms_numbers")
+    sys.modules.pop("rl4lms_numbers", None)
 
 
 def test_tokenizer_and_model_are_rl4lms_synthetic_setup(bench, tmp_path):
