@@ -235,6 +235,9 @@ def _train(
         lines = end_lines(trainer.args.output_dir, trainer.state.log_history, evaluated, splits, own_code, reward_model)
         for line in ([heldout] if heldout else []) + lines:
             typer.echo(line)
+    from hfrl.trainers.devices import close_process_group
+
+    close_process_group()  # every process, after the last collective: a ZeRO-3 run could abort at exit without it
 
 
 def reward_model_flag(overrides: dict) -> None:

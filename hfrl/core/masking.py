@@ -15,7 +15,6 @@ the *current* mask policy: the processor is built from it at every rollout.
 from __future__ import annotations
 
 import contextlib
-import copy
 from collections.abc import Iterator, Sequence
 from typing import Any, cast
 
@@ -23,6 +22,7 @@ import torch
 from transformers import LogitsProcessor
 
 from hfrl.core.policies import accepts_logits_to_keep, cache_kwarg, is_peft_model, returned_cache, tempered
+from hfrl.core.zero3 import whole_copy, whole_state_dict
 
 MASK_ADAPTER = "nlpo_mask"
 
@@ -121,7 +121,8 @@ class MaskPolicy:
             self.model: Any = None
             self._adapter_layers = _switchable_adapter_layers(policy)
         else:
-            self.model = copy.deepcopy(policy).eval().requires_grad_(False)
+            # kept whole on every process, also under ZeRO-3 (only read: the top-p mask, once per token)
+            self.model = whole_copy(policy).eval().requires_grad_(False)
         self.refresh()
 
     # ---- weights ----------------------------------------------------------------------------
@@ -141,7 +142,7 @@ class MaskPolicy:
                 mask_param.copy_(param)
                 mask_param.requires_grad_(False)
         else:
-            self.model.load_state_dict(self.policy.state_dict())
+            self.model.load_state_dict(whole_state_dict(self.policy))  # ZeRO-3: gathered (collective)
 
     def state_dict(self) -> dict[str, torch.Tensor]:
         if self.is_peft:

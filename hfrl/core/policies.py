@@ -19,6 +19,8 @@ from typing import TYPE_CHECKING, Any, TypeGuard
 import torch
 from torch import nn
 
+from hfrl.core.zero3 import whole_copy
+
 if TYPE_CHECKING:
     from peft import PeftModel
 
@@ -273,7 +275,7 @@ class ActorCritic(nn.Module):
             raise ValueError("separate_critic needs a critic")
         self.policy = policy
         # A separate critic is a copy of the initial backbone (RL4LMs' layout; twice the memory).
-        self.critic = copy.deepcopy(self.base_model) if separate_critic else None
+        self.critic = whole_copy(self.base_model) if separate_critic else None
         self.value_head = ValueHead(hidden_size_of(self.config)) if critic else None
 
     @property
@@ -364,7 +366,7 @@ class ReferencePolicy:
     def __init__(self, policy: Any, ref_model: Any = None, adapter_is_start: bool = False) -> None:
         self._policy = policy
         if ref_model is None and not is_peft_model(policy):
-            ref_model = copy.deepcopy(policy)
+            ref_model = whole_copy(policy)  # ZeRO-3: from the gathered weights (hfrl.core.zero3)
         self.model = ref_model
         if ref_model is not None:
             ref_model.eval().requires_grad_(False)

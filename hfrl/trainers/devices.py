@@ -57,7 +57,11 @@ def cpu_defaults(args: Any) -> None:
         args.use_cpu = True
     if int(os.environ.get("WORLD_SIZE", "1")) > 1 and not accelerator:
         check_sharding_on_cpu()
-        args.use_cpu = True  # launched as several processes on a CPU-only machine: gloo, not N lone runs
+        if deepspeed_requested():
+            # DeepSpeed over gloo (see deepspeed_on_cpu): not use_cpu, which makes accelerate plain DDP
+            args.use_cpu, args.ddp_backend = False, "gloo"
+        else:
+            args.use_cpu = True  # launched as several processes on a CPU-only machine: gloo, not N lone runs
     if args.use_cpu or not accelerator:
         args.dataloader_pin_memory = False
 
@@ -65,16 +69,35 @@ def cpu_defaults(args: Any) -> None:
 SHARDING_ENV = {"ACCELERATE_USE_FSDP": "FSDP (fsdp.yaml)", "ACCELERATE_USE_DEEPSPEED": "DeepSpeed (deepspeed_*.yaml)"}
 
 
+def deepspeed_requested() -> bool:
+    """Whether the launcher asked for DeepSpeed (``accelerate launch`` with a DeepSpeed config)."""
+    return os.environ.get("ACCELERATE_USE_DEEPSPEED", "false").lower() == "true"
+
+
 def check_sharding_on_cpu() -> None:
-    """FSDP and DeepSpeed need accelerators: accelerate (1.15) sets them up only for GPU-like devices, and
-    on a CPU-only machine its processes fall back to plain data parallelism (DDP over gloo) without a
-    word, so a run that asked for sharded weights would silently hold a whole copy per process. One
-    line instead, saying what runs on the CPU."""
-    for variable, name in SHARDING_ENV.items():
-        if os.environ.get(variable, "false").lower() == "true":
+    """What shards on a CPU-only machine, checked before anything is built:
+
+    - **DeepSpeed ZeRO-2/3 runs on the CPU** (DeepSpeed's CPU accelerator, gloo): :func:`cpu_defaults`
+      gives the Trainer ``ddp_backend="gloo"`` and not ``use_cpu``: with ``use_cpu`` accelerate (1.15)
+      sets up plain DDP and never DeepSpeed, and with no backend at all it counts one process per
+      machine. It needs the ``deepspeed`` package: one line when it is missing.
+    - **FSDP does not**: accelerate sets FSDP up only for GPU-like devices, and on the CPU its processes
+      fall back to plain DDP without a word (a run that asked for sharded weights would silently hold a
+      whole copy per process). One line instead, saying what shards on the CPU.
+    """
+    if os.environ.get("ACCELERATE_USE_FSDP", "false").lower() == "true":
+        raise ValueError(
+            "FSDP (fsdp.yaml) runs only on GPUs: accelerate 1.15 sets FSDP up for GPU-like devices and on the CPU "
+            "silently runs plain DDP instead; on the CPU shard with DeepSpeed (deepspeed_zero3.yaml "
+            "--mixed_precision no) or launch with hfrl/accelerate_configs/multi_cpu.yaml"
+        )
+    if deepspeed_requested():
+        import importlib.util
+
+        if importlib.util.find_spec("deepspeed") is None:
             raise ValueError(
-                f"{name} shards the model across GPUs, and this machine has none: accelerate would silently run "
-                "plain DDP instead; on the CPU launch with hfrl/accelerate_configs/multi_cpu.yaml"
+                'DeepSpeed (deepspeed_*.yaml) needs the deepspeed package: pip install "hfrl[deepspeed]" '
+                "(or launch with hfrl/accelerate_configs/multi_cpu.yaml for plain data parallelism)"
             )
 
 
@@ -86,6 +109,17 @@ def check_launch_devices() -> None:
     sharding = any(os.environ.get(variable, "false").lower() == "true" for variable in SHARDING_ENV)
     if sharding and int(os.environ.get("WORLD_SIZE", "1")) > 1 and not has_accelerator():
         check_sharding_on_cpu()
+
+
+def close_process_group() -> None:
+    """A barrier, then ``destroy_process_group()``, when torch.distributed is initialised: measured, a
+    few DeepSpeed ZeRO-3 runs on 2 CPU processes aborted at interpreter exit ("terminate called without
+    an active exception") when the process group was left to the interpreter's teardown."""
+    import torch.distributed as dist
+
+    if dist.is_available() and dist.is_initialized():
+        dist.barrier()
+        dist.destroy_process_group()
 
 
 SMALL_MODEL_PARAMETERS = 50_000_000  # below this, one CPU thread is as fast as two on an idle machine

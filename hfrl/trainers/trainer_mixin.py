@@ -53,11 +53,13 @@ class TrainerMixin(_Trainer):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         from hfrl.trainers.iteration_log import IterationLog
+        from hfrl.trainers.sharding_guard import ShardingGuard
         from hfrl.utils.quiet import quiet
 
         quiet()
         super().__init__(*args, **kwargs)
         self.add_callback(IterationLog())
+        self.add_callback(ShardingGuard(self))  # what a distributed run got; a stop if it asked to shard and did not
 
     @classmethod
     def default_config(cls, model: Any) -> Any:

@@ -32,6 +32,7 @@ from hfrl.core.offline_losses import needs_reference, weight_of
 from hfrl.core.policies import completion_forward, disable_dropout, is_peft_model
 from hfrl.core.quantization import bnb_config
 from hfrl.core.rollout import pad
+from hfrl.core.zero3 import is_partitioned, whole_copy
 from hfrl.rewards import reward_list
 from hfrl.trainers.evaluation import EvaluationMixin, completer, eval_mode, generate_and_score
 from hfrl.trainers.iteration_log import SaveStateAtEnd, report_steps
@@ -195,11 +196,13 @@ class ALoLTrainer(EvaluationMixin, TrainerMixin, Trainer):
     def policy(self) -> nn.Module:
         return self.accelerator.unwrap_model(self.model)
 
+    _whole_reference: nn.Module | None = None  # under ZeRO-3, during the preparation: a whole copy of pi_ref
+
     @contextlib.contextmanager
     def reference(self) -> Iterator[nn.Module]:
         """pi_ref in eval mode without gradients: ``ref_model`` if given, else the starting policy
         itself (its fresh PEFT adapter disabled). Used during the preparation only."""
-        lm = self.ref_model if self.ref_model is not None else self.policy
+        lm = self._whole_reference or (self.ref_model if self.ref_model is not None else self.policy)
         was_training = lm.training
         lm.eval()
         adapter_off = self._fresh_adapter and self.ref_model is None
@@ -213,6 +216,8 @@ class ALoLTrainer(EvaluationMixin, TrainerMixin, Trainer):
             lm.train(was_training)
 
     def _reference_fingerprint(self) -> str:
+        if self._whole_reference is not None:
+            return module_fingerprint(self._whole_reference, skip_adapters=self._fresh_adapter)
         if self.ref_model is not None:
             return module_fingerprint(self.ref_model)
         return module_fingerprint(self.policy, skip_adapters=self._fresh_adapter)
@@ -229,6 +234,17 @@ class ALoLTrainer(EvaluationMixin, TrainerMixin, Trainer):
         main process computes, the others load its cache)."""
         algorithm = self.args.algorithm
         reference = needs_reference(algorithm) or weight_of(algorithm) == "advantage"  # (V(x): the reference's)
+        lm = self.ref_model if self.ref_model is not None else self.policy
+        if reference and is_partitioned(lm):
+            # ZeRO-3: the main process prepares alone while the others wait, and a partitioned model's
+            # forward outside DeepSpeed's engine needs every process: each gathers a whole copy first
+            self._whole_reference = whole_copy(lm)
+        try:
+            return self._prepare(train_dataset, validation, reference)
+        finally:
+            self._whole_reference = None
+
+    def _prepare(self, train_dataset: Dataset, validation: Dataset | None, reference: bool) -> Preparation:
         context = PrepareContext(
             args=self.args,
             tokenizer=self.tokenizer,

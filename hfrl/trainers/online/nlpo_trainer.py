@@ -102,7 +102,6 @@ class NLPOTrainer(PPOTrainer):
     _paper = paper("ramamurthy2023is")
 
     def _build_action_space(self) -> NLPOActionSpace:
-        self.require_unsharded_policy("copies the policy's weights into its mask policy")
         args: NLPOConfig = self.args
         mask_policy = MaskPolicy(
             self.accelerator.unwrap_model(self.model).policy,

@@ -436,12 +436,12 @@ class OnlineTrainer(EvaluationMixin, TrainerMixin, Trainer):
         return self._reduce(local) if self._reduce is not None else local
 
     def require_unsharded_policy(self, what: str) -> None:
-        """One clear error instead of a silent failure where ``what`` needs the policy's full weights."""
-        plugin = getattr(self.accelerator.state, "deepspeed_plugin", None)
-        if self.is_fsdp_enabled or (plugin is not None and plugin.zero_stage == 3):
+        """One clear error instead of a silent failure where ``what`` needs the whole policy and an
+        optimizer step of its own (TRPO): DeepSpeed (any ZeRO stage) and FSDP are refused."""
+        if self.is_fsdp_enabled or getattr(self.accelerator.state, "deepspeed_plugin", None) is not None:
             raise ValueError(
-                f"{self._name} {what}, which DeepSpeed ZeRO-3 and FSDP shard across processes: use DDP "
-                "(hfrl/accelerate_configs/multi_gpu.yaml) or ZeRO-2 (deepspeed_zero2.yaml)"
+                f"{self._name} {what}, outside the optimizer that DeepSpeed ZeRO partitions and FSDP shards: "
+                "use DDP (hfrl/accelerate_configs/multi_gpu.yaml, or multi_cpu.yaml on the CPU)"
             )
 
     # ---- logging: one entry per iteration ------------------------------------------------------------

@@ -83,7 +83,9 @@ class TRPOTrainer(OnlineTrainer):
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
-        self.require_unsharded_policy("takes second derivatives through every policy parameter at once")
+        self.require_unsharded_policy(
+            "takes second derivatives through every policy parameter and moves the weights itself"
+        )
 
     def create_optimizer(self, model=None):
         """The Trainer's optimizer over the critic alone (no parameters without a critic: its steps do nothing)."""

@@ -1,0 +1,89 @@
+"""Whole copies of a model whose parameters DeepSpeed ZeRO-3 partitions.
+
+Under ZeRO-3 (``zero3_init_flag: true``, the shipped ``deepspeed_zero3.yaml``) transformers loads a model
+already partitioned: each parameter holds an empty tensor and its slice lives in ``ds_tensor``. A
+``copy.deepcopy`` of such a model copies empty tensors and DeepSpeed's bookkeeping, and the copy fails at
+its first forward (measured: the reference model's parameters had ``ds_numel`` 0). hfrl copies the policy
+three times (the reference when no ``ref_model`` is given, a ``separate_critic``'s backbone, NLPO's mask
+policy); :func:`whole_copy` builds each from the gathered weights instead, as an ordinary module. What
+is done with the copy is the caller's: the reference is partitioned again as TRL prepares its own
+(:meth:`hfrl.core.policies.ReferencePolicy.prepare`); the critic's backbone is partitioned with the
+trained model; NLPO's mask policy stays whole on every process (it is only read, once per token).
+
+Without ZeRO-3 partitioning every function here is the plain operation (``copy.deepcopy``, the
+``state_dict``), with no DeepSpeed import.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+from collections.abc import Iterator
+from typing import Any, TypeVar
+
+from torch import nn
+
+M = TypeVar("M", bound=nn.Module)
+
+__all__ = ["gathered", "is_partitioned", "local_elements", "whole_copy", "whole_state_dict"]
+
+
+def is_partitioned(module: nn.Module) -> bool:
+    """Whether any parameter of ``module`` is a ZeRO-3 partition (DeepSpeed's ``ds_id`` attribute)."""
+    return any(hasattr(p, "ds_id") for p in module.parameters())
+
+
+@contextlib.contextmanager
+def gathered(module: nn.Module) -> Iterator[None]:
+    """Inside, every parameter of ``module`` holds its whole tensor (read only; every process must
+    enter: the gather is collective). Nothing happens for a module that is not partitioned."""
+    if not is_partitioned(module):
+        yield
+        return
+    import deepspeed
+
+    with deepspeed.zero.GatheredParameters(list(module.parameters()), modifier_rank=None):
+        yield
+
+
+def whole_state_dict(module: nn.Module) -> dict[str, Any]:
+    """``module.state_dict()`` with whole tensors (detached copies when it is partitioned)."""
+    if not is_partitioned(module):
+        return module.state_dict()
+    with gathered(module):
+        return {name: value.detach().clone() for name, value in module.state_dict().items()}
+
+
+def whole_copy(module: M) -> M:
+    """A copy of ``module`` that owns ordinary, whole tensors: ``copy.deepcopy`` unless it is
+    partitioned; then a new instance of its class built from its config (a transformers model),
+    loaded with the gathered weights, in the partition's dtype."""
+    if not is_partitioned(module):
+        return copy.deepcopy(module)
+    config = getattr(module, "config", None)
+    if config is None:
+        name = type(module).__name__
+        raise TypeError(f"cannot copy a ZeRO-3 partitioned {name}: it has no config to rebuild it from")
+    state = whole_state_dict(module)
+    dtype = next(iter(p.ds_tensor.dtype for p in module.parameters() if hasattr(p, "ds_tensor")))
+    import torch
+    from accelerate import init_empty_weights
+
+    # empty (meta) weights, then the gathered ones: no initialisation to compute, and with the random
+    # state forked: building a model draws its initial weights, which would change every later sample
+    with torch.random.fork_rng(devices=[]), init_empty_weights():
+        clone = type(module)(copy.deepcopy(config))
+    clone.load_state_dict(state, strict=False, assign=True)
+    tie = getattr(clone, "tie_weights", None)
+    if callable(tie):
+        tie()  # a tied weight appears once in a state dict
+    left = [name for name, p in clone.named_parameters() if p.is_meta]
+    if left:
+        raise RuntimeError(f"copying a ZeRO-3 partitioned {type(module).__name__} left {left[:3]} without weights")
+    clone.to(dtype).train(module.training)
+    return clone
+
+
+def local_elements(module: nn.Module) -> int:
+    """The parameter elements this process holds: its ZeRO-3 slices, or every parameter."""
+    return sum(p.ds_tensor.numel() if hasattr(p, "ds_tensor") else p.numel() for p in module.parameters())
