@@ -28,7 +28,7 @@ ONLINE = ["--task", "numbers", "--model", "tiny", "--num_iterations", "2", "--ro
           "--mini_batch_size", "4", "--num_ppo_epochs", "1"]  # fmt: skip
 # per algorithm: the command line after `hfrl train` (2 processes each; numbers and the hh fixtures are offline)
 ALGS: dict[str, list[str]] = {
-    "ppo": ["--alg", "ppo", *ONLINE],
+    "ppo": ["--alg", "ppo", *ONLINE, "--save_every", "1"],
     "ppo_separate_critic": ["--alg", "ppo", *ONLINE, "--separate_critic", "true"],
     "a2c": ["--alg", "a2c", *ONLINE],
     "ppo_rloo": ["--alg", "ppo", *ONLINE, "--advantage_estimator", "rloo", "--num_generations", "2"],

@@ -80,8 +80,24 @@ def whole_copy(module: M) -> M:
     left = [name for name, p in clone.named_parameters() if p.is_meta]
     if left:
         raise RuntimeError(f"copying a ZeRO-3 partitioned {type(module).__name__} left {left[:3]} without weights")
+    _same_dropout(module, clone)
     clone.to(dtype).train(module.training)
     return clone
+
+
+def _same_dropout(source: nn.Module, clone: nn.Module) -> None:
+    """The source's dropout settings, which its config does not hold when they were changed after loading
+    (``disable_dropout``: ``nn.Dropout.p`` and float ``*dropout*`` attributes set to 0): without them a
+    separate critic copied from the policy trained with dropout on (measured: 1e-2 from DDP's weights)."""
+    modules = dict(clone.named_modules())
+    for name, module in source.named_modules():
+        twin = modules.get(name)
+        if twin is None:
+            continue
+        for key, value in vars(module).items():
+            number = isinstance(value, int | float) and not isinstance(value, bool)  # TRL sets Dropout.p = 0
+            if (key == "p" and isinstance(module, nn.Dropout) or "dropout" in key) and number:
+                setattr(twin, key, value)
 
 
 def local_elements(module: nn.Module) -> int:

@@ -13,6 +13,7 @@ A marker on the line before a block (``readme-test`` or its neutral alias ``exam
 
 - ``<!-- example: skip: REASON -->``: not run (the network, a GPU, a package hfrl does not install);
 - ``<!-- example: requires: wordnet -->``: runs where WordNet is installed (always under CI);
+  ``requires: deepspeed``: where the deepspeed package is (the dev extra installs it);
 - ``<!-- example: file: NAME -->``: the block is a file the next blocks use: written to ``NAME`` in
   the page's folder, not run (a YAML config file is checked as ``hfrl train --config`` reads it).
 
@@ -184,6 +185,10 @@ def requirement_missing(what: str) -> str | None:
         from hfrl.testing import wordnet_missing
 
         return None if os.environ.get("CI") else wordnet_missing()
+    if what.strip() == "deepspeed":  # in the dev extra: CI installs it
+        import importlib.util
+
+        return None if importlib.util.find_spec("deepspeed") else 'not installed (pip install "hfrl[deepspeed]")'
     return f"unknown requirement {what!r}"
 
 

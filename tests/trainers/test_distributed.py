@@ -52,9 +52,12 @@ def test_online_training_in_two_processes(alg, tmp_path, tiny_causal_dir):
     assert model.config.n_layer == 2
 
 
-def test_nlpo_and_trpo_refuse_sharded_weights_with_one_line(tiny_causal_dir, make_config):
-    """Under ZeRO-3 or FSDP the policy's weights are sharded: NLPO's mask-policy copy and TRPO's
-    second derivatives would silently misbehave, so they stop with what to use instead."""
+def test_trpo_refuses_deepspeed_and_fsdp_with_one_line(tiny_causal_dir, make_config):
+    """TRPO takes second derivatives through the whole policy and moves the weights itself, outside the
+    optimizer DeepSpeed partitions (any ZeRO stage) and FSDP shards: one line instead of a silent misstep.
+    (NLPO runs under ZeRO-3 now: its mask policy is a whole copy, tests/trainers/test_sharding.py.)"""
+    from types import SimpleNamespace
+
     from datasets import Dataset
 
     from hfrl import PPOTrainer
@@ -67,13 +70,19 @@ def test_nlpo_and_trpo_refuse_sharded_weights_with_one_line(tiny_causal_dir, mak
         train_dataset=Dataset.from_dict({"prompt": ["1 2"] * 8}),
     )
     trainer.require_unsharded_policy("needs the whole policy")  # DDP / one process: fine
+    expected = (
+        "PPO moves the weights itself, outside the optimizer that DeepSpeed ZeRO partitions and FSDP shards: "
+        "use DDP (hfrl/accelerate_configs/multi_gpu.yaml, or multi_cpu.yaml on the CPU)"
+    )
     trainer.is_fsdp_enabled = True
     with pytest.raises(ValueError) as err:
-        trainer.require_unsharded_policy("copies the policy's weights into its mask policy")
-    assert str(err.value) == (
-        "PPO copies the policy's weights into its mask policy, which DeepSpeed ZeRO-3 and FSDP shard across "
-        "processes: use DDP (hfrl/accelerate_configs/multi_gpu.yaml) or ZeRO-2 (deepspeed_zero2.yaml)"
-    )
+        trainer.require_unsharded_policy("moves the weights itself")
+    assert str(err.value) == expected
+    trainer.is_fsdp_enabled = False
+    trainer.accelerator = SimpleNamespace(state=SimpleNamespace(deepspeed_plugin=SimpleNamespace(zero_stage=2)))
+    with pytest.raises(ValueError) as err:
+        trainer.require_unsharded_policy("moves the weights itself")
+    assert str(err.value) == expected
 
 
 def test_reference_prepare_places_a_separate_reference_on_the_device(tiny_causal_dir):
@@ -132,24 +141,35 @@ def test_every_process_keeps_the_same_policy(tmp_path, tiny_causal_dir):
         assert ranks[0]["moved"] > 0, (name, ranks)  # the step was taken: equal weights are not a no-op
 
 
-@pytest.mark.parametrize("config", ["fsdp.yaml", "deepspeed_zero2.yaml"])
-def test_sharded_configs_stop_on_a_cpu_only_machine(config, tmp_path, monkeypatch):
-    """accelerate sets FSDP and DeepSpeed up only for GPU-like devices: on the CPU its processes fall back
-    to plain DDP without a word (measured: the fsdp.yaml run's parameters were no DTensors, its final
-    weights equal DDP's to the bit). The run stops instead, saying what runs on the CPU."""
+def test_fsdp_on_a_cpu_only_machine_stops_and_deepspeed_without_its_package_says_what_to_install(monkeypatch):
+    """accelerate sets FSDP up only for GPU-like devices: on the CPU its processes fall back to plain DDP
+    without a word (measured: the fsdp.yaml run's parameters were no DTensors, its final weights equal
+    DDP's to the bit). DeepSpeed shards on the CPU (tests/trainers/test_sharding.py) when it is installed."""
+    import importlib.util
+
     import torch
 
-    from hfrl.trainers.devices import SHARDING_ENV, check_sharding_on_cpu
+    from hfrl.trainers.devices import check_sharding_on_cpu
 
     if torch.cuda.is_available():
         pytest.skip("a GPU machine shards for real")
-    variable = "ACCELERATE_USE_FSDP" if config == "fsdp.yaml" else "ACCELERATE_USE_DEEPSPEED"
-    monkeypatch.setenv(variable, "true")
+    monkeypatch.setenv("ACCELERATE_USE_FSDP", "true")
     with pytest.raises(ValueError) as err:
         check_sharding_on_cpu()
     assert str(err.value) == (
-        f"{SHARDING_ENV[variable]} shards the model across GPUs, and this machine has none: accelerate would "
-        "silently run plain DDP instead; on the CPU launch with hfrl/accelerate_configs/multi_cpu.yaml"
+        "FSDP (fsdp.yaml) runs only on GPUs: accelerate 1.15 sets FSDP up for GPU-like devices and on the CPU "
+        "silently runs plain DDP instead; on the CPU shard with DeepSpeed (deepspeed_zero3.yaml --mixed_precision no) "
+        "or launch with hfrl/accelerate_configs/multi_cpu.yaml"
+    )
+    monkeypatch.delenv("ACCELERATE_USE_FSDP")
+    monkeypatch.setenv("ACCELERATE_USE_DEEPSPEED", "true")
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "deepspeed" else real(name, *a))
+    with pytest.raises(ValueError) as err:
+        check_sharding_on_cpu()
+    assert str(err.value) == (
+        'DeepSpeed (deepspeed_*.yaml) needs the deepspeed package: pip install "hfrl[deepspeed]" (or launch with '
+        "hfrl/accelerate_configs/multi_cpu.yaml for plain data parallelism)"
     )
 
 
@@ -168,5 +188,5 @@ def test_the_fsdp_config_launched_on_the_cpu_stops_with_one_line(tmp_path):
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": os.pathsep.join(sys.path)}
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300)
     assert proc.returncode != 0
-    assert "error: FSDP (fsdp.yaml) shards the model across GPUs, and this machine has none" in proc.stderr
+    assert "error: FSDP (fsdp.yaml) runs only on GPUs: accelerate 1.15 sets FSDP up for GPU-like devices" in proc.stderr
     assert not (tmp_path / "run").exists()
