@@ -38,10 +38,14 @@ def _asked() -> str | None:
 
 
 def _elements(params: Any) -> int:
-    """Elements this process holds of ``params`` (ZeRO-3: its slice; FSDP2: its local shard)."""
+    """Elements this process holds of ``params`` (ZeRO-3: its slice, or the whole tensor of a parameter
+    it keeps on every process, ``ds_persist``: those under ``stage3_param_persistence_threshold``;
+    FSDP2: its local shard)."""
     total = 0
     for p in params:
-        if hasattr(p, "ds_tensor"):
+        if getattr(p, "ds_persist", False):
+            total += p.ds_numel
+        elif hasattr(p, "ds_tensor"):
             total += p.ds_tensor.numel()
         elif hasattr(p, "to_local"):  # a DTensor (FSDP2)
             total += p.to_local().numel()

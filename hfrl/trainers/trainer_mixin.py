@@ -58,6 +58,9 @@ class TrainerMixin(_Trainer):
 
         quiet()
         super().__init__(*args, **kwargs)
+        from hfrl.core.zero3 import default_persistence_threshold
+
+        default_persistence_threshold(self.accelerator, self.model)  # ZeRO-3: small tensors sharded too
         self.add_callback(IterationLog())
         self.add_callback(ShardingGuard(self))  # what a distributed run got; a stop if it asked to shard and did not
 

@@ -2,6 +2,7 @@
 what each process holds, the same weights as DDP, a ZeRO-3 resume, two "machines" on localhost, and
 the start-up guard that stops a run which asked to shard and did not."""
 
+import json
 import os
 import shutil
 import subprocess
@@ -63,7 +64,7 @@ WHOLE_COPY = textwrap.dedent("""
     deepspeed.init_distributed(dist_backend="gloo")
     from transformers import AutoModelForCausalLM
     from transformers.integrations import HfDeepSpeedConfig
-    from hfrl.core.zero3 import is_partitioned, whole_copy, local_elements
+    from hfrl.core.zero3 import is_partitioned, whole_copy
     plain = AutoModelForCausalLM.from_pretrained(sys.argv[1])
     keep = HfDeepSpeedConfig({"train_micro_batch_size_per_gpu": 1,
                               "zero_optimization": {"stage": 3, "stage3_param_persistence_threshold": 0}})
@@ -76,7 +77,7 @@ WHOLE_COPY = textwrap.dedent("""
     drawn = torch.rand(3)
     torch.manual_seed(0)
     assert torch.equal(drawn, torch.rand(3)), "whole_copy drew random numbers"
-    assert not is_partitioned(copy) and local_elements(copy) == local_elements(plain)
+    assert not is_partitioned(copy) and sum(p.numel() for p in copy.parameters()) == plain.num_parameters()
     assert {m.p for m in copy.modules() if isinstance(m, torch.nn.Dropout)} == {0.0}
     a, b = copy.state_dict(), plain.state_dict()
     assert set(a) == set(b) and all(torch.equal(a[k], b[k]) for k in b)
@@ -181,3 +182,59 @@ def test_two_machines_on_localhost_train_checkpoint_and_resume_as_one_machine_wi
 def test_nlpo_grpo_and_a_lol_shard_under_zero3_and_match_ddp(alg, tmp_path, tiny_causal_dir):
     bench = load_benchmark("bench_sharding")
     _assert_sharded_like_ddp(bench.compare(alg, tmp_path, ("multi_cpu", "deepspeed_zero3")))
+
+
+@pytest.mark.slow
+@needs_launcher
+@needs_deepspeed
+def test_a_zero3_config_that_shards_nothing_stops_at_start_with_one_line(tmp_path, tiny_causal_dir):
+    """Every parameter under ``stage3_param_persistence_threshold`` is kept whole on every process: a ZeRO-3
+    run that holds a whole copy per process, which nothing else would report."""
+    (tmp_path / "ds.json").write_text(json.dumps({
+        "train_micro_batch_size_per_gpu": "auto", "train_batch_size": "auto", "gradient_accumulation_steps": "auto",
+        "gradient_clipping": "auto", "zero_optimization": {"stage": 3, "stage3_param_persistence_threshold": 10**9},
+    }))  # fmt: skip
+    (tmp_path / "accelerate.yaml").write_text(
+        textwrap.dedent(f"""\
+        compute_environment: LOCAL_MACHINE
+        distributed_type: DEEPSPEED
+        deepspeed_config:
+          deepspeed_config_file: {tmp_path / "ds.json"}
+          zero3_init_flag: true
+        machine_rank: 0
+        num_machines: 1
+        num_processes: 2
+        use_cpu: false
+    """)
+    )
+    cmd = ["accelerate", "launch", "--config_file", str(tmp_path / "accelerate.yaml"), "-m", "hfrl.cli", "train",
+           "--task", "numbers", "--model", "tiny", "--num_iterations", "1", "-o", str(tmp_path / "run")]  # fmt: skip
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": os.pathsep.join(sys.path)}
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300)
+    assert proc.returncode != 0
+    assert (
+        "error: ZeRO-3 on 2 processes and a process holds all 165,697 parameters: nothing was sharded (on a small "
+        "model set stage3_param_persistence_threshold: 0 in the DeepSpeed config)"
+    ) in proc.stderr
+    assert not (tmp_path / "run").exists()  # a start that fails leaves no run folder
+
+
+def test_zero3_keeps_only_tensors_under_ten_hidden_sizes_whole_unless_the_config_says():
+    """DeepSpeed's default (100,000 elements) kept all of a small model whole on every process; transformers
+    fills ``"auto"`` with 10 x the hidden size, and so does hfrl where the config is silent."""
+    from types import SimpleNamespace
+
+    from hfrl.core.zero3 import default_persistence_threshold
+
+    def accelerator(stage, zero):
+        plugin = SimpleNamespace(zero_stage=stage, deepspeed_config={"zero_optimization": zero})
+        return SimpleNamespace(state=SimpleNamespace(deepspeed_plugin=plugin))
+
+    model = SimpleNamespace(config=SimpleNamespace(hidden_size=64))
+    silent = accelerator(3, {"stage": 3})
+    assert default_persistence_threshold(silent, model) == 640
+    assert silent.state.deepspeed_plugin.deepspeed_config["zero_optimization"]["stage3_param_persistence_threshold"] == 640
+    assert default_persistence_threshold(accelerator(3, {"stage3_param_persistence_threshold": "auto"}), model) == 640
+    assert default_persistence_threshold(accelerator(3, {"stage3_param_persistence_threshold": 0}), model) is None
+    assert default_persistence_threshold(accelerator(2, {}), model) is None
+    assert default_persistence_threshold(SimpleNamespace(state=SimpleNamespace(deepspeed_plugin=None)), model) is None
