@@ -233,7 +233,8 @@ def test_zero3_keeps_only_tensors_under_ten_hidden_sizes_whole_unless_the_config
     model = SimpleNamespace(config=SimpleNamespace(hidden_size=64))
     silent = accelerator(3, {"stage": 3})
     assert default_persistence_threshold(silent, model) == 640
-    assert silent.state.deepspeed_plugin.deepspeed_config["zero_optimization"]["stage3_param_persistence_threshold"] == 640
+    zero = silent.state.deepspeed_plugin.deepspeed_config["zero_optimization"]
+    assert zero["stage3_param_persistence_threshold"] == 640
     assert default_persistence_threshold(accelerator(3, {"stage3_param_persistence_threshold": "auto"}), model) == 640
     assert default_persistence_threshold(accelerator(3, {"stage3_param_persistence_threshold": 0}), model) is None
     assert default_persistence_threshold(accelerator(2, {}), model) is None
