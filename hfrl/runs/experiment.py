@@ -349,11 +349,24 @@ def build_trainer(run: dict[str, Any], **trainer_kwargs: Any):
         metrics=task.metrics,
         **trainer_kwargs,
     )
-    trainer.run_id = run_keys.get("run_id")  # recorded in each checkpoint, checked on resume
+    # recorded in each checkpoint, checked on resume: the first process's, on every process (each drew its own)
+    run["run_id"] = trainer.run_id = first_process_value(run_keys.get("run_id"))
     trainer.run_definition = {k: run_keys.get(k) for k in RUN_DEFINITION}  # so is what defines the run
     trainer.task_splits = list(task.dataset)  # what `hfrl eval RUN --split` can name (hfrl train's last lines)
     trainer.task_dataset = task.dataset  # a reward model's held-out pairs (hfrl.runs.run_eval.heldout_pairs)
     return trainer
+
+
+def first_process_value(value: Any) -> Any:
+    """``value`` as the first process has it, on every process (itself without a process group):
+    a new run's id is drawn by each process, and config.yaml and the checkpoints must name one."""
+    import torch.distributed as dist
+
+    if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() < 2:
+        return value
+    box = [value]
+    dist.broadcast_object_list(box, src=0)
+    return box[0]
 
 
 def save_run_config(run: dict[str, Any], trainer) -> str:
@@ -372,6 +385,8 @@ def save_run_config(run: dict[str, Any], trainer) -> str:
         for name in sorted(own | set(explicit))
     }
     path = os.path.join(args.output_dir, CONFIG_NAME)
+    if not trainer.is_world_process_zero():
+        return path  # written once (several processes writing one file could interleave)
     os.makedirs(args.output_dir, exist_ok=True)
     with open(path, "w") as fh:
         fh.write(config_text({**run_keys, **resolved}, path))  # never a secret: pushed with the model

@@ -137,7 +137,7 @@ def test_ppo_with_a_value_head_shards_under_zero2_and_zero3_matches_ddp_and_resu
     (resumed / "model.safetensors").unlink()
     proc = bench.launch("deepspeed_zero3", ["--resume"], resumed)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    assert "resuming from" in proc.stdout
+    assert "resuming from" in proc.stdout + proc.stderr
     assert bench.largest_gap(bench.weights(resumed), bench.weights(run)) == 0.0
     # the sharded optimizer state is in the checkpoint DeepSpeed wrote (one file per process)
     assert len(list((run / last.name).rglob("*optim_states.pt"))) == 2
@@ -171,7 +171,7 @@ def test_two_machines_on_localhost_train_checkpoint_and_resume_as_one_machine_wi
     shutil.rmtree(last)
     (out / "model.safetensors").unlink()
     outputs = _two_machines(bench, ["--resume"], out, 29642)
-    assert "resuming from" in outputs[0][0]
+    assert "resuming from" in outputs[0][0] + outputs[0][1]
     assert bench.largest_gap(bench.weights(out), bench.weights(root / "ppo-multi_cpu")) == 0.0
 
 
