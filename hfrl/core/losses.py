@@ -54,8 +54,10 @@ class UpdateLoss:
     policy loss aggregates, and ``NLL+`` VAPO's positive-example LM loss (Yue et al. 2025, arXiv 2504.05118: the
     token-mean negative log-likelihood of the completions whose task reward is above
     ``positive_threshold``, the correct ones of a verifier's 0 / 1 reward; only with
-    ``positive_lm_coef``). A forward of the critic alone (TRPO's minibatches: its policy moves in its own
-    step; a critic pass) is its value loss, unweighted."""
+    ``positive_lm_coef``). With vLLM rollouts the policy loss reads each token's advantage times its
+    truncated importance weight (:meth:`hfrl.core.rollout.Rollout.importance_weighted`). A forward of
+    the critic alone (TRPO's minibatches: its policy moves in its own step; a critic pass) is its value
+    loss, unweighted."""
 
     policy_loss: PolicyLoss
     vf_coef: float = 0.5
@@ -74,7 +76,7 @@ class UpdateLoss:
         if out.logprobs is None:  # the critic alone
             assert value is not None, "a forward of neither policy nor critic"
             return value, {"loss/value": value.detach()}
-        policy, policy_stats = self.policy_loss(out, batch)
+        policy, policy_stats = self.policy_loss(out, batch.importance_weighted())  # w_t A_t with vLLM rollouts
         loss = policy
         stats = {"loss/policy": policy.detach(), **policy_stats, **stats}
         if value is not None:

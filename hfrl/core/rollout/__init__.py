@@ -19,7 +19,8 @@ of ``T``, hidden size ``H`` and vocabulary size ``V``:
     (B, P)               query_ids, query_mask (prompts left-padded for causal models, right for seq2seq)
     (B, T)               response_ids, response_mask, token_mask and every per-token number:
                          logprobs, full_logprobs, ref_logprobs, kl, values, entropy, token_rewards,
-                         rewards, advantages, returns (completions right-padded; masked: 0 at padding)
+                         rewards, advantages, returns, sampler_logprobs and is_weights (vLLM rollouts,
+                         :mod:`hfrl.trainers.online.vllm_rollout`) (completions right-padded; masked: 0 at padding)
     (B, T, H)            hidden
     (B, T, ceil(V / 8))  action_sets: uint8, 1 bit per vocabulary entry (:func:`hfrl.core.capture.pack_sets`)
     (B,)                 scores; groups.ids (long: the prompt each completion answers, 0 .. B/G - 1)

@@ -216,6 +216,7 @@ def concat(
         else None,
         action_sets=optional([part.action_sets for part in parts]),
         groups=Groups(torch.cat(group_ids), sizes.pop() if len(sizes) == 1 else 1),
+        sampler_logprobs=optional([part.sampler_logprobs for part in parts]),
     )
 
 

@@ -87,6 +87,7 @@ class Rollout:
     entropy: torch.Tensor | None = None  # of the action distribution at rollout time (logged)
     token_mask: torch.Tensor | None = None  # bool: the transitions a token minibatch trains on
     critic_only: bool = False  # a minibatch of a critic pass (critic_epochs, the warm-up): the critic alone learns
+    is_weights: torch.Tensor | None = None  # vLLM rollouts: min(exp(logprobs - the sampler's), cap), per token
 
     def __len__(self) -> int:
         return self.response_ids.shape[0]
@@ -99,6 +100,16 @@ class Rollout:
     def __getitem__(self, index: torch.Tensor | slice) -> Rollout:
         """The rows ``index`` of every tensor (a minibatch)."""
         return select_rows(self, index)
+
+    def importance_weighted(self) -> Rollout:
+        """The rollout as the policy loss reads it: itself, or with ``is_weights`` (vLLM rollouts) each
+        token's advantage times its weight, ``w_t A_t``. Every registered policy loss is linear in ``A`` and
+        keeps its sign's branch for ``w > 0`` (``min(rho w A, clip(rho) w A) = w min(rho A, clip(rho) A)``), so
+        this weights each token's policy-loss term by ``w_t``: TRL's ``per_token_loss * importance_sampling_ratio``.
+        The value, entropy and KL terms are not weighted (TRL adds its KL after the weight)."""
+        if self.is_weights is None:
+            return self
+        return dataclasses.replace(self, advantages=self.advantages * self.is_weights)
 
 
 @dataclass
@@ -113,6 +124,7 @@ class Completions:
     captured: Captured | None = None  # the policy's numbers computed by generation (capture on)
     action_sets: torch.Tensor | None = None  # the set each step sampled from (an action space recording them)
     groups: Groups | None = None  # the prompt each completion answers (None: one completion per prompt)
+    sampler_logprobs: torch.Tensor | None = None  # vLLM rollouts: the sampler's log-prob of each token (NaN: none)
 
     def __len__(self) -> int:
         return self.response_ids.shape[0]

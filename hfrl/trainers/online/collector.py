@@ -8,6 +8,10 @@ reward functions, the reference policy, the action space, the advantage estimato
     -> reward (every reward function once)  -> score (one forward per model and batch)
     -> assemble (KL penalty + advantages)   -> the iteration's record (rollout statistics, timings)
 
+With ``use_vllm`` the generate phase is vLLM's (:class:`~hfrl.trainers.online.vllm_rollout.VLLMRollouts`,
+set as ``vllm`` by the trainer): the same completions, then each token's truncated importance weight
+after scoring.
+
 It needs no Trainer: a test builds one from a config, a tokenizer, reward functions and an
 ``accelerate.Accelerator()`` (:mod:`tests.trainers.test_collector`). The trainer
 (:class:`~hfrl.trainers.online.online_trainer.OnlineTrainer`) calls it once per iteration with its
@@ -22,7 +26,7 @@ import math
 import os
 import time
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import torch
 from transformers import TrainerState
@@ -37,6 +41,9 @@ from hfrl.trainers.evaluation import NOT_REWARD_COLUMNS, PROMPT_IDS
 from hfrl.trainers.finite_guard import non_finite_error
 from hfrl.trainers.online.iteration_record import IterationRecord
 from hfrl.trainers.online.online_config import OnlineConfig
+
+if TYPE_CHECKING:
+    from hfrl.trainers.online.vllm_rollout import VLLMRollouts
 
 
 class RolloutCollector:
@@ -60,6 +67,7 @@ class RolloutCollector:
         self.reference, self.action_space, self.estimator = reference, action_space, estimator
         self.is_encoder_decoder = is_encoder_decoder
         self.mean_completion_length: float | None = None  # of the last rollout: sizes rollout_tokens' first round
+        self.vllm: VLLMRollouts | None = None  # the rollouts' sampler with use_vllm (set by the trainer)
 
     # ---- settings ---------------------------------------------------------------------------------------
     @property
@@ -74,8 +82,8 @@ class RolloutCollector:
     @property
     def captures(self) -> bool:
         """Whether the rollout's policy log-probs and values come from generation (no scoring forward of
-        the policy): on by config, with the value head on the shared backbone."""
-        return self.args.logprobs_from_generation and not self.args.separate_critic
+        the policy): on by config, with the value head on the shared backbone; never for vLLM's rollouts."""
+        return self.args.logprobs_from_generation and not self.args.separate_critic and not self.args.use_vllm
 
     @property
     def reduce(self) -> Callable[[torch.Tensor], torch.Tensor] | None:
@@ -115,6 +123,9 @@ class RolloutCollector:
             )  # fmt: skip
         rollout = assemble(generated, scores, rewards, kl_coef=kl_coef, estimator=estimator or self.estimator,
                            kl_in_reward=not args.kl_in_loss)  # fmt: skip
+        sampler: dict[str, float] = {}
+        if self.vllm is not None:  # each token's truncated importance weight: the scoring's logprobs vs vLLM's
+            rollout, sampler = self.vllm.weigh(rollout, cast(torch.Tensor, generated.sampler_logprobs), self.reduce)
         from hfrl.core.rollout import rollout_stats
 
         stats = rollout_stats(rollout, self.reduce)  # over every process: the same on all of them
@@ -133,6 +144,7 @@ class RolloutCollector:
                 "time/reward": t_reward - t_generate,
                 "time/score": t_score - t_reward,
                 **self.action_space.rollout_stats(rollout.action_sets, rollout.response_mask),
+                **sampler,
             },
         )
         if args.log_completions:
@@ -161,9 +173,12 @@ class RolloutCollector:
         encoded once for them, :func:`hfrl.core.rollout.generate_completions`). A rollout's (``rollout``)
         samples through the action space and keeps what generation computed: the sets sampled from when
         the action space records them, the policy's log-probs and hidden states when
-        ``logprobs_from_generation`` (and the critic shares the policy's backbone)."""
+        ``logprobs_from_generation`` (and the critic shares the policy's backbone). With ``use_vllm``, a
+        rollout's are vLLM's (:meth:`~hfrl.trainers.online.vllm_rollout.VLLMRollouts.generate`)."""
         from trl.models.utils import unwrap_model_for_generation
 
+        if rollout and self.vllm is not None:
+            return self.vllm.generate(query_ids, query_mask, num_generations=num_generations, step=step)
         args = self.args
         capture = None
         if rollout and self.captures:

@@ -96,6 +96,74 @@ class OnlineConfig(RLConfig):
         },
     )
 
+    # ---- vLLM rollouts (TRL's VLLMGeneration; GRPOConfig's names; hfrl.trainers.online.vllm_rollout) ----
+    use_vllm: bool = field(
+        default=False,
+        metadata={
+            "help": "Sample the rollouts with vLLM (TRL's VLLMGeneration; the hfrl[vllm] extra, a CUDA GPU) "
+            "instead of generate. hfrl's scoring forward still computes the old log-probs (logprobs_from_generation "
+            "is ignored) and each token's policy-loss term is weighted by the truncated importance weight "
+            "min(exp(logp_old - logp_vllm), vllm_importance_sampling_clip_max). Causal models, not NLPO, not "
+            "sampled_set_loss; evaluation still generates with transformers."
+        },
+    )
+    vllm_mode: str = field(
+        default="colocate",
+        metadata={
+            "choices": ("colocate", "server"),
+            "help": "'colocate': a vLLM engine in each training process, sharing its GPU; 'server': requests to a "
+            "separate `trl vllm-serve` server.",
+        },
+    )
+    vllm_server_base_url: str | None = field(
+        default=None,
+        metadata={"help": "Server mode: the server's URL; if set, vllm_server_host and vllm_server_port are ignored."},
+    )
+    vllm_server_host: str = field(default="0.0.0.0", metadata={"help": "Server mode: the vLLM server's host."})
+    vllm_server_port: int = field(default=8000, metadata={"help": "Server mode: the vLLM server's port."})
+    vllm_server_timeout: float = field(
+        default=240.0, metadata={"help": "Server mode: seconds to wait for the server to be up when training starts."}
+    )
+    vllm_group_port: int = field(
+        default=51216, metadata={"help": "Server mode: the port of the weight-update group (change it if taken)."}
+    )
+    vllm_sync_timeout: float = field(
+        default=600.0,
+        metadata={
+            "help": "Seconds each iteration's weight sync to vLLM may take before the run stops with an error naming "
+            "the server (hfrl's own: TRL waits without limit)."
+        },
+    )
+    vllm_gpu_memory_utilization: float = field(
+        default=0.3, metadata={"help": "Colocate mode: the share of GPU memory vLLM reserves (weights, KV cache)."}
+    )
+    vllm_tensor_parallel_size: int = field(
+        default=1, metadata={"help": "Colocate mode: GPUs per vLLM engine (tensor parallelism)."}
+    )
+    vllm_max_model_length: int | None = field(
+        default=None,
+        metadata={"help": "vLLM's context window, at least the longest prompt + max_new_tokens (None: the model's)."},
+    )
+    vllm_enable_sleep_mode: bool = field(
+        default=False,
+        metadata={"help": "Colocate mode: offload vLLM's weights and KV cache in the update (less memory, slower)."},
+    )
+    vllm_model_impl: str = field(
+        default="vllm",
+        metadata={"help": "vLLM's model implementation: 'vllm' (its own) or 'transformers'."},
+    )
+    vllm_importance_sampling_correction: bool = field(
+        default=True,
+        metadata={
+            "help": "Weight each token's policy-loss term by its truncated importance weight (TRL's token_truncate), "
+            "correcting for the gap between vLLM's sampler and the trained policy. False: logged, not applied."
+        },
+    )
+    vllm_importance_sampling_clip_max: float | None = field(
+        default=3.0,
+        metadata={"help": "The importance weight's cap C: w_t = min(exp(logp_old - logp_vllm), C) (None: no cap)."},
+    )
+
     # ---- Reward and KL penalty ----
     max_abs_reward: float | None = field(
         default=1e6,
@@ -317,6 +385,14 @@ class OnlineConfig(RLConfig):
         "positive_lm_coef": {"ge": 0},
         "eval_every": {"ge": 1, "cap": MAX_COUNT},
         "save_every": {"ge": 1, "cap": MAX_COUNT},
+        "vllm_server_port": {"ge": 1, "le": 65535},
+        "vllm_group_port": {"ge": 1, "le": 65535},
+        "vllm_server_timeout": {"gt": 0},
+        "vllm_sync_timeout": {"gt": 0},
+        "vllm_gpu_memory_utilization": {"gt": 0, "le": 1},
+        "vllm_tensor_parallel_size": {"ge": 1},
+        "vllm_max_model_length": {"ge": 1},
+        "vllm_importance_sampling_clip_max": {"gt": 0, "note": "None: no cap"},
     }
     generate_fields: ClassVar[tuple[str, ...]] = ("generation_kwargs",)  # generate's keyword arguments
 
@@ -347,6 +423,10 @@ class OnlineConfig(RLConfig):
                     f"generation_kwargs: {name} must be 1 in rollouts (completions are sampled from the policy), got "
                     f"{self.generation_kwargs[name]}; set num_generations for several completions per prompt"
                 )
+        if self.use_vllm:  # the config's refusals; a seq2seq model's and NLPO's: the trainer's
+            from hfrl.trainers.online.vllm_rollout import check_config
+
+            check_config(self)
         self.per_device_train_batch_size = self.mini_batch_size // self.gradient_accumulation_steps
         self.max_steps = self.num_iterations * self.steps_per_iteration
         self.logging_steps = self.steps_per_iteration

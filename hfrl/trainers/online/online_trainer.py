@@ -156,6 +156,10 @@ class OnlineTrainer(EvaluationMixin, TrainerMixin, Trainer):
             args, processing_class, self.reward_funcs, self.reward_weights, self.reference,
             self.online_state.action_space, self.estimator, self.accelerator, self.is_encoder_decoder,
         )  # fmt: skip
+        if args.use_vllm:  # rollouts sampled by TRL's VLLMGeneration (a seq2seq model and NLPO refused first)
+            from hfrl.trainers.online.vllm_rollout import VLLMRollouts
+
+            self.collector.vllm = VLLMRollouts.for_trainer(self)
         self._buffer: list[Rollout | Callable[[], list[Rollout]]] = []
         self.rollout: Rollout | None = None  # the current iteration's rollout
         self.iteration: IterationRecord | None = None  # the current iteration's numbers, until it is logged

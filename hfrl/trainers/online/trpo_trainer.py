@@ -95,7 +95,7 @@ class TRPOTrainer(OnlineTrainer):
         """What the step maximises: minus the policy loss (``policy_loss``; TRPO's own, ``surrogate``, is
         ``-mean_m(rho * A)``), minus ``beta * k3`` with ``kl_in_loss`` (aggregated as the loss aggregates;
         a constant normaliser rescales the objective, which changes no TRPO step)."""
-        objective = -self.policy_loss(PolicyOutputs(logprobs, None, None), chunk)[0]
+        objective = -self.policy_loss(PolicyOutputs(logprobs, None, None), chunk.importance_weighted())[0]
         if self.args.kl_in_loss and self.iteration is not None:
             kl = kl_k3(logprobs, chunk.ref_logprobs, chunk.response_mask, self.policy_loss.aggregate)
             objective = objective - self.iteration.kl_coef * kl
