@@ -25,6 +25,7 @@ iterations show a direction at best (``up`` says which). Results: ``RESULTS-gpu.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import math
 import os
@@ -36,7 +37,11 @@ from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # bench_online, beside this file
 
-RUNS = tuple((alg, mode) for mode in ("full", "lora", "qlora") for alg in ("ppo", "nlpo"))
+RUNS = (*((alg, mode) for mode in ("full", "lora", "qlora") for alg in ("ppo", "nlpo")), ("ppo", "zero2"))
+# DeepSpeed ZeRO-2 in this one process, as `accelerate launch` with deepspeed_zero2.yaml sets it up (the last
+# run: DeepSpeed leaves its process group behind; the run removes it and these variables after)
+ZERO2_ENV = {"ACCELERATE_USE_DEEPSPEED": "true", "ACCELERATE_DEEPSPEED_ZERO_STAGE": "2", "RANK": "0", "LOCAL_RANK": "0",
+             "WORLD_SIZE": "1", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29571"}  # fmt: skip
 # Prompts the reward can be improved on: the fraction of digit characters in the completion.
 PROMPTS = ["Count: 1 2 3", "The year was", "List the numbers:", "My phone number is", "Once upon a time", "Scores:"]
 NO_CUDA = (
@@ -73,7 +78,28 @@ def model_folder(name: str) -> str:
 
 
 def run_hfrl(alg: str, mode: str, path: str, a: argparse.Namespace, out: str) -> dict[str, Any]:
-    """One training run; its checks, speed and memory. ``mode``: full, lora or qlora."""
+    """One training run; its checks, speed and memory. ``mode``: full, lora, qlora or zero2 (full weights
+    under DeepSpeed ZeRO-2, one process)."""
+    if mode == "zero2":
+        saved = {key: os.environ.get(key) for key in ZERO2_ENV}
+        os.environ.update(ZERO2_ENV)
+        try:
+            return _run_hfrl(alg, mode, path, a, out)
+        finally:
+            from accelerate.state import AcceleratorState
+            from transformers.integrations.deepspeed import unset_hf_deepspeed_config
+
+            from hfrl.trainers.devices import close_process_group
+
+            close_process_group()
+            AcceleratorState._reset_state(reset_partial_state=True)  # the next run sets up its own
+            unset_hf_deepspeed_config()
+            for key, value in saved.items():
+                os.environ.pop(key) if value is None else os.environ.__setitem__(key, value)
+    return _run_hfrl(alg, mode, path, a, out)
+
+
+def _run_hfrl(alg: str, mode: str, path: str, a: argparse.Namespace, out: str) -> dict[str, Any]:
     import torch
     from datasets import Dataset
 
@@ -83,8 +109,8 @@ def run_hfrl(alg: str, mode: str, path: str, a: argparse.Namespace, out: str) ->
     config: dict[str, Any] = dict(
         output_dir=out, num_iterations=a.iterations + 1, rollout_batch_size=a.prompts,
         mini_batch_size=a.prompts // 4, num_ppo_epochs=1, max_new_tokens=a.new_tokens,
-        learning_rate=a.lr if mode == "full" else a.lora_lr, kl_coef=0.05, report_to="none", disable_tqdm=True,
-        save_strategy="no", use_cpu=a.dry_run, seed=0,
+        learning_rate=a.lora_lr if "lora" in mode else a.lr, kl_coef=0.05, report_to="none", disable_tqdm=True,
+        save_strategy="no", use_cpu=a.dry_run and mode != "zero2", seed=0,
         generation_kwargs={"do_sample": True, "top_k": 0, "min_new_tokens": a.new_tokens},
     )  # fmt: skip
     peft_config = None
@@ -116,9 +142,11 @@ def run_hfrl(alg: str, mode: str, path: str, a: argparse.Namespace, out: str) ->
                   if not isinstance(h.get(k), (int, float)) or not math.isfinite(h[k])]  # fmt: skip
     last = statistics.mean(rewards[-2:])
     timed = logs[1:] or logs  # the first iteration is warm-up
+    plugin = getattr(trainer.accelerator.state, "deepspeed_plugin", None)
     result = {
         "alg": alg,
         "mode": mode,
+        "zero_stage": plugin.zero_stage if plugin is not None else None,
         "bf16": bool(trainer.args.bf16),
         "attention": trainer.model.policy.config._attn_implementation,
         "iterations": len(logs),
@@ -132,7 +160,10 @@ def run_hfrl(alg: str, mode: str, path: str, a: argparse.Namespace, out: str) ->
         "tokens_per_s": statistics.mean(h["tokens_per_second"] for h in timed),
         "wall_s": time.perf_counter() - started,
         "non_finite": non_finite,
-        "ok": not non_finite and len(logs) == a.iterations + 1 and abs(last - rewards[0]) > 1e-6,
+        "ok": not non_finite
+        and len(logs) == a.iterations + 1
+        and abs(last - rewards[0]) > 1e-6
+        and (mode != "zero2" or plugin is not None and plugin.zero_stage == 2),
     }
     if torch.cuda.is_available():
         result["peak_gpu_mb"] = torch.cuda.max_memory_allocated() / 2**20
@@ -148,7 +179,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--iterations", type=int, default=None, help="after one warm-up (GPU: 5, dry run: 2)")
     parser.add_argument("--lr", type=float, default=None, help="full fine-tuning (GPU: 3e-6, dry run: 1e-3)")
     parser.add_argument("--lora-lr", type=float, default=None, help="LoRA / QLoRA (GPU: 1e-4, dry run: 1e-2)")
-    parser.add_argument("--skip", nargs="*", default=[], help="parts to skip: full lora qlora nlpo trl")
+    parser.add_argument("--skip", nargs="*", default=[], help="parts to skip: full lora qlora zero2 nlpo trl")
     parser.add_argument("--dry-run", action="store_true", help="the tiny model on the CPU, without QLoRA")
     parser.add_argument("--json", help="write the results to this file")
     a = parser.parse_args(argv)
@@ -174,6 +205,9 @@ def main(argv: list[str] | None = None) -> int:
                                "prompts": a.prompts, "new_tokens": a.new_tokens, "runs": []}  # fmt: skip
     for alg, mode in RUNS:
         if mode in a.skip or alg in a.skip or (a.dry_run and mode == "qlora"):
+            continue
+        if mode == "zero2" and importlib.util.find_spec("deepspeed") is None:
+            print('gpu_check: the ZeRO-2 run needs deepspeed (pip install "hfrl[deepspeed]"): skipped', file=sys.stderr)
             continue
         results["runs"].append(run_hfrl(alg, mode, path, a, os.path.join(root, f"{alg}-{mode}")))
     if "trl" not in a.skip:

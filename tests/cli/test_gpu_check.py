@@ -45,7 +45,9 @@ def test_dry_run_trains_every_arm_and_passes_its_checks(gpu_check, tmp_path, tin
         ("nlpo", "full"),
         ("ppo", "lora"),
         ("nlpo", "lora"),
+        ("ppo", "zero2"),  # DeepSpeed ZeRO-2 in one process (on the CPU over gloo here)
     ]
+    assert [r["zero_stage"] for r in results["runs"]] == [None] * 4 + [2]
     for run in results["runs"]:
         assert run["ok"] and run["iterations"] == 3 and not run["non_finite"]
         assert run["tokens_per_s"] > 0 and run["bf16"] is False and run["attention"] == "sdpa"  # the CPU rule
