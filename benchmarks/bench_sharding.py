@@ -26,6 +26,7 @@ from typing import Any
 CONFIGS = ("multi_cpu", "deepspeed_zero2", "deepspeed_zero3")
 ONLINE = ["--task", "numbers", "--model", "tiny", "--num_iterations", "2", "--rollout_batch_size", "8",
           "--mini_batch_size", "4", "--num_ppo_epochs", "1"]  # fmt: skip
+OFFLINE_HH = ["--task-arg", "reward_config=offline", "--max_steps", "4"]  # ROUGE-L, not the Hub reward model
 # per algorithm: the command line after `hfrl train` (2 processes each; numbers and the hh fixtures are offline)
 ALGS: dict[str, list[str]] = {
     "ppo": ["--alg", "ppo", *ONLINE, "--save_every", "1"],
@@ -34,18 +35,10 @@ ALGS: dict[str, list[str]] = {
     "ppo_rloo": ["--alg", "ppo", *ONLINE, "--advantage_estimator", "rloo", "--num_generations", "2"],
     "nlpo": ["--alg", "nlpo", *ONLINE],
     "grpo": ["--alg", "grpo", "--task", "numbers", "--model", "tiny", "--max_steps", "2"],
-    "a_lol": [
-        "--alg",
-        "a_lol",
-        "--task",
-        "hh",
-        "--model",
-        "tiny",
-        "--task-arg",
-        "reward_config=offline",
-        "--max_steps",
-        "4",
-    ],  # fmt: skip
+    "rloo": ["--alg", "rloo", "--task", "numbers", "--model", "tiny", "--max_steps", "2"],
+    "sft": ["--alg", "sft", "--task", "hh", "--model", "tiny", "--max_steps", "4"],
+    "dpo": ["--alg", "dpo", "--task", "hh", "--model", "tiny", "--max_steps", "4"],
+    "a_lol": ["--alg", "a_lol", "--task", "hh", "--model", "tiny", *OFFLINE_HH],
 }
 
 

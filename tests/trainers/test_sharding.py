@@ -141,6 +141,14 @@ def test_ppo_with_a_value_head_shards_under_zero2_and_zero3_matches_ddp_and_resu
     assert bench.largest_gap(bench.weights(resumed), bench.weights(run)) == 0.0
     # the sharded optimizer state is in the checkpoint DeepSpeed wrote (one file per process)
     assert len(list((run / last.name).rglob("*optim_states.pt"))) == 2
+    # export: the gathered weights, without DeepSpeed's scripts
+    exported = tmp_path / "exported"
+    proc = subprocess.run([sys.executable, "-m", "hfrl.cli", "export", str(run), "-o", str(exported)],
+                          capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert not list(exported.glob("*.py")) and (exported / "README.md").exists()
+    policy = {k: v for k, v in bench.weights(run).items() if not k.startswith("value_head.")}
+    assert bench.largest_gap(bench.weights(exported), policy) == 0.0
 
 
 def _two_machines(bench, args, out, port):
