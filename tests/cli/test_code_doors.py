@@ -206,8 +206,10 @@ def test_the_resolvers_and_the_check_agree_on_what_is_code():
 
 def test_every_pretrained_and_generate_call_passes_trust_remote_code():
     """No call in hfrl loads a model, tokenizer or config, or generates, without naming
-    ``trust_remote_code``. The exceptions: PEFT's adapter loading, which opens no code door, and hfrl's
-    own ``ChatSession.from_pretrained`` (it loads through :func:`hfrl.runs.run_dir.Run.load`)."""
+    ``trust_remote_code``. The exceptions: PEFT's adapter loading, which opens no code door, hfrl's
+    own ``ChatSession.from_pretrained`` (it loads through :func:`hfrl.runs.run_dir.Run.load`) and TRL's
+    ``VLLMGeneration.generate`` (``self.engine``: its model was loaded with ``trust_remote_code`` when
+    :meth:`hfrl.trainers.online.vllm_rollout.VLLMRollouts.for_trainer` built it)."""
     import ast
 
     root = Path(__file__).resolve().parents[2]
@@ -222,7 +224,7 @@ def test_every_pretrained_and_generate_call_passes_trust_remote_code():
                 if node.func.attr not in ("from_pretrained", "generate", "pipeline"):
                     continue
                 owner = ast.unparse(node.func.value)
-                if owner in ("PeftModel", "PeftConfig", "ChatSession"):
+                if owner in ("PeftModel", "PeftConfig", "ChatSession", "self.engine"):
                     continue
                 keywords = {k.arg for k in node.keywords}
                 if "trust_remote_code" not in keywords and None not in keywords:  # **kwargs: checked where built

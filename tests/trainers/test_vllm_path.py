@@ -164,7 +164,7 @@ def test_generate_returns_groups_in_order_padded_as_generate_completions():
     engine = ScriptedEngine()
     rollouts = VLLMRollouts(engine, pad_token_id=0, eos_token_id=2, sync_timeout=5, where="test")
     query_ids, query_mask = torch.tensor([[0, 0, 7], [4, 5, 6]]), torch.tensor([[0, 0, 1], [1, 1, 1]])
-    out = rollouts.generate(query_ids, query_mask, num_generations=3, step=0)
+    out = rollouts.sample(query_ids, query_mask, num_generations=3, step=0)
     assert engine.sent == [[[7], [7], [7], [4, 5, 6], [4, 5, 6], [4, 5, 6]]]  # each prompt 3 times in a row
     assert out.query_ids.tolist() == query_ids.repeat_interleave(3, 0).tolist()  # left-padded, as sent
     assert out.groups.ids.tolist() == [0, 0, 0, 1, 1, 1] and out.groups.size == 3
@@ -179,7 +179,7 @@ def test_weights_sync_once_per_optimizer_step():
     rollouts = VLLMRollouts(engine, pad_token_id=0, eos_token_id=2, sync_timeout=5, where="test")
     ids, mask = torch.tensor([[3]]), torch.tensor([[1]])
     for step in (0, 0, 4, 4, 8):  # rollout_tokens' further rounds of one iteration: the same step
-        rollouts.generate(ids, mask, num_generations=1, step=step)
+        rollouts.sample(ids, mask, num_generations=1, step=step)
     assert engine.sync_calls == 3
 
 

@@ -174,11 +174,11 @@ class RolloutCollector:
         samples through the action space and keeps what generation computed: the sets sampled from when
         the action space records them, the policy's log-probs and hidden states when
         ``logprobs_from_generation`` (and the critic shares the policy's backbone). With ``use_vllm``, a
-        rollout's are vLLM's (:meth:`~hfrl.trainers.online.vllm_rollout.VLLMRollouts.generate`)."""
+        rollout's are vLLM's (:meth:`~hfrl.trainers.online.vllm_rollout.VLLMRollouts.sample`)."""
         from trl.models.utils import unwrap_model_for_generation
 
         if rollout and self.vllm is not None:
-            return self.vllm.generate(query_ids, query_mask, num_generations=num_generations, step=step)
+            return self.vllm.sample(query_ids, query_mask, num_generations=num_generations, step=step)
         args = self.args
         capture = None
         if rollout and self.captures:

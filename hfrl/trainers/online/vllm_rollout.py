@@ -288,7 +288,7 @@ class VLLMRollouts:
             "that vLLM is up and reachable, or raise vllm_sync_timeout"
         )
 
-    def generate(
+    def sample(
         self, query_ids: torch.Tensor, query_mask: torch.Tensor, *, num_generations: int, step: int
     ) -> Completions:
         """``num_generations`` completions of each prompt (``query_ids``/``query_mask``: ``(N, P)``,
