@@ -2,7 +2,8 @@
 every ``name>=X`` of the dependencies and extras has the line ``name==X`` there, and every line there is
 such a bound, so a floor in pyproject is a tested fact. The dev extra's tools (pytest, ruff, mypy, build)
 and the docs extra (the site's builder and its browser test) are for contributors, not floors of hfrl,
-and .ci/floors installs whatever version of them pip picks."""
+and .ci/floors installs whatever version of them pip picks. The vllm extra (CUDA only) is not installed
+there: its window is TRL's (pyproject says so)."""
 
 from __future__ import annotations
 
@@ -21,7 +22,8 @@ def lower_bounds(pyproject: dict) -> dict[str, Version]:
     """name -> the ``>=`` version of every requirement of the dependencies and the extras (tools left out);
     a requirement without one, or with two different ones, is an error."""
     project = pyproject["project"]
-    extras = [reqs for name, reqs in project["optional-dependencies"].items() if name != "docs"]
+    # the docs extra: contributors' tools; the vllm extra: CUDA only, it cannot install where the floors run
+    extras = [reqs for name, reqs in project["optional-dependencies"].items() if name not in ("docs", "vllm")]
     requirements = [*project["dependencies"], *(r for extra in extras for r in extra)]
     bounds: dict[str, Version] = {}
     for text in requirements:
