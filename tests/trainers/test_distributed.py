@@ -8,6 +8,9 @@ import sys
 
 import pytest
 
+# Two processes on accelerate's default port (29500): under pytest-xdist these tests share one worker.
+pytestmark = pytest.mark.xdist_group("launch")
+
 
 @pytest.mark.slow
 @pytest.mark.parametrize("alg", ["ppo", "nlpo", "trpo"])

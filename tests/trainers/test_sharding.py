@@ -12,6 +12,9 @@ import textwrap
 import pytest
 from conftest import load_benchmark
 
+# Two processes on accelerate's default port (29500): under pytest-xdist these tests share one worker.
+pytestmark = pytest.mark.xdist_group("launch")
+
 needs_launcher = pytest.mark.skipif(shutil.which("accelerate") is None, reason="the accelerate CLI is not on PATH")
 needs_deepspeed = pytest.mark.skipif(
     __import__("importlib").util.find_spec("deepspeed") is None, reason="deepspeed is not installed (hfrl[deepspeed])"
