@@ -39,6 +39,20 @@ ALGS: dict[str, list[str]] = {
     "sft": ["--alg", "sft", "--task", "hh", "--model", "tiny", "--max_steps", "4"],
     "dpo": ["--alg", "dpo", "--task", "hh", "--model", "tiny", "--max_steps", "4"],
     "a_lol": ["--alg", "a_lol", "--task", "hh", "--model", "tiny", *OFFLINE_HH],
+    # rewarded by a tiny reward model (a BERT classifier, one output): partitioned under ZeRO-3 as TRL does
+    "ppo_reward_model": ["--alg", "ppo", *ONLINE, "--reward_model", "{reward_model}"],
+    "grpo_reward_model": [
+        "--alg",
+        "grpo",
+        "--task",
+        "numbers",
+        "--model",
+        "tiny",
+        "--max_steps",
+        "2",
+        "--reward_model",
+        "{reward_model}",
+    ],  # fmt: skip
 }
 
 
@@ -95,7 +109,8 @@ def compare(alg: str, root: Path, configs: tuple[str, ...] = CONFIGS) -> list[di
     for config in configs:
         out = root / f"{alg}-{config}"
         start = time.perf_counter()
-        proc = launch(config, ALGS[alg], out, env)
+        args = [tiny_reward_model(root) if a == "{reward_model}" else a for a in ALGS[alg]]
+        proc = launch(config, args, out, env)
         seconds = time.perf_counter() - start
         if proc.returncode != 0:
             raise RuntimeError(f"{alg} under {config} failed:\n{proc.stderr[-4000:]}")
@@ -106,6 +121,24 @@ def compare(alg: str, root: Path, configs: tuple[str, ...] = CONFIGS) -> list[di
         rows.append({"alg": alg, "config": config, **shares(out), "max_abs_diff_vs_ddp": largest_gap(saved, reference),
                      "moved_from_start": moved, "seconds": round(seconds, 1)})  # fmt: skip
     return rows
+
+
+def tiny_reward_model(root: Path) -> str:
+    """A tiny reward model (BERT, one output, the tiny tokenizer; seeded) saved once under ``root``."""
+    folder = root / "reward-model"
+    if not (folder / "config.json").exists():
+        import torch
+        from transformers import BertConfig, BertForSequenceClassification
+
+        from hfrl.core.tiny import build_tiny_tokenizer
+
+        tokenizer = build_tiny_tokenizer()
+        config = BertConfig(vocab_size=len(tokenizer), hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
+                            intermediate_size=32, pad_token_id=tokenizer.pad_token_id, num_labels=1)  # fmt: skip
+        torch.manual_seed(0)
+        BertForSequenceClassification(config).save_pretrained(folder)
+        tokenizer.save_pretrained(folder)
+    return str(folder)
 
 
 def _tiny() -> str:

@@ -25,7 +25,14 @@ from torch import nn
 
 M = TypeVar("M", bound=nn.Module)
 
-__all__ = ["default_persistence_threshold", "gathered", "is_partitioned", "whole_copy", "whole_state_dict"]
+__all__ = [
+    "default_persistence_threshold",
+    "gathered",
+    "is_partitioned",
+    "loading_whole",
+    "whole_copy",
+    "whole_state_dict",
+]
 
 
 def is_partitioned(module: nn.Module) -> bool:
@@ -44,6 +51,28 @@ def gathered(module: nn.Module) -> Iterator[None]:
 
     with deepspeed.zero.GatheredParameters(list(module.parameters()), modifier_rank=None):
         yield
+
+
+@contextlib.contextmanager
+def loading_whole() -> Iterator[None]:
+    """Models loaded inside are ordinary, whole modules even in a ZeRO-3 run. While a ZeRO-3
+    ``TrainingArguments`` lives, transformers builds every ``from_pretrained`` model inside
+    ``deepspeed.zero.Init`` (partitioned, with empty tensors); a frozen scorer loaded by a reward or
+    metric (a classifier, BERTScore's encoder) would then have no engine to gather its weights and fail
+    at its first forward. Classifiers are partitioned afterwards on purpose
+    (:func:`hfrl.metrics.learned.shard_classifiers`); the rest stay whole on every process."""
+    import sys
+
+    integration: Any = sys.modules.get("transformers.integrations.deepspeed")  # imported by a ZeRO-3 run
+    if integration is None or not integration.is_deepspeed_zero3_enabled():
+        yield
+        return
+    saved = integration._hf_deepspeed_config_weak_ref
+    integration._hf_deepspeed_config_weak_ref = None
+    try:
+        yield
+    finally:
+        integration._hf_deepspeed_config_weak_ref = saved
 
 
 def whole_state_dict(module: nn.Module) -> dict[str, Any]:

@@ -104,7 +104,10 @@ def cached(key: Any, build: Callable[[], Any]) -> Any:
     """
     with _CACHE_LOCK:
         if key not in _CACHE:
-            _CACHE[key] = build()
+            from hfrl.core.zero3 import loading_whole
+
+            with loading_whole():  # a ZeRO-3 run: whole models (transformers would partition them as it loads)
+                _CACHE[key] = build()
         return _CACHE[key]
 
 

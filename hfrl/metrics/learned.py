@@ -63,6 +63,40 @@ def unknown_model_type(err: BaseException) -> str | None:
     return found.group(1) if found else None
 
 
+_ZERO3: list[Any] = []  # the accelerator whose DeepSpeed ZeRO-3 partitions the classifiers of this process
+
+
+def shard_classifiers(accelerator: Any) -> bool:
+    """Under DeepSpeed ZeRO-3, the classifiers this process loads from now on (learned rewards, reward
+    models, judges, intent classifiers) are partitioned across the processes for inference, as TRL
+    prepares its reward models (``trl.models.utils.prepare_deepspeed``: each process holds a slice and
+    every forward gathers collectively); under ZeRO-1/2 and without DeepSpeed each process keeps its
+    whole copy, as TRL does. Every process must then run the same number of forwards:
+    :func:`classifier_logits` adds forwards of a one-token text where a process has fewer batches, and
+    the scorers call it even with nothing to score. Whether the classifiers are sharded."""
+    plugin = getattr(getattr(accelerator, "state", None), "deepspeed_plugin", None)
+    _ZERO3.clear()
+    if plugin is not None and plugin.zero_stage == 3 and accelerator.num_processes > 1:
+        _ZERO3.append(accelerator)
+    return bool(_ZERO3)
+
+
+def classifiers_sharded() -> bool:
+    """Whether this process's classifiers are partitioned (:func:`shard_classifiers`): scorers then
+    call :func:`classifier_logits` even with no text, since every process joins each forward."""
+    return bool(_ZERO3)
+
+
+def _forwards_to_add(batches: int, device: Any) -> int:
+    """How many forwards this process lacks to match the process with the most (all-reduce of the counts)."""
+    import torch
+    import torch.distributed as dist
+
+    count = torch.tensor([batches], device=device)
+    dist.all_reduce(count, op=dist.ReduceOp.MAX)
+    return int(count.item()) - batches
+
+
 def load_classifier(name: str, device: str):
     """``(tokenizer, model)`` of a sequence classifier, loaded once per process and device. A classifier
     that cannot load is tried once: later calls raise the same error at once (no Hub retries at every
@@ -88,9 +122,13 @@ def load_classifier(name: str, device: str):
         tokenizer.padding_side = "right"  # absolute-position encoders (BERT, RoBERTa) read left padding as text offset
         if tokenizer.pad_token is None:  # GPT-style classifiers: pad with EOS, as their cards advise
             model.config.pad_token_id = fix_tokenizer(tokenizer).pad_token_id
+        if _ZERO3:  # partitioned across the processes for inference, as TRL prepares its reward models
+            from trl.models.utils import prepare_deepspeed
+
+            return tokenizer, prepare_deepspeed(model, _ZERO3[0])
         return tokenizer, model.to(device).eval()
 
-    loaded = cached(("classifier", name, str(device)), build)
+    loaded = cached(("classifier", name, str(device), bool(_ZERO3)), build)
     if isinstance(loaded, ClassifierUnavailableError):
         raise loaded
     return loaded
@@ -114,13 +152,20 @@ def classifier_logits(name: str, texts: list[str], pairs: list[str] | None, batc
 
     tokenizer, model = load_classifier(name, device)
     chunks = []
-    for start in range(0, len(texts), batch_size):
+    starts = range(0, len(texts), batch_size)
+    # ZeRO-3: each forward gathers the weights from every process, so all run as many (counted before any)
+    fillers = _forwards_to_add(len(starts), device) if classifiers_sharded() else 0
+    for start in starts:
         second = pairs[start : start + batch_size] if pairs is not None else None
         batch = encoded(tokenizer, texts[start : start + batch_size], second, max_length, device)
         with torch.no_grad():
             chunks.append(model(**batch).logits.float().cpu())
-    logits = torch.cat(chunks) if chunks else torch.zeros(0, model.config.num_labels)
-    return logits, model.config
+    for _ in range(fillers):
+        with torch.no_grad():
+            model(**encoded(tokenizer, ["."], [""] if pairs is not None else None, max_length, device))
+    config = getattr(model, "module", model).config  # a DeepSpeed engine's own `config` is its DeepSpeed config
+    logits = torch.cat(chunks) if chunks else torch.zeros(0, config.num_labels)
+    return logits, config
 
 
 def label_index(label: int | str | None, config, what: str) -> int:
@@ -182,7 +227,7 @@ class LearnedClassifier(SampleMetric):
 
         out = [float(self.empty_score)] * len(completions)
         todo = [i for i, c in enumerate(completions) if c.strip()]
-        if not todo:
+        if not todo and not classifiers_sharded():
             return {self.key: out}
         texts, pairs = classifier_inputs(
             [prompts[i] for i in todo], [completions[i] for i in todo], self.input, self.turn_separator, self.separator
@@ -289,7 +334,7 @@ class IntentAccuracy(SampleMetric):
         targets = [_intent(v) for v in columns[self.label_column]]
         out = [0.0] * len(completions)  # an empty completion carries no intent
         todo = [i for i, c in enumerate(completions) if c.strip()]
-        if not todo:
+        if not todo and not classifiers_sharded():
             return {self.name: out}
         texts, _ = classifier_inputs(
             [prompts[i] for i in todo],

@@ -22,6 +22,7 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 from hfrl.metrics.base import default_device, text_of
+from hfrl.metrics.learned import classifiers_sharded
 
 EOS = "<|endoftext|>"  # DialoGPT's (GPT-2's) EOS: LoL-RL's turn separator
 KNOWLEDGE_PREFIX = "Knowledge:"
@@ -92,7 +93,7 @@ class _Classifier:
         prompts, completions = [text_of(p) for p in prompts], [text_of(c) for c in completions]
         out = [float(self.empty_score)] * len(completions)
         todo = [i for i, c in enumerate(completions) if c.strip()]
-        if todo:
+        if todo or classifiers_sharded():  # ZeRO-3: every process joins each forward
             picked = {k: [v[i] for i in todo] for k, v in columns.items() if isinstance(v, (list, tuple))}
             texts, pairs = self.inputs([prompts[i] for i in todo], [completions[i] for i in todo], picked)
             logits, config = self.logits(texts, pairs)

@@ -59,8 +59,10 @@ class TrainerMixin(_Trainer):
         quiet()
         super().__init__(*args, **kwargs)
         from hfrl.core.zero3 import default_persistence_threshold
+        from hfrl.metrics.learned import shard_classifiers
 
         default_persistence_threshold(self.accelerator, self.model)  # ZeRO-3: small tensors sharded too
+        shard_classifiers(self.accelerator)  # ZeRO-3: reward classifiers partitioned as TRL prepares its reward models
         self.add_callback(IterationLog())
         self.add_callback(ShardingGuard(self))  # what a distributed run got; a stop if it asked to shard and did not
 

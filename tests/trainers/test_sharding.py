@@ -73,6 +73,10 @@ WHOLE_COPY = textwrap.dedent("""
                               "zero_optimization": {"stage": 3, "stage3_param_persistence_threshold": 0}})
     sharded = AutoModelForCausalLM.from_pretrained(sys.argv[1])  # partitioned at load (zero.Init)
     assert is_partitioned(sharded) and not is_partitioned(plain)
+    from hfrl.metrics.base import cached
+    scorer = cached("a metric's model", lambda: AutoModelForCausalLM.from_pretrained(sys.argv[1]))
+    assert not is_partitioned(scorer)  # what rewards and metrics load stays whole (loading_whole)
+    assert is_partitioned(AutoModelForCausalLM.from_pretrained(sys.argv[1]))  # and the run's own loads do not
     from hfrl.core.policies import disable_dropout
     disable_dropout(sharded)  # as the trainers do after loading: the config still says 0.1
     torch.manual_seed(0)
@@ -97,7 +101,8 @@ def test_a_whole_copy_of_a_zero3_partitioned_model_has_its_weights_and_draws_no_
     """``copy.deepcopy`` of a ZeRO-3 partitioned model copied empty tensors (the reference failed at its first
     forward); a random initialisation before loading the weights changed every later sample (NLPO's first
     rollout differed from DDP's); a copy built from the config alone had dropout back on (a separate critic
-    trained with it)."""
+    trained with it). A model a reward or metric loads (through ``hfrl.metrics.base.cached``) is whole, not
+    partitioned by transformers as the run's own models are."""
     script = tmp_path / "whole_copy_check.py"  # not copy.py: the script folder comes first on sys.path
     script.write_text(WHOLE_COPY)
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": os.pathsep.join(sys.path)}
@@ -228,6 +233,62 @@ def test_a_zero3_config_that_shards_nothing_stops_at_start_with_one_line(tmp_pat
         "model set stage3_param_persistence_threshold: 0 in the DeepSpeed config)"
     ) in proc.stderr
     assert not (tmp_path / "run").exists()  # a start that fails leaves no run folder
+
+
+CLASSIFIER = textwrap.dedent("""
+    import json, sys
+    from accelerate import Accelerator
+    from accelerate.utils import InitProcessGroupKwargs
+    from transformers.integrations import HfDeepSpeedConfig
+    from hfrl.metrics.learned import load_classifier, shard_classifiers
+    from hfrl.rewards import load_reward
+    acc = Accelerator(kwargs_handlers=[InitProcessGroupKwargs(backend="gloo")])
+    config = acc.state.deepspeed_plugin.deepspeed_config  # its "auto" values as a Trainer fills them
+    config.update(train_micro_batch_size_per_gpu=1, train_batch_size=2, gradient_accumulation_steps=1,
+                  gradient_clipping=1.0)
+    keep = HfDeepSpeedConfig(config)  # as a ZeRO-3 TrainingArguments does: transformers loads under zero.Init
+    assert shard_classifiers(acc)
+    reward = load_reward({"id": "reward_model", "args": {"model": sys.argv[1], "batch_size": 2}})
+    texts = sys.argv[3:] if acc.process_index == 0 else ["", " "]  # rank 1: nothing to score, 0 batches to 3
+    scores = reward(prompts=[""] * len(texts), completions=texts)
+    engine = load_classifier(sys.argv[1], "cpu")[1]
+    params = list(engine.module.parameters())
+    held = sum(p.ds_tensor.numel() for p in params if hasattr(p, "ds_tensor"))
+    total = sum(p.ds_numel if hasattr(p, "ds_numel") else p.numel() for p in params)
+    json.dump({"scores": scores, "held": held, "total": total}, open(f"{sys.argv[2]}/{acc.process_index}.json", "w"))
+""")
+
+
+@pytest.mark.slow
+@needs_launcher
+@needs_deepspeed
+def test_a_reward_model_is_partitioned_under_zero3_and_a_process_with_nothing_to_score_still_joins(tmp_path):
+    """Under ZeRO-3 a reward classifier is partitioned as TRL prepares its reward models (each process holds
+    about half); each forward gathers from every process, so a process with fewer batches (here none) runs
+    filler forwards instead of leaving the others waiting; the scores equal the whole model's. Loaded inside a
+    ZeRO-3 run's lifetime, transformers would partition the classifier as it loads (zero.Init) and leave it
+    without an engine: it is loaded whole, then partitioned."""
+    from transformers import AutoModelForSequenceClassification
+
+    from hfrl.rewards import load_reward
+
+    bench = load_benchmark("bench_sharding")
+    folder = bench.tiny_reward_model(tmp_path)
+    (tmp_path / "check.py").write_text(CLASSIFIER)
+    texts = ["a good film", "bad", "", "3 4 5", "the end of it"]  # 4 to score: 2 batches of 2
+    cmd = ["accelerate", "launch", "--config_file", bench.config_path("deepspeed_zero3"), "--num_processes", "2",
+           "--mixed_precision", "no", str(tmp_path / "check.py"), folder, str(tmp_path), *texts]  # fmt: skip
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": os.pathsep.join(sys.path)}
+    env.pop("ACCELERATE_USE_CPU", None)
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    ranks = [json.loads((tmp_path / f"{rank}.json").read_text()) for rank in (0, 1)]
+    whole = load_reward({"id": "reward_model", "args": {"model": folder, "device": "cpu"}})
+    assert ranks[0]["scores"] == pytest.approx(whole(prompts=[""] * 5, completions=texts), abs=1e-5)
+    assert ranks[1]["scores"] == [0.0, 0.0]
+    total = ranks[0]["total"]
+    assert total == AutoModelForSequenceClassification.from_pretrained(folder).num_parameters()
+    assert all(0 < rank["held"] <= 0.55 * total for rank in ranks), ranks
 
 
 def test_zero3_keeps_only_tensors_under_ten_hidden_sizes_whole_unless_the_config_says():
