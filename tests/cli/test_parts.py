@@ -79,4 +79,4 @@ def test_list_algs_names_every_registered_loss_from_its_docstring(capsys):
     code, out, _ = run_cli(["list", "algs"], capsys)
     assert code == 0
     assert all(name in out for name in POLICY_LOSSES)
-    assert "GSPO: PPO's clip on each completion's length-normalised sequence ratio" in out
+    assert "GSPO: PPO's clip on each completion's length-normalised sequence ratio" in " ".join(out.split())

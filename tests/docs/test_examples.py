@@ -25,7 +25,7 @@ PAGES = sorted(p for p in DOCS.rglob("*.md") if "hooks" not in p.relative_to(DOC
 ITEMS = [(page, block) for page in PAGES for block in code_blocks(page.read_text(), langs=None)]
 COUNTS: Counter[str] = Counter()
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("docs")]  # a page's blocks run in order: one worker
 
 
 def _page(page: Path) -> str:

@@ -1,6 +1,6 @@
 """pyproject's lower bounds are the versions .ci/floors installs and tests (.ci/floors-constraints.txt):
 every ``name>=X`` of the dependencies and extras has the line ``name==X`` there, and every line there is
-such a bound, so a floor in pyproject is a tested fact. The dev extra's tools (pytest, ruff, mypy, build)
+such a bound, so a floor in pyproject is a tested fact. The dev extra's tools (pytest, pytest-xdist, ruff, mypy, build)
 and the docs extra (the site's builder and its browser test) are for contributors, not floors of hfrl,
 and .ci/floors installs whatever version of them pip picks. The vllm extra (CUDA only) is not installed
 there: its window is TRL's (pyproject says so)."""
@@ -15,7 +15,7 @@ from packaging.utils import canonicalize_name
 from packaging.version import Version
 
 ROOT = Path(__file__).resolve().parents[2]
-TOOLS = {"pytest", "ruff", "mypy", "build"}
+TOOLS = {"pytest", "pytest-xdist", "ruff", "mypy", "build"}
 
 
 def lower_bounds(pyproject: dict) -> dict[str, Version]:
