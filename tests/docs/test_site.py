@@ -57,6 +57,11 @@ def test_the_site_builds_strict_with_every_reference_page(site):
     trainers = pages["trainers"]
     assert trainers.index("ppo_config.PPOConfig") < trainers.index("card_and_push")
     assert "PPOConfig fields" in trainers and "<code>kl_coef</code>" in trainers
+    # nothing is fetched from elsewhere: no web fonts, no CDN (KaTeX is vendored)
+    fetched = [
+        p for p in site.rglob("*.html") if "fonts.googleapis.com" in p.read_text() or "cdn.jsdelivr" in p.read_text()
+    ]
+    assert not fetched, fetched[:3]
 
 
 @pytest.fixture(scope="module")
