@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import warnings
+from collections.abc import Iterator
 
 # Before torch / transformers / datasets are imported anywhere.
 os.environ.setdefault("OMP_NUM_THREADS", "1")
@@ -34,6 +36,22 @@ def load_benchmark(name: str):
     sys.modules[name] = module
     spec.loader.exec_module(module)
     return module
+
+
+@contextlib.contextmanager
+def one_launch_at_a_time(tmp_path_factory) -> Iterator[None]:
+    """Held while a test starts processes with ``accelerate launch`` (they meet on port 29500): a file lock
+    shared by the pytest-xdist workers (in the session's temporary root), so that two never launch at once."""
+    import fcntl
+
+    root = tmp_path_factory.getbasetemp()
+    root = root.parent if os.environ.get("PYTEST_XDIST_WORKER") else root  # the workers' common folder
+    with open(root / "accelerate-launch.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
 
 
 @pytest.fixture(scope="session", autouse=True)

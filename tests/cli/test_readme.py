@@ -17,7 +17,7 @@ from hfrl.testing.examples import Block, Walk, code_blocks, requirement_missing
 ROOT = Path(__file__).resolve().parents[2]
 README = ROOT / "README.md"
 
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("readme")]  # the blocks run in order, on one worker
+pytestmark = pytest.mark.slow
 
 
 def readme_blocks(text: str | None = None) -> list[Block]:

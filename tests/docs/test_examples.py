@@ -12,10 +12,12 @@ whole: a page's blocks depend on the ones before them.
 
 from __future__ import annotations
 
+import contextlib
 from collections import Counter
 from pathlib import Path
 
 import pytest
+from conftest import one_launch_at_a_time
 
 from hfrl.testing.examples import RUNNABLE, Block, Walk, check_config_text, code_blocks, requirement_missing
 
@@ -25,7 +27,7 @@ PAGES = sorted(p for p in DOCS.rglob("*.md") if "hooks" not in p.relative_to(DOC
 ITEMS = [(page, block) for page in PAGES for block in code_blocks(page.read_text(), langs=None)]
 COUNTS: Counter[str] = Counter()
 
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("docs")]  # a page's blocks run in order: one worker
+pytestmark = pytest.mark.slow
 
 
 def _page(page: Path) -> str:
@@ -74,7 +76,9 @@ def test_example(page: Path, block: Block, walks, tmp_path_factory, monkeypatch,
         walk.write_file(block, argument)
         COUNTS["written"] += 1
     elif block.lang in RUNNABLE:
-        walk.run(block, monkeypatch, capsys)
+        launches = "accelerate launch" in block.code  # port 29500: one launch at a time across pytest-xdist workers
+        with one_launch_at_a_time(tmp_path_factory) if launches else contextlib.nullcontext():
+            walk.run(block, monkeypatch, capsys)
         COUNTS["executed"] += 1
     elif block.lang == "yaml":
         check_config_text(block.code, where)

@@ -7,9 +7,14 @@ import subprocess
 import sys
 
 import pytest
+from conftest import one_launch_at_a_time
 
-# Two processes on accelerate's default port (29500): under pytest-xdist these tests share one worker.
-pytestmark = pytest.mark.xdist_group("launch")
+
+@pytest.fixture(scope="module", autouse=True)
+def _one_launch_at_a_time(tmp_path_factory):
+    """Two processes on accelerate's default port (29500): no other module launches meanwhile (pytest-xdist)."""
+    with one_launch_at_a_time(tmp_path_factory):
+        yield
 
 
 @pytest.mark.slow

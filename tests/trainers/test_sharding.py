@@ -10,10 +10,15 @@ import sys
 import textwrap
 
 import pytest
-from conftest import load_benchmark
+from conftest import load_benchmark, one_launch_at_a_time
 
-# Two processes on accelerate's default port (29500): under pytest-xdist these tests share one worker.
-pytestmark = pytest.mark.xdist_group("launch")
+
+@pytest.fixture(scope="module", autouse=True)
+def _one_launch_at_a_time(tmp_path_factory):
+    """Two processes on accelerate's default port (29500): no other module launches meanwhile (pytest-xdist)."""
+    with one_launch_at_a_time(tmp_path_factory):
+        yield
+
 
 needs_launcher = pytest.mark.skipif(shutil.which("accelerate") is None, reason="the accelerate CLI is not on PATH")
 needs_deepspeed = pytest.mark.skipif(
