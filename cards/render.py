@@ -501,10 +501,14 @@ def card_context(
     reward += reward_model_text(config.get("rewards"))  # a reward model run it was rewarded by (its lineage)
     summary = f"{kind}, {trained}{on_task}{reward}, with [hfrl]({HFRL_URL})."
     if reward_model:
-        pairs = f"the preference pairs of the hfrl task `{task['name']}`" if task["name"] else "preference pairs"
+        # scored texts log an accuracy and no margin (hfrl.trainers.reward_scores); TRL's pairs log both
+        scored = any("accuracy" in h for h in history) and not any("margin" in h for h in history)
+        data, loss = ("scored texts", "binary cross-entropy to the scores") if scored else ("preference pairs", "")
+        loss = loss or "Bradley-Terry"
+        pairs = f"the {data} of the hfrl task `{task['name']}`" if task["name"] else data
         summary = (
             f"A reward model (one score per text: higher is preferred) fine-tuned from {base_text} on {pairs} with "
-            f"TRL's RewardTrainer (Bradley-Terry), with [hfrl]({HFRL_URL}). Use it as a reward: "
+            f"TRL's RewardTrainer ({loss}), with [hfrl]({HFRL_URL}). Use it as a reward: "
             f"`hfrl train --alg ppo --reward_model {ref}`."
         )
 

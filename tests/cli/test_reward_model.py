@@ -163,6 +163,12 @@ def test_reward_model_fitted_to_scored_texts(tmp_path, capsys):
     # 16 held-out texts, chance 0.5 (1.0 and r 0.99 measured)
     assert metrics["score_accuracy"] >= 0.75 and metrics["pearson"] >= 0.5, metrics
     assert "held-out scored texts (test, 16): the reward is on the score's side of 0.5 in" in stdout
+    card = (out / "README.md").read_text()
+    assert (
+        f"on the scored texts of the hfrl task `{data}` with TRL's RewardTrainer (binary cross-entropy to the scores)"
+        in card
+        and "type: score_accuracy" in card
+    )
 
 
 def tiny_bert(folder):
