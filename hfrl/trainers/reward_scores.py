@@ -87,6 +87,29 @@ def tokenize_pairs_without_eos(dataset: Any, tokenizer: Any) -> Any:
     return dataset.map(tokenize, remove_columns=drop, desc="Tokenizing pairs")
 
 
+def replaced_head(model: str) -> bool:
+    """Whether ``model`` is a sequence classifier with other than one output (``lvwerra/distilbert-imdb``:
+    two), whose head a reward model replaces by a new one-output head; said once. TRL loads it with
+    ``num_labels=1``, which transformers refuses for a checkpoint with a head of another shape."""
+    from hfrl.core.models import load_config
+
+    try:
+        config = load_config(model)
+    except (OSError, ValueError):
+        return False  # not a model folder or id hfrl can read: TRL's own loading says why
+    heads = [a for a in getattr(config, "architectures", None) or [] if a.endswith("ForSequenceClassification")]
+    labels = getattr(config, "num_labels", 1)
+    if not heads or labels == 1:
+        return False
+    from transformers.utils import logging
+
+    logging.get_logger(__name__).warning(
+        f"{model} is a {labels}-label classifier ({heads[0]}): a reward model has one output, so its head is "
+        "replaced by a new one, trained from scratch; the rest of the model is kept"
+    )
+    return True
+
+
 class ScoresOrPairs:
     """TRL's preference collator for pairs; for scored rows, ``input_ids`` padded on the right,
     ``attention_mask`` and ``score``."""
@@ -130,4 +153,13 @@ def side_agreement(rewards: Any, scores: Any) -> tuple[float, int]:
     return float(agree.sum()), int(decided.sum())
 
 
-__all__ = ["SCORE", "ScoresOrPairs", "is_scored", "scored_loss", "scored_rows", "side_agreement", "tokenize_scored"]
+__all__ = [
+    "SCORE",
+    "ScoresOrPairs",
+    "is_scored",
+    "replaced_head",
+    "scored_loss",
+    "scored_rows",
+    "side_agreement",
+    "tokenize_scored",
+]

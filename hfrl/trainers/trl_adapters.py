@@ -404,10 +404,12 @@ class RewardTrainer(TrainerMixin, _PairsAdapter, trl.RewardTrainer):
     _tag_names = ["hfrl", "trl", "reward-model"]
     _pairs = staticmethod(reward_pairs)
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        from hfrl.trainers.reward_scores import ScoresOrPairs
+    def __init__(self, model: Any, args: Any = None, *rest: Any, **kwargs: Any) -> None:
+        from hfrl.trainers.reward_scores import ScoresOrPairs, replaced_head
 
-        super().__init__(*args, **kwargs)
+        if isinstance(model, str) and args is not None and replaced_head(model):  # a classifier: a new head
+            args.model_init_kwargs = {**(args.model_init_kwargs or {}), "ignore_mismatched_sizes": True}
+        super().__init__(model, args, *rest, **kwargs)
         self.data_collator = ScoresOrPairs(self.data_collator, self.processing_class.pad_token_id)  # type: ignore[union-attr]
 
     def _prepare_dataset(self, dataset, processing_class, args, dataset_name):

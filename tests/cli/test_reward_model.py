@@ -229,3 +229,25 @@ def test_scores_outside_zero_one_are_one_line(tmp_path, capsys):
     assert code != 0
     assert ("row 2: score 4.0 is not in [0, 1] (2 such rows): a reward model fitted to scores reads each as the "
             "probability of a good text; rescale them first, e.g. (x - min) / (max - min)") in err  # fmt: skip
+
+
+def test_reward_model_from_a_two_label_classifier_gets_a_new_head(tmp_path, capsys, caplog):
+    """A sentiment classifier (two labels) as the start: its head is replaced by a one-output head,
+    said once; transformers would refuse the checkpoint's head of another shape."""
+    from transformers import BertConfig, BertForSequenceClassification
+
+    bert = tiny_bert(tmp_path / "bert")
+    classifier = tmp_path / "classifier"
+    config = BertConfig.from_pretrained(bert, num_labels=2)
+    BertForSequenceClassification(config).save_pretrained(classifier)
+    for name in ("vocab.txt", "tokenizer.json", "tokenizer_config.json"):
+        if (bert / name).is_file():
+            (classifier / name).write_bytes((bert / name).read_bytes())
+    data = tmp_path / "pairs.jsonl"
+    write_jsonl(data, [{"chosen": f"answer : {i % 10}", "rejected": "answer : ab"} for i in range(16)])
+    code, _, err = run_cli(["train", "--task", str(data), "--alg", "reward", "--model", str(classifier), "-o",
+                            str(tmp_path / "rm"), *FAST_RM[2:], "--max_steps", "2"], capsys)  # fmt: skip
+    assert code == 0, err
+    said = f"{classifier} is a 2-label classifier (BertForSequenceClassification): a reward model has one output"
+    assert caplog.text.count(said) == 1
+    assert json.loads((tmp_path / "rm" / "config.json").read_text())["id2label"] == {"0": "LABEL_0"}
