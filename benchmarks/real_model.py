@@ -1,22 +1,22 @@
 """A real pretrained model learns from real human ratings: SmolLM2-135M-Instruct on movie-review snippets.
 
 The ``movie_snippets`` task (real rottentomatoes.com sentences, each rated by 15 to 29 people; prompt =
-a snippet's neutral opening; reward = P(POSITIVE) from a classifier fitted to half the train snippets'
-ratings; ``python -m hfrl.tasks.movie_snippets prepare`` first) with hfrl's built-in ``smollm2`` (the
-4-bit GGUF of HuggingFaceTB/SmolLM2-135M-Instruct, dequantised). ``--task imdb`` runs the older offline
-IMDB shape (the shipped openings, VADER as the reward). Each algorithm runs with a LoRA adapter and
-with full fine-tuning, for the same budget (``--prompts`` completions of ``--new-tokens`` tokens per
-iteration, ``--iterations`` iterations), with the task's settings for it, for each of ``--seeds``:
-hfrl's PPO, NLPO (GRUE's top_k sampling through the mask), A2C and TRPO, TRL's GRPO and RLOO
-(``--prompts`` completions per step, 4 per prompt), and hfrl's offline A-LoL: on the task's own
-completions with the human ratings as rewards where the task has them (``positive_share``), else on
-the base model's samples of the training prompts scored by the reward.
+a snippet's neutral opening; reward = the score of a reward model that ``hfrl train --alg reward`` fits
+to half the train snippets' ratings; ``python -m hfrl.tasks.movie_snippets prepare`` first) with hfrl's
+built-in ``smollm2`` (the 4-bit GGUF of HuggingFaceTB/SmolLM2-135M-Instruct, dequantised). ``--task
+imdb`` runs the older offline IMDB shape (the shipped openings, VADER as the reward). Each algorithm
+runs with a LoRA adapter and with full fine-tuning, for the same budget (``--prompts`` completions of
+``--new-tokens`` tokens per iteration, ``--iterations`` iterations), with the task's settings for it,
+for each of ``--seeds``: hfrl's PPO, NLPO (GRUE's top_k sampling through the mask), A2C and TRPO, TRL's
+GRPO and RLOO (``--prompts`` completions per step, 4 per prompt), and hfrl's offline A-LoL: on the
+task's own completions with the human ratings as rewards where the task has them (``positive_share``),
+else on the base model's samples of the training prompts scored by the reward.
 
 Per iteration: reward, per-token KL to the reference (mean of log pi - log pi_ref over the sampled
 tokens; TRL's GRPO logs its k3 estimate), perplexity of the completions under the reference model,
 distinct-2, completion length, seconds by phase, generated tokens per second. Before and after, on
 held-out test prompts (the task's evaluation sampling, the run's seed): the training reward, every
-judge (the task's sentiment metrics: the classifier fitted to the other half, VADER), the reference
+judge (the task's sentiment metrics: the reward model fitted to the other half, VADER), the reference
 perplexity, distinct-1/2 and length. Each run's record carries ``reward_gain`` and ``judge_gain``
 (final minus base, the base measured with the same seed), ``judge_gains`` (every judge) and
 ``ppl_ratio``; the report gives mean +- std over the seeds and flags a reward gain that a judge does

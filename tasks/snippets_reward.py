@@ -156,10 +156,12 @@ def agreement(scores: Sequence[float], ratings: Sequence[float], threshold: floa
 
 
 def classifier_scores(folder: str, texts: Sequence[str]) -> list[float]:
-    """The classifier reward's score of each text (``learned_classifier``: the path a run takes)."""
+    """The classifier reward's score of each text as the task reads it (``learned_classifier``, a
+    probability: the path a run takes)."""
     from hfrl.rewards import load_reward
 
-    reward = load_reward({"id": "learned_classifier", "args": {"model": folder, "device": "cpu"}})
+    args = {"model": folder, "output": "probability", "device": "cpu"}  # the sigmoid of the one output, as the task
+    reward = load_reward({"id": "learned_classifier", "args": args})
     order = sorted(range(len(texts)), key=lambda i: len(texts[i]))  # batches of similar length: less padding
     scores = reward(prompts=[""] * len(texts), completions=[texts[i] for i in order])
     out = [0.0] * len(texts)

@@ -41,11 +41,11 @@ def test_a_classifier_fitted_to_human_ratings_beats_chance_on_held_out_ones(fitt
     fit = report["classifiers"]["reward"]
     test = fit["test"]
     assert test["snippets"] == 100 and fit["fit"] == "ratings" and fit["half"] == "all"
-    # chance 0.586 (sign) and 0.5 (pairs); measured: sign 0.80, r 0.67, pairs 0.78 (seed 0, 1 and 2 threads):
+    # chance 0.586 (sign) and 0.5 (pairs); measured (seed 0, one thread): sign 0.737, r 0.58, pairs 0.80 of 100:
     # the bounds leave room for other machines and float orders
-    assert test["sign_agreement"] >= chance + 0.08, (test, chance)
-    assert test["pearson"] >= 0.4, test
-    assert fit["pair_accuracy"] >= 0.62 and fit["test_pairs"] >= 80, fit
+    assert test["sign_agreement"] >= chance + 0.05, (test, chance)
+    assert test["pearson"] >= 0.35, test
+    assert fit["pair_accuracy"] >= 0.65 and fit["test_pairs"] >= 80, fit
     config = json.loads((folder / "config.json").read_text())
     assert config["architectures"] == ["BertForSequenceClassification"] and len(config["id2label"]) == 1
     assert "auto_map" not in config
