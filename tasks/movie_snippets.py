@@ -189,7 +189,7 @@ def reward_task(folder: str, fit: str, half: str, gap: float, max_samples: Any, 
     dataset = snippets_reward.reward_data(raw, fit, half, seed=0, gap=float(gap))
     limits = sample_limits(spec["dataset"], max_samples)
     for split in list(dataset) if limits is not None else []:
-        limit = limits if isinstance(limits, int) else limits.get(split, len(dataset[split]))  # type: ignore[union-attr]
+        limit = limits if isinstance(limits, int) else limits.get(split, len(dataset[split]))
         dataset[split] = dataset[split].select(range(min(limit, len(dataset[split]))))
     return task_from_yaml(__file__, dataset, spec=spec, **overrides)
 

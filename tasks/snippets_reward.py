@@ -132,7 +132,7 @@ def fit_classifier(out: str | Path, data_args: Sequence[str], settings: dict[str
         last = next((line for line in reversed(lines) if line.startswith("error:")), lines[-1])
         raise RuntimeError(f"fitting {out} failed ({last}); the whole output is in {log}")
     saved = Path(out) / "eval" / "test.json"  # none when the test split gave no pair
-    heldout = json.loads(saved.read_text()) if saved.is_file() else {"num_samples": 0, "metrics": {}}
+    heldout: dict[str, Any] = json.loads(saved.read_text()) if saved.is_file() else {"num_samples": 0, "metrics": {}}
     accuracy = heldout["metrics"].get("pair_accuracy")
     return {"half": half, "fit": settings["fit"], "test_pairs": heldout["num_samples"],
             "pair_accuracy": None if accuracy is None else round(accuracy, 4),
