@@ -65,3 +65,15 @@ def test_scored_texts_tokenized_with_the_eos_rule_and_length_limit():
     # the first is 5 + 4 characters long, the second 9 + 4: dropped
     assert sorted(out.column_names) == ["input_ids", "score"] and len(out) == 1
     assert out[0]["input_ids"] == [ord(c) for c in "Q: ab</s>"] and out[0]["score"] == pytest.approx(0.1)
+
+
+def test_scored_texts_are_tokenized_once(tiny_causal_dir, tmp_path):
+    """TRL's evaluate prepares a dataset it is given again: tokenized scored rows pass through unchanged."""
+    from hfrl.trainers.trl_adapters import RewardConfig, RewardTrainer
+
+    rows = Dataset.from_dict({"text": [f"a {i}" for i in range(8)], "score": [0.2, 0.8] * 4})
+    args = RewardConfig(output_dir=str(tmp_path), report_to="none", max_steps=1, save_strategy="no")
+    trainer = RewardTrainer("tiny", args, train_dataset=rows, eval_dataset=rows)
+    once = trainer.train_dataset
+    again = trainer._prepare_dataset(once, trainer.processing_class, trainer.args, "eval")
+    assert again["input_ids"] == once["input_ids"] and again["score"] == once["score"]
