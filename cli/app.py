@@ -128,6 +128,8 @@ def main(argv: list[str] | None = None) -> None:
         code = exit_code(err)
         if code is None or os.environ.get("HFRL_DEBUG"):
             raise  # a bug: the traceback, exit code 1
+        if getattr(err, "said_by_first_process", False):  # a stop every process took; the first one says it
+            sys.exit(code)
         message = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
         if network_error(err) and not isinstance(err, (*BAD_INPUT, *RUN_FAILURE)):  # the client's own error
             message = f"cannot reach the Hugging Face Hub ({type(err).__name__}: {message}); {NETWORK_HINT}"

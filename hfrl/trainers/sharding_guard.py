@@ -12,7 +12,8 @@ the same numbers to ``distributed.json`` in its output folder, and stops with on
 - ZeRO-2 (or 1) runs on several processes and every process's optimizer holds every trainable element.
 
 Each process measures its own elements; the numbers are gathered so that every process takes the
-same decision.
+same decision. Every process stops; the first says why (the others raise :class:`SaidByFirstProcess`,
+which the CLI ends without printing it again).
 """
 
 from __future__ import annotations
@@ -26,8 +27,15 @@ from transformers.utils import logging
 
 logger = logging.get_logger(__name__)
 
-__all__ = ["ShardingGuard", "check_report", "describe"]
+__all__ = ["SaidByFirstProcess", "ShardingGuard", "check_report", "describe"]
 REPORT_FILE = "distributed.json"
+
+
+class SaidByFirstProcess(ValueError):
+    """The stop every process takes alike, on a process other than the first: the first one prints it
+    (``said_by_first_process``, read by the CLI's error boundary), so the console shows one line."""
+
+    said_by_first_process = True
 
 
 def _asked() -> str | None:
@@ -154,7 +162,12 @@ class ShardingGuard(TrainerCallback):
             os.makedirs(args.output_dir, exist_ok=True)
             with open(os.path.join(args.output_dir, REPORT_FILE), "w") as f:
                 json.dump(report, f, indent=1)
-        check_report(report, asked)
+        try:
+            check_report(report, asked)
+        except ValueError as err:
+            if state.is_world_process_zero:
+                raise
+            raise SaidByFirstProcess(str(err)) from None
 
 
 def _gather(mine: dict[str, Any], world: int) -> list[dict[str, int]]:

@@ -193,3 +193,21 @@ def test_a_huge_data_file_fails_its_row_count_before_torch_is_imported(tmp_path)
     assert code == 2, err
     assert "error: the train dataset has 1 prompts, fewer than one rollout (16 x 1 processes)" in err
     assert not torch
+
+
+def test_a_stop_every_process_takes_is_said_once(monkeypatch, capsys):
+    """The sharding guard's stop on a process other than the first: exit code 2 and nothing printed (the
+    first process prints the line); any other bad input prints its line."""
+    from cli import app as cli_app
+    from hfrl.trainers.sharding_guard import SaidByFirstProcess
+
+    for err, printed in ((SaidByFirstProcess("ZeRO-3 on 2 processes ..."), ""), (ValueError("bad"), "error: bad\n")):
+
+        def fail(args, err=err):
+            raise err
+
+        monkeypatch.setattr(cli_app, "app", fail)
+        with pytest.raises(SystemExit) as stop:
+            cli_app.main(["train"])
+        assert stop.value.code == 2
+        assert capsys.readouterr().err.split("(set HFRL_DEBUG")[0] == printed

@@ -54,6 +54,7 @@ def test_a_zero3_config_that_shards_nothing_stops_at_start_with_one_line(tmp_pat
         "error: ZeRO-3 on 2 processes and a process holds all 165,697 parameters: nothing was sharded (on a small "
         "model set stage3_param_persistence_threshold: 0 in the DeepSpeed config)"
     ) in proc.stderr
+    assert proc.stderr.count("nothing was sharded") == 1  # every process stops, the first one says why
     assert not (tmp_path / "run").exists()  # a start that fails leaves no run folder
 
 
