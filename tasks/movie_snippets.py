@@ -274,6 +274,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--threads", type=int, help="torch threads (default: 2, or the cores there are)")
     p.add_argument("--force", action="store_true", help="fit the classifiers again even if nothing changed")
     args = parser.parse_args(argv)
+    from hfrl.utils.quiet import quiet
+
+    quiet()  # transformers' per-model loading bars and dependency warnings off, as in hfrl's own commands
     try:
         prepare(args.out, args.sdist, args.threads, args.force)
     except (ValueError, OSError) as err:
