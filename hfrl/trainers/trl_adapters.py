@@ -416,9 +416,10 @@ class RewardTrainer(TrainerMixin, _PairsAdapter, trl.RewardTrainer):
         from hfrl.trainers import reward_scores
 
         columns = set(dataset.column_names)
-        if reward_scores.is_scored(dataset):  # tokenized once: TRL's evaluate prepares a given dataset again
-            return dataset if "input_ids" in columns else reward_scores.tokenize_scored(dataset, processing_class,
-                                                                                          args.max_length)  # fmt: skip
+        if reward_scores.is_scored(dataset):
+            if "input_ids" in columns:  # tokenized already: TRL's evaluate prepares a dataset it is given again
+                return dataset
+            return reward_scores.tokenize_scored(dataset, processing_class, args.max_length)
         if processing_class.eos_token is None and "chosen" in columns and "chosen_ids" not in columns:
             dataset = reward_scores.tokenize_pairs_without_eos(dataset, processing_class)
         return super()._prepare_dataset(dataset, processing_class, args, dataset_name)
