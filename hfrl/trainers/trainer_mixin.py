@@ -117,6 +117,7 @@ class TrainerMixin(_Trainer):
             args.save_total_limit, self._checkpointing = limit, False
         self.accelerator.wait_for_everyone()  # every process's files (RNG states, shards) are written
         if args.should_save:
+            _remove_deepspeed_scripts(folder)
             identity = run_identity(args, self.run_id, self.run_definition)
             complete_checkpoint(folder, run_dir, identity, limit, self.state.best_model_checkpoint)
 
@@ -248,3 +249,16 @@ class TrainerMixin(_Trainer):
 
 
 __all__ = ["TrainerMixin"]
+
+
+# DeepSpeed's engine copies these scripts into every checkpoint it saves (DeepSpeedEngine.
+# _copy_recovery_script, deepspeed 0.19); a run directory is data, and hfrl's own export
+# (``hfrl export``) gathers ZeRO-3 weights without them, so they are not kept or pushed.
+DEEPSPEED_SCRIPTS = ("zero_to_fp32.py", "zero_to_torch.py")
+
+
+def _remove_deepspeed_scripts(folder: str) -> None:
+    for name in DEEPSPEED_SCRIPTS:
+        path = os.path.join(folder, name)
+        if os.path.lexists(path):
+            os.remove(path)

@@ -129,6 +129,8 @@ def test_ppo_with_a_value_head_shards_under_zero2_and_zero3_matches_ddp_and_resu
     assert bench.largest_gap(bench.weights(resumed), bench.weights(run)) == 0.0
     # the sharded optimizer state is in the checkpoint DeepSpeed wrote (one file per process)
     assert len(list((run / last.name).rglob("*optim_states.pt"))) == 2
+    # a run directory is data: DeepSpeed's recovery scripts (zero_to_fp32.py) are not left in it
+    assert not list(run.rglob("*.py")) and not list(resumed.rglob("*.py"))
     # export: the gathered weights, without DeepSpeed's scripts
     exported = tmp_path / "exported"
     proc = subprocess.run([sys.executable, "-m", "hfrl.cli", "export", str(run), "-o", str(exported)],
