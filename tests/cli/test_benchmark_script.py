@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import load_benchmark
 
 SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "bench_online.py"
 
@@ -33,24 +34,22 @@ def test_benchmark_writes_every_figure(tmp_path, tiny_causal_dir):
 @pytest.mark.slow
 def test_the_estimator_prefill_and_nlpo_benchmarks_run(tmp_path, tiny_causal_dir):
     """benchmarks/bench_estimators.py (learn, cost), bench_prefill.py and bench_nlpo_generation.py on
-    the tiny model, a few seconds each: every figure they report is there."""
-    here = SCRIPT.parent
+    the tiny model, a few seconds each: every figure they report is there. Each script's ``main(argv)``
+    runs in this process (its cost setups launch their own processes) and writes its --json."""
 
     def run(script: str, *args: str) -> dict:
         out = tmp_path / f"{script}.json"
-        proc = subprocess.run([sys.executable, str(here / script), *args, "--json", str(out)], capture_output=True,
-                              text=True, timeout=600)  # fmt: skip
-        assert proc.returncode == 0, proc.stderr[-3000:]
+        load_benchmark(script).main([*args, "--json", str(out)])
         return json.loads(out.read_text())
 
-    learned = run("bench_estimators.py", "learn", "--estimators", "rloo", "--seeds", "0", "--iterations", "1")
+    learned = run("bench_estimators", "learn", "--estimators", "rloo", "--seeds", "0", "--iterations", "1")
     assert set(learned["rloo"]["runs"][0]) >= {"first5", "last10", "gain", "seconds"}
-    cost = run("bench_estimators.py", "cost", "--estimators", "rloo", "--iterations", "1", "--prompts", "8",
+    cost = run("bench_estimators", "cost", "--estimators", "rloo", "--iterations", "1", "--prompts", "8",
                "--new-tokens", "4")  # fmt: skip
     assert cost["gae"]["critic_parameters"] > 0 and cost["rloo"]["critic_parameters"] == 0
     assert cost["gae_separate"]["critic_parameters"] > cost["gae"]["critic_parameters"]
-    prefill = run("bench_prefill.py", "--model", "tiny", "--prompts", "2", "--generations", "2", "--prompt-tokens",
+    prefill = run("bench_prefill", "--model", "tiny", "--prompts", "2", "--generations", "2", "--prompt-tokens",
                   "8", "--new-tokens", "3", "--repeats", "1")  # fmt: skip
     assert prefill["greedy_identical"] and prefill["speedup"] > 0
-    nlpo = run("bench_nlpo_generation.py", "--model", "tiny", "--prompts", "4", "--new-tokens", "3", "--repeats", "1")
+    nlpo = run("bench_nlpo_generation", "--model", "tiny", "--prompts", "4", "--new-tokens", "3", "--repeats", "1")
     assert nlpo["forwards_per_rollout"] == {"ppo": 3, "nlpo": 6} and nlpo["nlpo_over_ppo"] > 0
