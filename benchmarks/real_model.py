@@ -926,9 +926,21 @@ def unconfirmed(cell: list[dict[str, Any]]) -> list[str]:
     return out
 
 
-def plot(results: dict[str, Any], path: str) -> None:
+def has_settings(name: str) -> bool:
+    """A row run with settings of its own (``ppo[lam=1.0]``): an ablation, drawn in its own figure."""
+    return "[" in name
+
+
+def settings_plot_path(png: str) -> str:
+    """The figure of the rows with settings, beside the main one: ``X.png`` -> ``X-settings.png``."""
+    path = Path(png)
+    return str(path.with_name(f"{path.stem}-settings{path.suffix}"))
+
+
+def plot(results: dict[str, Any], path: str, settings: bool = False) -> None:
     """Learning curves, mean over the seeds with a band of ± one std: the rollout reward and the
-    per-token KL per iteration, LoRA and full fine-tuning side by side."""
+    per-token KL per iteration, LoRA and full fine-tuning side by side. ``settings``: the rows run with
+    settings of their own (ablations) beside plain ``ppo`` and ``grpo``; otherwise every row without."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -936,7 +948,11 @@ def plot(results: dict[str, Any], path: str) -> None:
 
     fig, axes = plt.subplots(2, 2, figsize=(14, 11), sharex=True)
     # one colour per algorithm in both panels (LoRA, full); offline A-LoL has no rollout curve
-    names = sorted({alg for (alg, _) in cells(results) if alg != "a_lol"})
+    names = sorted(
+        alg
+        for alg in {alg for (alg, _) in cells(results) if alg != "a_lol"}
+        if (has_settings(alg) or alg in ("ppo", "grpo") if settings else not has_settings(alg))
+    )
     tab20 = plt.get_cmap("tab20")  # its strong colours first, then their light pairs
     palette = [tab20(2 * i) for i in range(10)] + [tab20(2 * i + 1) for i in range(10)]
     colour = {name: palette[i % len(palette)] for i, name in enumerate(names)}
@@ -997,6 +1013,9 @@ def write_report(results: dict[str, Any], path: str, png: str) -> None:
     if not results.get("runs"):
         return
     plot(results, png)
+    with_settings = any(has_settings(alg) for (alg, _) in cells(results))
+    if with_settings:
+        plot(results, settings_plot_path(png), settings=True)
     s, m, runs = results["settings"], results["machine"], results["runs"]
     grouped = cells(results)
     judge_names = s["judges"]
@@ -1094,6 +1113,9 @@ def write_report(results: dict[str, Any], path: str, png: str) -> None:
         lines.append(f"| {label(alg, mode, cell)} | {' | '.join(phases)} | {speed} | {cell[0]['threads']} | "
                      f"{min(loads):.1f}-{max(loads):.1f} |")  # fmt: skip
     lines += ["", "## Targets", "", *targets(results), "", f"![learning curves]({Path(png).name})", "",
+              *([f"The rows run with settings of their own, beside plain ppo and grpo: "
+                 f"![learning curves of the rows with settings]({Path(settings_plot_path(png)).name})", ""]
+                if with_settings else []),
               "## Completions before and after (the first seed)", ""]  # fmt: skip
     first_seed = min(bases, key=int)
     for i, sample in enumerate(bases[first_seed]["samples"]):
@@ -1146,7 +1168,7 @@ def against_trl(results: dict[str, Any]) -> list[str]:
         return out
     table = cells(results)
     for mode in MODES:
-        ours = {alg: runs for (alg, m), runs in table.items() if m == mode and alg.partition("+")[0] in ONLINE}
+        ours = {alg: runs for (alg, m), runs in table.items() if m == mode and parse_spec(alg)[0] in ONLINE}
         theirs = {alg: runs for (alg, m), runs in table.items() if m == mode and alg in TRL}
         if not ours or not theirs:
             continue

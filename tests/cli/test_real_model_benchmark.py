@@ -61,6 +61,16 @@ def test_two_workers_two_seeds_merge_and_one_cell_reruns(tmp_path):
     assert set(after["runs"]) == set(before) and after["base"] == results["base"]  # merged, the base kept
     changed = {name for name, run in after["runs"].items() if run["date"] + str(run["seconds"]) != before[name]}
     assert changed == {"ppo-full-s0"}
+    assert not (tmp_path / "c-settings.png").exists()
+
+    # a row with settings of its own is a row of the table, and its curves are drawn in a figure of their own
+    done = subprocess.run([*common, "--algs", "ppo[lam=1.0]", "--modes", "full", "--seed", "0"], capture_output=True,
+                          text=True, env=env)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert json.loads(out.read_text())["runs"]["ppo[lam=1.0]-full-s0"]["config"]["lam"] == 1.0
+    report = (tmp_path / "R.md").read_text()
+    assert "| ppo[lam=1.0]-full | 1 |" in report and "(c-settings.png)" in report
+    assert (tmp_path / "c-settings.png").is_file()
 
 
 def test_a_task_whose_reward_reads_a_column_runs(tmp_path):
@@ -99,7 +109,8 @@ def test_against_trl_compares_the_best_online_cell_per_sample_and_per_minute():
     grouped = {"rollout_batch_size": 4, "num_generations": 4, "num_iterations": 30}
     trl = {"per_device_train_batch_size": 4, "max_steps": 120}
     runs = [
-        _run("ppo", 0, 0.24, 120.0, online), _run("ppo", 1, 0.30, 120.0, online),   # mean 0.27, the best
+        _run("ppo", 0, 0.24, 120.0, online), _run("ppo", 1, 0.30, 120.0, online),   # mean 0.27
+        _run("ppo[lam=1.0]", 0, 0.29, 120.0, {**online, "lam": 1.0}),   # a row with settings: the best in bound
         _run("ppo+rloo", 0, 0.12, 60.0, grouped),
         _run("ppo+group_norm", 0, 0.60, 60.0, {**grouped, "sampled_set_loss": True}, ppl=2.5),  # the most gain,
         # but past 1.5x perplexity
@@ -107,8 +118,8 @@ def test_against_trl_compares_the_best_online_cell_per_sample_and_per_minute():
         _run("rloo", 0, 0.30, 240.0, trl),   # more gain per sample than the best online cell
     ]  # fmt: skip
     results = {"settings": {"judge": "vader_sentiment"}, "runs": {f"{r['alg']}-{r['seed']}": r for r in runs}}
-    assert list(real_model.cells(results)) == [("ppo", "lora"), ("ppo+group_norm", "lora"), ("ppo+rloo", "lora"),
-                                               ("grpo", "lora"), ("rloo", "lora")]  # fmt: skip
+    assert [alg for alg, _ in real_model.cells(results)] == ["ppo", "ppo+group_norm", "ppo+rloo", "ppo[lam=1.0]",
+                                                             "grpo", "rloo"]  # fmt: skip
     assert real_model.train_seconds(runs[0]) == 120.0
     assert [real_model.label(alg, mode, cell) for (alg, mode), cell in real_model.cells(results).items()][:3] == [
         "ppo-lora", "ppo+group_norm-lora (sampled_set_loss)", "ppo+rloo-lora"
@@ -121,11 +132,12 @@ def test_against_trl_compares_the_best_online_cell_per_sample_and_per_minute():
         "- lora: hfrl ppo+group_norm (sampled_set_loss) vs TRL rloo (1 / 1 seeds): `vader_sentiment` gain per "
         "1,000 completions +1.250 vs +0.625, per minute of training +0.6000 vs +0.0750, 10.0 vs 10.0 generated "
         "tokens/s, perplexity 2.50x vs 1.00x: **met**",
-        "- lora: hfrl ppo, the best within 1.5x perplexity vs TRL grpo (2 / 1 seeds): `vader_sentiment` gain per "
-        "1,000 completions +0.562 vs +0.100, per minute of training +0.1350 vs +0.0960, 10.0 vs 10.0 generated "
-        "tokens/s, perplexity 1.00x vs 1.00x: **met**",
-        "- lora: hfrl ppo, the best within 1.5x perplexity vs TRL rloo (2 / 1 seeds): `vader_sentiment` gain per "
-        "1,000 completions +0.562 vs +0.625, per minute of training +0.1350 vs +0.0750, 10.0 vs 10.0 generated "
+        "- lora: hfrl ppo[lam=1.0], the best within 1.5x perplexity vs TRL grpo (1 / 1 seeds): `vader_sentiment` "
+        "gain per 1,000 completions +0.604 vs +0.100, per minute of training +0.1450 vs +0.0960, 10.0 vs 10.0 "
+        "generated tokens/s, perplexity 1.00x vs 1.00x: **met**",
+        "- lora: hfrl ppo[lam=1.0], the best within 1.5x perplexity vs TRL rloo (1 / 1 seeds): `vader_sentiment` "
+        "gain per 1,000 completions +0.604 vs +0.625, per minute of training +0.1450 vs +0.0750, 10.0 vs 10.0 "
+        "generated "
         "tokens/s, perplexity 1.00x vs 1.00x: **NOT met**",
     ]
 
