@@ -255,7 +255,7 @@ def on_config(config, **kwargs):
 
 
 # benchmarks/NAME served as assets/benchmarks/NAME (never copied by hand)
-BENCHMARK_IMAGES = ("real_model_curves.png", "real_model_curves-refit.png")
+BENCHMARK_IMAGES = ("real_model_curves.png", "real_model_curves-refit.png", "real_model_curves-refit-settings.png")
 
 
 def on_files(files, config, **kwargs):
