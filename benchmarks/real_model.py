@@ -948,11 +948,11 @@ def plot(results: dict[str, Any], path: str, settings: bool = False) -> None:
 
     fig, axes = plt.subplots(2, 2, figsize=(14, 11), sharex=True)
     # one colour per algorithm in both panels (LoRA, full); offline A-LoL has no rollout curve
-    names = sorted(
-        alg
-        for alg in {alg for (alg, _) in cells(results) if alg != "a_lol"}
-        if (has_settings(alg) or alg in ("ppo", "grpo") if settings else not has_settings(alg))
-    )
+    names = sorted({alg for (alg, _) in cells(results) if alg != "a_lol"})
+    if settings:
+        names = [alg for alg in names if has_settings(alg) or alg in ("ppo", "grpo")]
+    else:
+        names = [alg for alg in names if not has_settings(alg)]
     tab20 = plt.get_cmap("tab20")  # its strong colours first, then their light pairs
     palette = [tab20(2 * i) for i in range(10)] + [tab20(2 * i + 1) for i in range(10)]
     colour = {name: palette[i % len(palette)] for i, name in enumerate(names)}
@@ -1012,12 +1012,12 @@ def _fmt(value: Any, spec: str = ".3f") -> str:
 def write_report(results: dict[str, Any], path: str, png: str) -> None:
     if not results.get("runs"):
         return
+    grouped = cells(results)
     plot(results, png)
-    with_settings = any(has_settings(alg) for (alg, _) in cells(results))
+    with_settings = any(has_settings(alg) for (alg, _) in grouped)
     if with_settings:
         plot(results, settings_plot_path(png), settings=True)
     s, m, runs = results["settings"], results["machine"], results["runs"]
-    grouped = cells(results)
     judge_names = s["judges"]
     bases = results["base"]
     base_mean = {

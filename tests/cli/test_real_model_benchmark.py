@@ -137,8 +137,7 @@ def test_against_trl_compares_the_best_online_cell_per_sample_and_per_minute():
         "generated tokens/s, perplexity 1.00x vs 1.00x: **met**",
         "- lora: hfrl ppo[lam=1.0], the best within 1.5x perplexity vs TRL rloo (1 / 1 seeds): `vader_sentiment` "
         "gain per 1,000 completions +0.604 vs +0.625, per minute of training +0.1450 vs +0.0750, 10.0 vs 10.0 "
-        "generated "
-        "tokens/s, perplexity 1.00x vs 1.00x: **NOT met**",
+        "generated tokens/s, perplexity 1.00x vs 1.00x: **NOT met**",
     ]
 
 
