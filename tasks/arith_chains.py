@@ -21,6 +21,7 @@ from hfrl.tasks.base import Task, read_task_yaml, task_from_yaml
 
 MAX_PROBLEMS = 10**6  # problems per split
 OPERATIONS = ("add", "subtract", "multiply")
+STARTS, CHOICES = 20, 20  # start numbers 1-20; a step adds or subtracts 1-9 or multiplies by 2-3
 EXAMPLE = (
     "Work out each problem one step at a time, then give the answer.\n\n"
     "Start with 3. Add 4. Multiply by 2. Subtract 5.\n"
@@ -67,6 +68,15 @@ def problems(count: int, steps: int, seed: int, exclude: Set[str] = frozenset())
     return rows
 
 
+def distinct_problems(steps: int) -> int:
+    """How many different problems of ``steps`` operations there are (the splits share none).
+
+    >>> distinct_problems(1), distinct_problems(2)
+    (400, 8000)
+    """
+    return STARTS * CHOICES**steps
+
+
 def dataset(train_size: int, eval_size: int, steps: int, seed: int) -> Any:
     """Train, validation and test splits of distinct problems (no prompt in two splits)."""
     for name, n in (("train_size", train_size), ("eval_size", eval_size)):
@@ -74,6 +84,11 @@ def dataset(train_size: int, eval_size: int, steps: int, seed: int) -> Any:
             raise ValueError(f"task argument {name} must be in [1, {MAX_PROBLEMS}] (problems per split), got {n}")
     if not 1 <= steps <= 12:
         raise ValueError(f"task argument steps must be in [1, 12] (operations per problem), got {steps}")
+    if (wanted := train_size + 2 * eval_size) > (distinct := distinct_problems(steps)):
+        raise ValueError(
+            f"task argument steps={steps} has {distinct} distinct problems, fewer than train_size + 2 * eval_size "
+            f"= {wanted}: lower train_size or eval_size, or raise steps"
+        )
     from datasets import Dataset, DatasetDict
 
     train = problems(train_size, steps, seed)

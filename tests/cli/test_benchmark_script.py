@@ -53,3 +53,28 @@ def test_the_estimator_prefill_and_nlpo_benchmarks_run(tmp_path, tiny_causal_dir
     assert prefill["greedy_identical"] and prefill["speedup"] > 0
     nlpo = run("bench_nlpo_generation", "--model", "tiny", "--prompts", "4", "--new-tokens", "3", "--repeats", "1")
     assert nlpo["forwards_per_rollout"] == {"ppo": 3, "nlpo": 6} and nlpo["nlpo_over_ppo"] > 0
+
+
+def test_the_arith_base_benchmark_scores_with_the_tasks_checker():
+    """bench_arith_base.py's shares, by hand: right answers and ``Answer: N`` formats by the task's own
+    checker, first steps against the worked solution, groups of 2 with at least one right answer."""
+    bench = load_benchmark("bench_arith_base")
+    rows = {"prompt": ["a", "b"], "answer": ["3", "7"],
+            "references": [[" 13 - 1 = 12. 12 - 9 = 3.\nAnswer: 3"], [" 2 + 5 = 7.\nAnswer: 7"]]}  # fmt: skip
+    completions = [" 13 - 1 = 12. 12 - 9 = 3.\nAnswer: 3", " 13 - 1 = 11.\nAnswer: 11", " 2 + 5 = 7. Answer: 8", "7"]
+    assert bench.score(rows, completions, 2) == {
+        "exact": 0.25, "format": 0.75, "first_step": 0.5, "groups_with_a_right_answer": 0.5, "completions": 4,
+    }  # fmt: skip
+
+
+@pytest.mark.slow
+def test_the_arith_base_benchmark_runs(tmp_path, tiny_causal_dir):
+    """bench_arith_base.py end to end on the tiny model: every figure per chain length, greedy and sampled."""
+    out = tmp_path / "arith.json"
+    argv = ["--model", "tiny", "--steps", "1", "2", "--prompts", "2", "--group", "2", "--new-tokens", "3",
+            "--threads", "1", "--json", str(out)]  # fmt: skip
+    result = load_benchmark("bench_arith_base").main(argv)
+    assert json.loads(out.read_text()) == result and set(result["steps"]) == {"1", "2"}
+    for row in result["steps"].values():
+        assert row["greedy"]["completions"] == 2 and row["sampled"]["completions"] == 4
+        assert row["sampling"]["do_sample"] is True and 0 <= row["sampled"]["exact"] <= 1

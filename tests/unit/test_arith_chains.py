@@ -59,3 +59,13 @@ def test_the_format_reward_is_a_task_argument():
         task_spec(format_weight=2)
     with pytest.raises(ValueError, match=r"task argument steps must be in \[1, 12\]"):
         dataset(4, 4, steps=0, seed=0)
+
+
+def test_more_problems_than_exist_is_refused_not_a_hang():
+    """One step has 400 distinct problems (start 1-20 times 20 choices): the default 2048 + 2 x 128 used to
+    loop forever looking for a new one."""
+    with pytest.raises(ValueError, match=r"^task argument steps=1 has 400 distinct problems, fewer than train_size \+ "
+                       r"2 \* eval_size = 2304: lower train_size or eval_size, or raise steps$"):  # fmt: skip
+        dataset(2048, 128, steps=1, seed=0)
+    data = dataset(398, 1, steps=1, seed=0)  # every one of the 400
+    assert len(set(data["train"]["prompt"]) | set(data["validation"]["prompt"]) | set(data["test"]["prompt"])) == 400
