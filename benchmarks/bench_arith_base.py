@@ -24,6 +24,7 @@ import torch
 
 from hfrl.core.models import load_model, load_tokenizer
 from hfrl.rewards.arithmetic import answer_format, exact_answer
+from hfrl.runs.run_eval import generate_completions
 from hfrl.tasks import load_task
 
 HERE = Path(__file__).resolve().parent
@@ -34,15 +35,10 @@ def first_step(text: str) -> str:
     return text.strip().split(".")[0].strip()
 
 
-def complete(lm: Any, tokenizer: Any, prompts: list[str], new_tokens: int, kwargs: dict, batch: int) -> list[str]:
-    """Completions of ``prompts`` (left-padded batches of ``batch``)."""
-    out: list[str] = []
-    for i in range(0, len(prompts), batch):
-        enc = tokenizer(prompts[i : i + batch], return_tensors="pt", padding=True)
-        with torch.no_grad():
-            ids = lm.generate(**enc, max_new_tokens=new_tokens, pad_token_id=tokenizer.pad_token_id, **kwargs)
-        out += tokenizer.batch_decode(ids[:, enc["input_ids"].shape[1] :], skip_special_tokens=True)
-    return out
+def complete(lm: Any, tokenizer: Any, prompts: list[str], new_tokens: int, kwargs: dict) -> list[str]:
+    """Completions of ``prompts`` by the evaluation's own completer (``hfrl eval``'s), 16 at a time."""
+    settings = {"max_new_tokens": new_tokens, "eval_generation_kwargs": kwargs}
+    return generate_completions(lm, tokenizer, prompts, settings, batch_size=16)
 
 
 def score(rows: dict[str, list], completions: list[str], group: int) -> dict[str, float]:
@@ -74,7 +70,6 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
     tokenizer, lm = load_tokenizer(args.model), load_model(args.model).eval()
-    tokenizer.padding_side = "left"
     rows_out: dict[str, Any] = {}
     for steps in args.steps:
         task = load_task("arith_chains", steps=steps, train_size=args.prompts, eval_size=1)  # the first problems
@@ -83,9 +78,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         rows = task.dataset["train"].select(range(args.prompts)).to_dict()
         start = time.perf_counter()
         torch.manual_seed(args.seed)
-        greedy = complete(lm, tokenizer, rows["prompt"], new_tokens, {"do_sample": False}, 16)
+        greedy = complete(lm, tokenizer, rows["prompt"], new_tokens, {"do_sample": False})
         repeated = [p for p in rows["prompt"] for _ in range(args.group)]
-        sampled = complete(lm, tokenizer, repeated, new_tokens, sampled_kwargs, 16)
+        sampled = complete(lm, tokenizer, repeated, new_tokens, sampled_kwargs)
         rows_out[str(steps)] = {
             "new_tokens": new_tokens, "sampling": sampled_kwargs,
             "greedy": score(rows, greedy, 1), "sampled": score(rows, sampled, args.group),

@@ -21,7 +21,7 @@ from hfrl.tasks.base import Task, read_task_yaml, task_from_yaml
 
 MAX_PROBLEMS = 10**6  # problems per split
 OPERATIONS = ("add", "subtract", "multiply")
-STARTS, CHOICES = 20, 20  # start numbers 1-20; a step adds or subtracts 1-9 or multiplies by 2-3
+START_MAX, OPERAND_MAX, MULTIPLIERS = 20, 9, (2, 3)  # start 1-20; add or subtract 1-9; multiply by 2-3
 EXAMPLE = (
     "Work out each problem one step at a time, then give the answer.\n\n"
     "Start with 3. Add 4. Multiply by 2. Subtract 5.\n"
@@ -38,16 +38,16 @@ def problem(rng: random.Random, steps: int) -> dict[str, Any]:
     >>> row["prompt"].splitlines()[-2:], row["answer"], row["references"]
     (['Start with 13. Subtract 1. Subtract 9.', 'Steps:'], '3', [' 13 - 1 = 12. 12 - 9 = 3.\\nAnswer: 3'])
     """
-    value = rng.randint(1, 20)
+    value = rng.randint(1, START_MAX)
     words, work = [f"Start with {value}."], []
     for _ in range(steps):
         operation = rng.choice(OPERATIONS)
         if operation == "multiply":
-            operand = rng.randint(2, 3)
+            operand = rng.randint(*MULTIPLIERS)
             words.append(f"Multiply by {operand}.")
             result, sign = value * operand, "*"
         else:
-            operand = rng.randint(1, 9)
+            operand = rng.randint(1, OPERAND_MAX)
             words.append(f"{operation.capitalize()} {operand}.")
             result, sign = (value + operand, "+") if operation == "add" else (value - operand, "-")
         work.append(f"{value} {sign} {operand} = {result}.")
@@ -74,7 +74,7 @@ def distinct_problems(steps: int) -> int:
     >>> distinct_problems(1), distinct_problems(2)
     (400, 8000)
     """
-    return STARTS * CHOICES**steps
+    return START_MAX * (2 * OPERAND_MAX + len(MULTIPLIERS)) ** steps
 
 
 def dataset(train_size: int, eval_size: int, steps: int, seed: int) -> Any:
