@@ -9,6 +9,8 @@ of all-wrong answers has zero advantage everywhere). An exact-match reward that 
 cannot move any algorithm in a few hundred completions; this says how far from that a run starts.
 
     OMP_NUM_THREADS=2 python benchmarks/bench_arith_base.py --steps 2 3 4   # ~8 min on 2 quiet cores
+    OMP_NUM_THREADS=2 python benchmarks/bench_arith_base.py --steps 3 --task-arg operations=[add] \
+        --task-arg operand_max=3 --json benchmarks/results-arith-base-add3.json   # an easier family
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+import yaml
 
 from hfrl.core.models import load_model, load_tokenizer
 from hfrl.rewards.arithmetic import answer_format, exact_answer
@@ -64,15 +67,19 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--group", type=int, default=4, help="samples per prompt (GRPO's num_generations)")
     parser.add_argument("--new-tokens", type=int, default=None, help="tokens per completion (default 16 per step + 16)")
     parser.add_argument("--model", default="smollm2", help="the model (any causal model name hfrl loads)")
+    parser.add_argument("--task-arg", action="append", default=[], metavar="KEY=VALUE",
+                        help="a task argument (YAML value), e.g. operations=[add]")  # fmt: skip
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json", default=str(HERE / "results-arith-base.json"), help="the figures' file")
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
     tokenizer, lm = load_tokenizer(args.model), load_model(args.model).eval()
+    family = {k.strip(): yaml.safe_load(v) for k, _, v in (item.partition("=") for item in args.task_arg)}
     rows_out: dict[str, Any] = {}
     for steps in args.steps:
-        task = load_task("arith_chains", steps=steps, train_size=args.prompts, eval_size=1)  # the first problems
+        # the first problems of the family
+        task = load_task("arith_chains", steps=steps, train_size=args.prompts, eval_size=1, **family)
         sampled_kwargs = dict(task.config_for("ppo", ["defaults", "online"]).get("generation_kwargs", {}))
         new_tokens = args.new_tokens or 16 * steps + 16
         rows = task.dataset["train"].select(range(args.prompts)).to_dict()
@@ -87,8 +94,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             "seconds": round(time.perf_counter() - start, 1),
         }  # fmt: skip
         print(f"steps={steps}: {json.dumps(rows_out[str(steps)])}", flush=True)
-    result = {"model": args.model, "task": "arith_chains", "prompts": args.prompts, "group": args.group,
-              "seed": args.seed, "threads": args.threads, "torch": torch.__version__,
+    result = {"model": args.model, "task": "arith_chains", "task_args": family, "prompts": args.prompts,
+              "group": args.group, "seed": args.seed, "threads": args.threads, "torch": torch.__version__,
               "machine": platform.processor() or platform.machine(), "steps": rows_out}  # fmt: skip
     Path(args.json).write_text(json.dumps(result, indent=1) + "\n")
     return result

@@ -6,15 +6,18 @@ per sentence before ``Answer: N`` (48-96 tokens for 4-6 steps). The reward is ex
 answer (``exact_answer``), plus a small reward for the ``Answer: N`` format (``answer_format``, weight
 ``format_weight``; 0 leaves it out). A wrong step anywhere makes the answer wrong: the reward comes
 at the end of a chain of tokens that each decide it, the credit-assignment problem a critic is for.
+``operations`` (a subset of add, subtract, multiply) and ``operand_max`` (added or subtracted numbers
+1 to it) make an easier family for a small model: additions of 1-3 in a chain of the same length.
 
     hfrl train --task arith_chains --alg ppo --model smollm2
     hfrl train --task arith_chains --alg ppo --model smollm2 --task-arg steps=6
+    hfrl train --task arith_chains --alg ppo --model smollm2 --task-arg operations=[add] --task-arg operand_max=3
 """
 
 from __future__ import annotations
 
 import random
-from collections.abc import Set
+from collections.abc import Sequence, Set
 from typing import Any
 
 from hfrl.tasks.base import Task, read_task_yaml, task_from_yaml
@@ -22,15 +25,41 @@ from hfrl.tasks.base import Task, read_task_yaml, task_from_yaml
 MAX_PROBLEMS = 10**6  # problems per split
 OPERATIONS = ("add", "subtract", "multiply")
 START_MAX, OPERAND_MAX, MULTIPLIERS = 20, 9, (2, 3)  # start 1-20; add or subtract 1-9; multiply by 2-3
-EXAMPLE = (
-    "Work out each problem one step at a time, then give the answer.\n\n"
-    "Start with 3. Add 4. Multiply by 2. Subtract 5.\n"
-    "Steps: 3 + 4 = 7. 7 * 2 = 14. 14 - 5 = 9.\n"
-    "Answer: 9\n\n"
-)
+INSTRUCTION = "Work out each problem one step at a time, then give the answer.\n\n"
+EXAMPLE_STEPS = (("add", 4), ("multiply", 2), ("subtract", 5))  # the worked example: 3 + 4 = 7. 7 * 2 = 14. ...
 
 
-def problem(rng: random.Random, steps: int) -> dict[str, Any]:
+def step(value: int, operation: str, operand: int) -> tuple[str, str, int]:
+    """One operation: its words, its worked sentence and its result."""
+    if operation == "multiply":
+        return f"Multiply by {operand}.", f"{value} * {operand} = {value * operand}.", value * operand
+    result, sign = (value + operand, "+") if operation == "add" else (value - operand, "-")
+    return f"{operation.capitalize()} {operand}.", f"{value} {sign} {operand} = {result}.", result
+
+
+def example(operations: Sequence[str] = OPERATIONS, operand_max: int = OPERAND_MAX) -> str:
+    """The worked example the prompt opens with: three steps of the family's own operations (the
+    default family's add 4, multiply by 2, subtract 5; another family's operations in their place, each
+    operand within the family's range), so that the example shows only what the problems ask.
+
+    >>> example().splitlines()[2:4]
+    ['Start with 3. Add 4. Multiply by 2. Subtract 5.', 'Steps: 3 + 4 = 7. 7 * 2 = 14. 14 - 5 = 9.']
+    >>> example(["add"], 3).splitlines()[2:5]
+    ['Start with 3. Add 3. Add 2. Add 3.', 'Steps: 3 + 3 = 6. 6 + 2 = 8. 8 + 3 = 11.', 'Answer: 11']
+    """
+    value, words, work = 3, ["Start with 3."], []
+    for operation, operand in EXAMPLE_STEPS:
+        operation = operation if operation in operations else operations[0]
+        operand = min(operand, MULTIPLIERS[-1] if operation == "multiply" else operand_max)
+        said, worked, value = step(value, operation, operand)
+        words.append(said)
+        work.append(worked)
+    return INSTRUCTION + " ".join(words) + "\nSteps: " + " ".join(work) + f"\nAnswer: {value}\n\n"
+
+
+def problem(
+    rng: random.Random, steps: int, operations: Sequence[str] = OPERATIONS, operand_max: int = OPERAND_MAX
+) -> dict[str, Any]:
     """One problem: its prompt, its answer (text, as the dataset holds it) and the worked solution
     (``references``: what a completion that gets it right looks like).
 
@@ -41,59 +70,71 @@ def problem(rng: random.Random, steps: int) -> dict[str, Any]:
     value = rng.randint(1, START_MAX)
     words, work = [f"Start with {value}."], []
     for _ in range(steps):
-        operation = rng.choice(OPERATIONS)
-        if operation == "multiply":
-            operand = rng.randint(*MULTIPLIERS)
-            words.append(f"Multiply by {operand}.")
-            result, sign = value * operand, "*"
-        else:
-            operand = rng.randint(1, OPERAND_MAX)
-            words.append(f"{operation.capitalize()} {operand}.")
-            result, sign = (value + operand, "+") if operation == "add" else (value - operand, "-")
-        work.append(f"{value} {sign} {operand} = {result}.")
-        value = result
-    prompt = EXAMPLE + " ".join(words) + "\nSteps:"
+        operation = rng.choice(operations)
+        operand = rng.randint(*MULTIPLIERS) if operation == "multiply" else rng.randint(1, operand_max)
+        said, worked, value = step(value, operation, operand)
+        words.append(said)
+        work.append(worked)
+    prompt = example(operations, operand_max) + " ".join(words) + "\nSteps:"
     return {"prompt": prompt, "answer": str(value), "references": [" " + " ".join(work) + f"\nAnswer: {value}"]}
 
 
-def problems(count: int, steps: int, seed: int, exclude: Set[str] = frozenset()) -> list[dict[str, Any]]:
-    """``count`` distinct problems from ``seed``, none of whose prompts is in ``exclude``."""
+def problems(count: int, steps: int, seed: int, exclude: Set[str] = frozenset(), **family: Any) -> list[dict[str, Any]]:
+    """``count`` distinct problems from ``seed``, none of whose prompts is in ``exclude`` (``family``:
+    ``operations`` and ``operand_max``, as ``problem`` takes them)."""
     rng, seen = random.Random(seed), set(exclude)
     rows: list[dict[str, Any]] = []
     while len(rows) < count:
-        row = problem(rng, steps)
+        row = problem(rng, steps, **family)
         if row["prompt"] not in seen:
             seen.add(row["prompt"])
             rows.append(row)
     return rows
 
 
-def distinct_problems(steps: int) -> int:
+def distinct_problems(steps: int, operations: Sequence[str] = OPERATIONS, operand_max: int = OPERAND_MAX) -> int:
     """How many different problems of ``steps`` operations there are (the splits share none).
 
-    >>> distinct_problems(1), distinct_problems(2)
-    (400, 8000)
+    >>> distinct_problems(1), distinct_problems(2), distinct_problems(2, ["add"], 3)
+    (400, 8000, 180)
     """
-    return START_MAX * (2 * OPERAND_MAX + len(MULTIPLIERS)) ** steps
+    choices = sum(operand_max for o in ("add", "subtract") if o in operations)
+    return START_MAX * (choices + len(MULTIPLIERS) * ("multiply" in operations)) ** steps
 
 
-def dataset(train_size: int, eval_size: int, steps: int, seed: int) -> Any:
+def check_family(operations: Any, operand_max: Any) -> tuple[str, ...]:
+    """``operations`` as a tuple, or a one-line error naming what to change."""
+    names = [operations] if isinstance(operations, str) else operations
+    if not isinstance(names, list | tuple) or not names or any(o not in OPERATIONS for o in names):
+        raise ValueError(
+            f"task argument operations must be a non-empty list of {', '.join(OPERATIONS)}, got {operations!r}"
+        )
+    if isinstance(operand_max, bool) or not isinstance(operand_max, int) or not 1 <= operand_max <= 99:
+        raise ValueError(f"task argument operand_max must be a whole number in [1, 99], got {operand_max!r}")
+    return tuple(dict.fromkeys(names))
+
+
+def dataset(
+    train_size: int, eval_size: int, steps: int, seed: int,
+    operations: Any = OPERATIONS, operand_max: Any = OPERAND_MAX,
+) -> Any:  # fmt: skip
     """Train, validation and test splits of distinct problems (no prompt in two splits)."""
+    family = {"operations": check_family(operations, operand_max), "operand_max": operand_max}
     for name, n in (("train_size", train_size), ("eval_size", eval_size)):
         if not 1 <= n <= MAX_PROBLEMS:
             raise ValueError(f"task argument {name} must be in [1, {MAX_PROBLEMS}] (problems per split), got {n}")
     if not 1 <= steps <= 12:
         raise ValueError(f"task argument steps must be in [1, 12] (operations per problem), got {steps}")
-    if (wanted := train_size + 2 * eval_size) > (distinct := distinct_problems(steps)):
+    if (wanted := train_size + 2 * eval_size) > (distinct := distinct_problems(steps, **family)):
         raise ValueError(
             f"task argument steps={steps} has {distinct} distinct problems, fewer than train_size + 2 * eval_size "
-            f"= {wanted}: lower train_size or eval_size, or raise steps"
+            f"= {wanted}: lower train_size or eval_size, or raise steps or operand_max"
         )
     from datasets import Dataset, DatasetDict
 
-    train = problems(train_size, steps, seed)
-    validation = problems(eval_size, steps, seed + 1, {r["prompt"] for r in train})
-    test = problems(eval_size, steps, seed + 2, {r["prompt"] for r in train + validation})
+    train = problems(train_size, steps, seed, **family)
+    validation = problems(eval_size, steps, seed + 1, {r["prompt"] for r in train}, **family)
+    test = problems(eval_size, steps, seed + 2, {r["prompt"] for r in train + validation}, **family)
     return DatasetDict({name: Dataset.from_list(rows) for name, rows in
                         (("train", train), ("validation", validation), ("test", test))})  # fmt: skip
 
@@ -114,9 +155,11 @@ def task_spec(format_weight: float = 0.1, **task_args: Any) -> dict[str, Any]:
 
 def build(
     train_size: int = 2048, eval_size: int = 128, steps: int = 4, format_weight: float = 0.1, seed: int = 0,
-    **overrides: Any,
+    operations: Any = OPERATIONS, operand_max: Any = OPERAND_MAX, **overrides: Any,
 ) -> Task:  # fmt: skip
-    """Generated problems of ``steps`` operations (``seed``: the problems); reward ``exact_answer``,
-    plus ``answer_format`` weighted ``format_weight`` (0: exact match alone)."""
+    """Generated problems of ``steps`` operations (``seed``: the problems; ``operations`` and
+    ``operand_max``: the family); reward ``exact_answer``, plus ``answer_format`` weighted
+    ``format_weight`` (0: exact match alone)."""
     spec = task_spec(format_weight)
-    return task_from_yaml(__file__, dataset(train_size, eval_size, steps, seed), spec=spec, **overrides)
+    data = dataset(train_size, eval_size, steps, seed, operations, operand_max)
+    return task_from_yaml(__file__, data, spec=spec, **overrides)

@@ -64,8 +64,41 @@ def test_the_format_reward_is_a_task_argument():
 def test_more_problems_than_exist_is_refused_not_a_hang():
     """One step has 400 distinct problems (start 1-20 times 20 choices): the default 2048 + 2 x 128 used to
     loop forever looking for a new one."""
-    with pytest.raises(ValueError, match=r"^task argument steps=1 has 400 distinct problems, fewer than train_size \+ "
-                       r"2 \* eval_size = 2304: lower train_size or eval_size, or raise steps$"):  # fmt: skip
+    message = (r"^task argument steps=1 has 400 distinct problems, fewer than train_size \+ 2 \* eval_size = 2304: "
+               r"lower train_size or eval_size, or raise steps or operand_max$")  # fmt: skip
+    with pytest.raises(ValueError, match=message):
         dataset(2048, 128, steps=1, seed=0)
     data = dataset(398, 1, steps=1, seed=0)  # every one of the 400
     assert len(set(data["train"]["prompt"]) | set(data["validation"]["prompt"]) | set(data["test"]["prompt"])) == 400
+
+
+def test_an_easier_family_draws_only_its_operations_and_operands():
+    """``operations`` and ``operand_max`` (an easier family for a small model): every step is one of the named
+    operations with an operand in range, the worked solution is still right, and the count of distinct problems
+    follows (start 1-20 times 3 choices per step)."""
+    data = dataset(train_size=64, eval_size=8, steps=3, seed=1, operations=["add"], operand_max=3)
+    for row in data["train"]:
+        words = row["prompt"].splitlines()[-2].split(". ")[1:]
+        assert len(words) == 3 and all(w.rstrip(".") in {"Add 1", "Add 2", "Add 3"} for w in words)
+        assert exact_answer([row["prompt"]], row["references"], answer=[row["answer"]]) == [1.0]
+    with pytest.raises(ValueError, match=r"^task argument steps=1 has 60 distinct problems, fewer than"):
+        dataset(64, 1, steps=1, seed=0, operations=["add"], operand_max=3)
+    default = dataset(8, 2, steps=2, seed=5)  # the default family draws what it drew before the arguments existed
+    assert default["train"]["prompt"] == dataset(8, 2, 2, 5, ["add", "subtract", "multiply"], 9)["train"]["prompt"]
+
+
+@pytest.mark.parametrize(
+    ("operations", "operand_max", "message"),
+    [
+        (["divide"], 3, "task argument operations must be a non-empty list of add, subtract, multiply, got ['divide']"),
+        ([], 3, "task argument operations must be a non-empty list of add, subtract, multiply, got []"),
+        (5, 3, "task argument operations must be a non-empty list of add, subtract, multiply, got 5"),
+        (["add"], 0, "task argument operand_max must be a whole number in [1, 99], got 0"),
+        (["add"], 2.5, "task argument operand_max must be a whole number in [1, 99], got 2.5"),
+        (["add"], True, "task argument operand_max must be a whole number in [1, 99], got True"),
+    ],
+)  # fmt: skip
+def test_a_bad_family_is_refused_in_one_line(operations, operand_max, message):
+    with pytest.raises(ValueError) as caught:
+        dataset(8, 2, steps=2, seed=0, operations=operations, operand_max=operand_max)
+    assert str(caught.value) == message
