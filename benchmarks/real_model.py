@@ -1143,7 +1143,8 @@ def write_report(results: dict[str, Any], path: str, png: str) -> None:
 def targets(results: dict[str, Any]) -> list[str]:
     """The issue's targets, measured over the seeds: PPO and NLPO raise the judge by 0.25 (VADER's
     scale) at a reference perplexity of 1.5x base or less; hfrl's best online algorithm ahead of TRL's
-    GRPO and RLOO in judge gain per sample and per second (:func:`against_trl`)."""
+    GRPO and RLOO in gain per sample and per second (:func:`against_trl`; a task without a judge: its
+    held-out reward, :func:`measure`)."""
     out, judge = [], results["settings"]["judge"]
     for (alg, mode), cell in cells(results).items():
         if alg not in ("ppo", "nlpo") or judge is None:
@@ -1159,20 +1160,34 @@ def targets(results: dict[str, Any]) -> list[str]:
     return out or ["- no PPO / NLPO run yet"]
 
 
+def measure(results: dict[str, Any]) -> tuple[str, str]:
+    """The gain the comparisons rank by, and its name: the independent judge's, or, for a task without one
+    (a verifiable reward such as ``arith_chains``' exact match), the reward's own on the held-out prompts.
+
+    >>> measure({"settings": {"judge": "vader_sentiment", "reward": "snippet_rating"}})
+    ('judge_gain', '`vader_sentiment`')
+    >>> measure({"settings": {"judge": None, "reward": "exact_answer"}})
+    ('reward_gain', '`exact_answer` (held-out; the task has no independent judge)')
+    """
+    judge = results["settings"]["judge"]
+    if judge is not None:
+        return "judge_gain", f"`{judge}`"
+    return "reward_gain", f"`{results['settings']['reward']}` (held-out; the task has no independent judge)"
+
+
 def against_trl(results: dict[str, Any]) -> list[str]:
-    """hfrl's best online cell (highest mean judge gain, per mode) against each TRL cell of the same
-    mode: the judge's gain per 1,000 completions (every run has the same budget of completions) and
-    per minute of training work (:func:`train_seconds`), means over the seeds, with tokens/s beside."""
-    judge, out = results["settings"]["judge"], []
-    if judge is None:
-        return out
+    """hfrl's best online cell (highest mean gain, per mode; :func:`measure`) against each TRL cell of the
+    same mode: the gain per 1,000 completions (every run has the same budget of completions) and per
+    minute of training work (:func:`train_seconds`), means over the seeds, with tokens/s beside."""
+    key, name = measure(results)
+    out: list[str] = []
     table = cells(results)
     for mode in MODES:
         ours = {alg: runs for (alg, m), runs in table.items() if m == mode and parse_spec(alg)[0] in ONLINE}
         theirs = {alg: runs for (alg, m), runs in table.items() if m == mode and alg in TRL}
         if not ours or not theirs:
             continue
-        gain = {alg: statistics.mean(r["judge_gain"] for r in runs) for alg, runs in ours.items()}
+        gain = {alg: statistics.mean(r[key] for r in runs) for alg, runs in ours.items()}
         ppl = {alg: statistics.mean(r["ppl_ratio"] for r in runs) for alg, runs in ours.items()}
         best = max(ours, key=gain.__getitem__)
         bounded = max((alg for alg in ours if ppl[alg] <= PPL_BOUND), key=gain.__getitem__, default=None)
@@ -1181,22 +1196,22 @@ def against_trl(results: dict[str, Any]) -> list[str]:
             picks.append((bounded, f", the best within {PPL_BOUND}x perplexity"))
         for alg, why in picks:
             for rival, runs in theirs.items():
-                a, b = _efficiency(ours[alg]), _efficiency(runs)
+                a, b = _efficiency(ours[alg], key), _efficiency(runs, key)
                 ok = "met" if a[0] > b[0] and a[1] > b[1] else "NOT met"
                 rival_ppl = statistics.mean(r["ppl_ratio"] for r in runs)
                 out.append(
                     f"- {mode}: hfrl {alg}{marks(ours[alg])}{why} vs TRL {rival} ({len(ours[alg])} / {len(runs)} "
-                    f"seeds): `{judge}` gain per 1,000 completions {a[0]:+.3f} vs {b[0]:+.3f}, per minute of "
+                    f"seeds): {name} gain per 1,000 completions {a[0]:+.3f} vs {b[0]:+.3f}, per minute of "
                     f"training {a[1]:+.4f} vs {b[1]:+.4f}, {a[2]:.1f} vs {b[2]:.1f} generated tokens/s, perplexity "
                     f"{ppl[alg]:.2f}x vs {rival_ppl:.2f}x: **{ok}**"
                 )
     return out
 
 
-def _efficiency(runs: list[dict[str, Any]]) -> tuple[float, float, float]:
-    """(judge gain per 1,000 completions, judge gain per minute of training, tokens/s), over the runs."""
-    per_sample = statistics.mean(1000 * r["judge_gain"] / _completions(r) for r in runs)
-    per_minute = statistics.mean(60 * r["judge_gain"] / max(train_seconds(r), 1e-9) for r in runs)
+def _efficiency(runs: list[dict[str, Any]], key: str = "judge_gain") -> tuple[float, float, float]:
+    """(gain per 1,000 completions, gain per minute of training, tokens/s), over the runs."""
+    per_sample = statistics.mean(1000 * r[key] / _completions(r) for r in runs)
+    per_minute = statistics.mean(60 * r[key] / max(train_seconds(r), 1e-9) for r in runs)
     speed = _mean([row for r in runs for row in r["iterations"]], "tokens_per_second", skip=0) or 0.0
     return per_sample, per_minute, speed
 
