@@ -12,7 +12,7 @@ at the end of a chain of tokens that each decide it, the credit-assignment probl
 
     hfrl train --task arith_chains --alg ppo --model smollm2
     hfrl train --task arith_chains --alg ppo --model smollm2 --task-arg steps=6
-    hfrl train --task arith_chains --alg ppo --model smollm2 --task-arg steps=2 --task-arg operations=[add] \
+    hfrl train --task arith_chains --alg ppo --model smollm2 --task-arg steps=2 --task-arg "operations=[add]" \\
         --task-arg operand_max=5 --task-arg train_size=320 --task-arg eval_size=64 --lam 1.0
 """
 
