@@ -9,7 +9,7 @@ of all-wrong answers has zero advantage everywhere). An exact-match reward that 
 cannot move any algorithm in a few hundred completions; this says how far from that a run starts.
 
     OMP_NUM_THREADS=2 python benchmarks/bench_arith_base.py --steps 2 3 4   # ~8 min on 2 quiet cores
-    OMP_NUM_THREADS=2 python benchmarks/bench_arith_base.py --steps 3 --task-arg operations=[add] \
+    OMP_NUM_THREADS=2 python benchmarks/bench_arith_base.py --steps 2 --task-arg "operations=[add]" \\
         --task-arg operand_max=3 --json benchmarks/results-arith-base-add3.json   # an easier family
 """
 
