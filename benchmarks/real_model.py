@@ -1178,7 +1178,9 @@ def measure(results: dict[str, Any]) -> tuple[str, str]:
 def against_trl(results: dict[str, Any]) -> list[str]:
     """hfrl's best online cell (highest mean gain, per mode; :func:`measure`) against each TRL cell of the
     same mode: the gain per 1,000 completions (every run has the same budget of completions) and per
-    minute of training work (:func:`train_seconds`), means over the seeds, with tokens/s beside."""
+    minute of training work (:func:`train_seconds`), means over the seeds, with tokens/s beside. "met" when
+    hfrl's cell is ahead on both means and, with 2 seeds or more a cell, by 2 standard errors of each
+    difference (:func:`separation`); ahead on the means by less is said so."""
     key, name = measure(results)
     out: list[str] = []
     table = cells(results)
@@ -1198,13 +1200,41 @@ def against_trl(results: dict[str, Any]) -> list[str]:
             for rival, runs in theirs.items():
                 a, b = _efficiency(ours[alg], key), _efficiency(runs, key)
                 ok = "met" if a[0] > b[0] and a[1] > b[1] else "NOT met"
+                apart = separation(ours[alg], runs, key)
+                if apart and ok == "met" and min(z for _, z in apart) < 2:
+                    ok = "ahead on the means, under 2 standard errors"
                 rival_ppl = statistics.mean(r["ppl_ratio"] for r in runs)
+                gap = (f" (differences {apart[0][0]:+.3f} at {apart[0][1]:.1f} SE and {apart[1][0]:+.4f} at "
+                       f"{apart[1][1]:.1f} SE)" if apart else "")  # fmt: skip
                 out.append(
                     f"- {mode}: hfrl {alg}{marks(ours[alg])}{why} vs TRL {rival} ({len(ours[alg])} / {len(runs)} "
                     f"seeds): {name} gain per 1,000 completions {a[0]:+.3f} vs {b[0]:+.3f}, per minute of "
-                    f"training {a[1]:+.4f} vs {b[1]:+.4f}, {a[2]:.1f} vs {b[2]:.1f} generated tokens/s, perplexity "
-                    f"{ppl[alg]:.2f}x vs {rival_ppl:.2f}x: **{ok}**"
+                    f"training {a[1]:+.4f} vs {b[1]:+.4f}{gap}, {a[2]:.1f} vs {b[2]:.1f} generated tokens/s, "
+                    f"perplexity {ppl[alg]:.2f}x vs {rival_ppl:.2f}x: **{ok}**"
                 )
+    return out
+
+
+def separation(ours: list[dict[str, Any]], theirs: list[dict[str, Any]], key: str) -> list[tuple[float, float]]:
+    """How far apart two cells are, per 1,000 completions and per minute of training: each difference of
+    the means and how many (Welch) standard errors it is, ``sqrt(var_a / n_a + var_b / n_b)`` over the
+    runs' own values. Empty unless both cells have 2 seeds or more (one seed has no spread to measure).
+
+    >>> runs = lambda *g: [{"judge_gain": x, "config": {"rollout_batch_size": 10, "num_iterations": 100},
+    ...                     "iterations": [{"time/update": 60.0}]} for x in g]
+    >>> [(round(d, 3), round(z, 2)) for d, z in separation(runs(0.4, 0.6), runs(0.1, 0.3), "judge_gain")]
+    [(0.3, 2.12), (0.3, 2.12)]
+    >>> separation(runs(0.4), runs(0.1, 0.3), "judge_gain")
+    []
+    """
+    if len(ours) < 2 or len(theirs) < 2:
+        return []
+    out = []
+    for measure_ in (lambda r: 1000 * r[key] / _completions(r), lambda r: 60 * r[key] / max(train_seconds(r), 1e-9)):
+        a, b = [measure_(r) for r in ours], [measure_(r) for r in theirs]
+        diff = statistics.mean(a) - statistics.mean(b)
+        error = math.sqrt(statistics.variance(a) / len(a) + statistics.variance(b) / len(b))
+        out.append((diff, diff / error if error else math.inf))
     return out
 
 

@@ -160,6 +160,31 @@ def test_against_trl_ranks_a_task_without_a_judge_by_its_held_out_reward():
     assert real_model.targets(results) == real_model.against_trl(results)  # no +0.25 VADER target without a judge
 
 
+def test_against_trl_with_seeds_says_how_many_standard_errors_apart():
+    """With 2 seeds or more a cell, each difference is given in Welch standard errors, and "met" needs 2 of
+    them. Hand-computed: ppo per 1,000 = 1000 * (0.30, 0.50) / 320 = (0.9375, 1.5625), grpo (0.3125, 0.9375);
+    difference 0.625, standard error sqrt(0.1953 / 2 + 0.1953 / 2) = 0.442: 1.4 SE. Per minute 60 * gain /
+    120 s: (0.15, 0.25) vs (0.05, 0.15): 0.1 at the same 1.4 SE."""
+    sys.path.insert(0, str(SCRIPT.parent))
+    import real_model
+
+    online, trl = {"rollout_batch_size": 16, "num_iterations": 20}, {"per_device_train_batch_size": 4, "max_steps": 80}
+    runs = [{**_run(alg, seed, 0.0, 120.0, config), "reward_gain": gain}
+            for alg, config, gains in (("ppo", online, (0.30, 0.50)), ("grpo", trl, (0.10, 0.30)))
+            for seed, gain in enumerate(gains)]  # fmt: skip
+    results = {"settings": {"judge": None, "reward": "exact_answer"},
+               "runs": {f"{r['alg']}-{r['seed']}": r for r in runs}}  # fmt: skip
+    assert real_model.against_trl(results) == [
+        "- lora: hfrl ppo vs TRL grpo (2 / 2 seeds): `exact_answer` (held-out; the task has no independent judge) "
+        "gain per 1,000 completions +1.250 vs +0.625, per minute of training +0.2000 vs +0.1000 (differences "
+        "+0.625 at 1.4 SE and +0.1000 at 1.4 SE), 10.0 vs 10.0 generated tokens/s, perplexity 1.00x vs 1.00x: "
+        "**ahead on the means, under 2 standard errors**"
+    ]
+    for run, gain in zip(runs, (0.45, 0.50, 0.10, 0.15), strict=True):  # further apart, less spread: 9.9 SE
+        run["reward_gain"] = gain
+    assert real_model.against_trl(results)[0].endswith("**met**")
+
+
 def test_lora_rank_sets_r_and_alpha_and_rejects_zero(capsys):
     """``--lora-rank R``: the adapter's r and lora_alpha 2r (the default adapter is left as it is);
     0 is a one-line usage error."""
