@@ -164,7 +164,13 @@ def task_arguments(a: argparse.Namespace) -> dict[str, Any]:
 
 
 def load_results(path: str) -> dict[str, Any]:
-    return json.loads(Path(path).read_text()) if Path(path).is_file() else {"runs": {}}
+    """The figures of ``path`` (none yet: no runs). A file of the script's first format (runs without a
+    seed, one per cell) stops in one line: its report was written by that version and is kept as is."""
+    results = json.loads(Path(path).read_text()) if Path(path).is_file() else {"runs": {}}
+    if any("seed" not in run for run in results.get("runs", {}).values()):
+        raise SystemExit(f"{path} was written by an earlier real_model.py (runs without a seed): its report "
+                         "stands as written; give --json a new file to run or report here")  # fmt: skip
+    return results
 
 
 def save_results(path: str, results: dict[str, Any]) -> None:

@@ -11,6 +11,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "real_model.py"
 
 
@@ -217,3 +219,17 @@ def test_workers_start_the_longest_runs_first():
         ("a_lol", "full", 2), ("trpo", "full", 0), ("ppo+rloo", "full", 1), ("ppo", "lora", 0), ("x", "lora", 0)
     ]  # fmt: skip
     assert doctest.testmod(real_model).failed == 0
+
+
+def test_figures_of_the_first_format_stop_in_one_line():
+    """The archived IMDB-openings figures (runs without a seed) are refused by name, not with a KeyError."""
+    sys.path.insert(0, str(SCRIPT.parent))
+    import real_model
+
+    path = str(SCRIPT.parent / "results-real-imdb-openings.json")
+    with pytest.raises(SystemExit) as stop:
+        real_model.load_results(path)
+    assert str(stop.value) == (
+        f"{path} was written by an earlier real_model.py (runs without a seed): its report stands as written; "
+        "give --json a new file to run or report here"
+    )
