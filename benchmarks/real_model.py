@@ -1236,8 +1236,7 @@ def separation(ours: list[dict[str, Any]], theirs: list[dict[str, Any]], key: st
     if len(ours) < 2 or len(theirs) < 2:
         return []
     out = []
-    for measure_ in (lambda r: 1000 * r[key] / _completions(r), lambda r: 60 * r[key] / max(train_seconds(r), 1e-9)):
-        a, b = [measure_(r) for r in ours], [measure_(r) for r in theirs]
+    for a, b in zip(_rates(ours, key), _rates(theirs, key), strict=True):
         diff = statistics.mean(a) - statistics.mean(b)
         error = math.sqrt(statistics.variance(a) / len(a) + statistics.variance(b) / len(b))
         out.append((diff, diff / error if error else math.inf))
@@ -1246,10 +1245,16 @@ def separation(ours: list[dict[str, Any]], theirs: list[dict[str, Any]], key: st
 
 def _efficiency(runs: list[dict[str, Any]], key: str = "judge_gain") -> tuple[float, float, float]:
     """(gain per 1,000 completions, gain per minute of training, tokens/s), over the runs."""
-    per_sample = statistics.mean(1000 * r[key] / _completions(r) for r in runs)
-    per_minute = statistics.mean(60 * r[key] / max(train_seconds(r), 1e-9) for r in runs)
+    per_sample, per_minute = (statistics.mean(values) for values in _rates(runs, key))
     speed = _mean([row for r in runs for row in r["iterations"]], "tokens_per_second", skip=0) or 0.0
     return per_sample, per_minute, speed
+
+
+def _rates(runs: list[dict[str, Any]], key: str) -> tuple[list[float], list[float]]:
+    """Each run's gain ``key`` per 1,000 completions, and each run's per minute of training
+    (:func:`train_seconds`)."""
+    return ([1000 * r[key] / _completions(r) for r in runs],
+            [60 * r[key] / max(train_seconds(r), 1e-9) for r in runs])  # fmt: skip
 
 
 def _completions(run: dict[str, Any]) -> int:
