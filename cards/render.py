@@ -46,6 +46,9 @@ def advantages_text(config: dict[str, Any]) -> str:
         return ""
     groups = int(config.get("num_generations") or 1)
     parts = [f"`{estimator}` (docs/algorithms.md §13)" + (f", {groups} completions per prompt" if groups > 1 else "")]
+    loss = loss_paper(config)
+    if loss:
+        parts.append(f"the policy loss `{loss['loss']}` ({loss['title']}, arXiv {loss['id']})")
     critic = _needs_critic(estimator)
     if critic:
         parts.append("a value head (critic) on the policy, saved as `value_head.safetensors`")
@@ -60,6 +63,26 @@ def advantages_text(config: dict[str, Any]) -> str:
     else:
         parts.append("a per-token KL penalty in the reward")
     return "; ".join(parts) + "."
+
+
+def loss_paper(config: dict[str, Any]) -> dict[str, str] | None:
+    """The paper of a run's registered policy loss (its class's ``paper``, a key of papers.bib), with the
+    loss's name as ``loss``; None for a loss without one or of the run's own code (not imported: a card
+    is rendered from data).
+
+    >>> loss_paper({"policy_loss": "cispo"})["title"]
+    'MiniMax-M1: Scaling Test-Time Compute Efficiently with Lightning Attention'
+    >>> loss_paper({"policy_loss": "my_losses.py:Mine"}) is None
+    True
+    """
+    from hfrl.core.policy_losses import POLICY_LOSSES, policy_loss_class
+    from hfrl.trainers.papers import paper
+
+    name = config.get("policy_loss")
+    if not isinstance(name, str) or name not in POLICY_LOSSES:
+        return None
+    key = getattr(policy_loss_class(name), "paper", None)
+    return {"loss": name, **paper(key)} if key else None
 
 
 def preset_text(name: str) -> str:
@@ -539,6 +562,7 @@ def card_context(
         else usage_code(ref, base_ref, adapter, seq2seq, prompt or example_prompt(run), max_new),
         "alg": alg,
         "advantages": advantages_text(config),
+        "loss_paper": loss_paper(config),
         "task": task,
         "hfrl_url": HFRL_URL,
         "curve": curve if series["x"] else None,

@@ -31,14 +31,33 @@ def parameters(count: int) -> str:
     return f"{count / 1e6:.0f}M" if count >= 1e7 else f"{count / 1e6:.1f}M"
 
 
+def _numel(p: Any) -> int:
+    """A parameter's full size: DeepSpeed ZeRO-3 leaves each process an empty shard and records the
+    whole in ``ds_numel``."""
+    return int(getattr(p, "ds_numel", 0) or p.numel())
+
+
 def model_size(model: Any) -> str:
-    """``0.1M parameters``, or for a PEFT model ``0.1M parameters, 4,096 trained (LoRA)``."""
+    """``0.1M parameters``, or for a model with a PEFT adapter anywhere inside it (the online trainers wrap
+    the policy with its value head) ``0.1M parameters, LoRA adapter: 4,096 trained (2.0%)``; ZeRO-3's
+    partitioned parameters count whole.
+
+    >>> import torch
+    >>> model_size(torch.nn.Linear(1000, 100))
+    '0.1M parameters'
+    >>> p = torch.nn.Parameter(torch.empty(0)); p.ds_numel = 2_000_000  # a ZeRO-3 shard
+    >>> model_size(torch.nn.ParameterList([p]))
+    '2.0M parameters'
+    """
     params = list(model.parameters())
-    total = sum(p.numel() for p in params)
+    total = sum(_numel(p) for p in params)
     text = f"{parameters(total)} parameters"
-    if hasattr(model, "peft_config"):
-        trained = sum(p.numel() for p in params if p.requires_grad)
-        text += f", {trained:,} trained (PEFT adapter)"
+    peft = next((m for m in model.modules() if hasattr(m, "peft_config")), None)
+    if peft is not None:
+        kinds = sorted({str(getattr(c, "peft_type", "PEFT")).split(".")[-1] for c in peft.peft_config.values()})
+        trained = sum(_numel(p) for p in peft.parameters() if p.requires_grad)
+        share = f" ({100 * trained / total:.1f}%)" if total else ""
+        text += f", {'/'.join(kinds)} adapter: {trained:,} trained{share}"
     return text
 
 
@@ -51,7 +70,8 @@ def length_text(trainer: Any) -> str:
     args = trainer.args
     world = _world(args)
     if hasattr(args, "num_iterations") and hasattr(args, "rollout_batch_size"):  # hfrl's online trainers
-        n, size = args.num_iterations, args.rollout_batch_size * world
+        # a rollout: rollout_batch_size prompts per process, num_generations completions each (what it logs)
+        n, size = args.num_iterations, args.rollout_batch_size * int(getattr(args, "num_generations", 1) or 1) * world
         return f"{n:,} iteration{'s' if n != 1 else ''} x {size:,} completions ({n * size:,} samples)"
     batch = args.per_device_train_batch_size * args.gradient_accumulation_steps * world
     unit = "completions" if hasattr(args, "num_generations") else "examples"
@@ -78,9 +98,20 @@ def start_line(trainer: Any, run: dict[str, Any], earlier: str | None = None, re
     )
     verb = "resuming" if resumed else "output folder"
     return (
-        f"{alg} on {run.get('task')}: model {run.get('model')} ({model_size(trainer.model)}), "
-        f"{length_text(trainer)}; {verb} {folder}{moved}"
+        f"{alg}{_preset_text(run, trainer.args)} on {run.get('task')}: model {run.get('model')} "
+        f"({model_size(trainer.model)}), {length_text(trainer)}; {verb} {folder}{moved}"
     )
+
+
+def _preset_text(run: dict[str, Any], args: Any) -> str:
+    """`` (preset vapo, the first 50 iterations train the critic only)``: what a preset changes that the
+    length alone does not say."""
+    preset = run.get("preset") or getattr(args, "preset", None)
+    if not preset:
+        return ""
+    warmup = int(getattr(args, "critic_warmup_iterations", 0) or 0)
+    said = f", the first {warmup} iterations train the critic only" if warmup else ""
+    return f" (preset {preset}{said})"
 
 
 def result_line(log_history: list[dict[str, Any]]) -> str | None:

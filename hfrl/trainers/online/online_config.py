@@ -15,6 +15,15 @@ from hfrl.utils.registry import registry_help
 if TYPE_CHECKING:
     from hfrl.core.policy_losses.base import LossSettings
 
+
+def _group_estimators() -> list[str]:
+    """The registered estimators that compare a prompt's completions (their class's ``needs_groups``):
+    the registry says, not a list kept here."""
+    from hfrl.core.estimators import estimator_class
+
+    return [name for name in ESTIMATORS if estimator_class(name).needs_groups]
+
+
 MINIBATCH_UNITS = ("sequences", "tokens")
 WHITEN_SCOPES = ("rollout", "minibatch")
 INVALID_REWARDS = ("error", "drop")
@@ -44,8 +53,9 @@ class OnlineConfig(RLConfig):
     num_generations: int = field(
         default=1,
         metadata={
-            "help": "Completions sampled per prompt: a group, which the group estimators (group_norm, dr_grpo, "
-            "rloo, reinforce_baseline) need >= 2 of. Each prompt is encoded once for its group's completions."
+            "help": "Completions sampled per prompt: a group, which the group estimators "
+            f"({', '.join(_group_estimators())}) need >= 2 of. Each prompt is encoded once for its group's "
+            "completions."
         },
     )
     mini_batch_size: int = field(
