@@ -114,7 +114,9 @@ def test_ppo_trains_the_adapter_and_its_reference_is_the_starting_adapter(bare_a
     )
     trainer.train()
     logs = [h for h in trainer.state.log_history if "reward" in h]
-    assert logs[0]["kl"] == pytest.approx(0.0, abs=1e-6)  # the bare base as reference would give > 0
+    # the policy's log-probs come from generation's cached forward, the reference's from a full one: they
+    # agree to 1e-5 a token (test_fast_paths), as in test_ppo_trainer's first KL
+    assert logs[0]["kl"] == pytest.approx(0.0, abs=1e-5)  # the bare base as reference would give > 0
     for name, param in policy.named_parameters():
         if name in trained:
             assert not torch.equal(param, trained[name]), f"{name} did not change"

@@ -104,7 +104,9 @@ def test_hh_default_reward_scores_sigmoid_of_out_proj_on_the_last_token(rm_dirs)
     texts = [to_oasst(p, c) for p, c in zip(prompts, completions, strict=True)]
     assert texts == TEXTS
     expected = torch.sigmoid(by_hand(rm_dirs["last"], texts, "last"))
-    assert scores == pytest.approx(expected.tolist(), abs=1e-6)
+    # batched with padding against one text at a time: the logits agree to 1e-5 (above), the sigmoid's
+    # slope is at most 1/4, so the scores to 2.5e-6
+    assert scores == pytest.approx(expected.tolist(), abs=2.5e-6)
     assert abs(scores[0] - scores[1]) > 1e-3  # the two dialogues score differently: the text is read
 
 

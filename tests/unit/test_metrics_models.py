@@ -196,7 +196,8 @@ def test_learned_classifier_probability_batched_and_loaded_once(sentiment_dir):
     expected = torch.softmax(_direct_logits(sentiment_dir, texts), -1)[:, 1].tolist()  # one at a time, no padding
     assert scores == pytest.approx(expected, abs=1e-5)  # batched with padding: same
     by_index = load_reward({"id": "learned_classifier", "args": {"model": sentiment_dir, "label": 1, "device": "cpu"}})
-    assert by_index(prompts=[""] * 3, completions=texts) == pytest.approx(scores, abs=1e-6)
+    # batches of 32 against batches of 2 (other padding): the tolerance of batched against one at a time
+    assert by_index(prompts=[""] * 3, completions=texts) == pytest.approx(scores, abs=1e-5)
     from hfrl.metrics.learned import load_classifier
 
     assert load_classifier(sentiment_dir, "cpu") is load_classifier(sentiment_dir, "cpu")  # cached per process
