@@ -5,7 +5,8 @@ methods are the ``Trainer`` overrides, each a few lines over the module that doe
   marker, then the rotation), resuming from the newest complete one, ``iterations.jsonl``;
 - a NaN or infinite gradient norm stops the run before the optimizer step (:mod:`hfrl.trainers.finite_guard`);
 - a checkpoint loads back into a model with tied weights without a false warning (:mod:`hfrl.trainers.tied_weights`);
-- no secret in ``training_args.bin`` (:mod:`hfrl.trainers.secret_free_save`);
+- no secret in ``training_args.bin`` or in what the callbacks (TensorBoard, W&B, ...) are handed
+  (:mod:`hfrl.trainers.secret_free_save`);
 - the model card on save, Hub pushes through hfrl's run push (:mod:`hfrl.trainers.card_and_push`);
 - the dependencies' warnings a user cannot act on kept quiet from the start (:func:`hfrl.utils.quiet.quiet`),
   and the config a trainer given none trains with (:meth:`TrainerMixin.default_config`).
@@ -53,11 +54,13 @@ class TrainerMixin(_Trainer):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         from hfrl.trainers.iteration_log import IterationLog
+        from hfrl.trainers.secret_free_save import secret_free_callbacks
         from hfrl.trainers.sharding_guard import ShardingGuard
         from hfrl.utils.quiet import quiet
 
         quiet()
         super().__init__(*args, **kwargs)
+        secret_free_callbacks(self.callback_handler)  # the integrations log the arguments: never a token
         from hfrl.core.zero3 import default_persistence_threshold
         from hfrl.metrics.learned import shard_classifiers
 

@@ -135,3 +135,32 @@ def test_the_hub_token_never_reaches_the_disk(extra, tmp_path, capsys):
         assert SECRET.encode() not in data, path
         printable = subprocess.run(["strings", "-n", "8", str(path)], capture_output=True, text=True).stdout
         assert SECRET not in printable, path
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [
+        ["--task", "numbers", "--num_iterations", "1", "--rollout_batch_size", "4", "--mini_batch_size", "4",
+         "--max_new_tokens", "4"],
+        ["--task", "numbers", "--alg", "grpo", "--max_steps", "1", "--per_device_train_batch_size", "4",
+         "--num_generations", "2", "--max_completion_length", "4", "--logging_steps", "1"],
+        ["--task", "hh", "--task-arg", "pairs=true", "--alg", "reward", "--max_steps", "1",
+         "--per_device_train_batch_size", "4", "--logging_steps", "1", "--save_strategy", "no"],
+    ],
+    ids=["ppo", "grpo", "reward"],
+)  # fmt: skip
+def test_a_token_in_model_init_kwargs_never_reaches_tensorboard(extra, tmp_path, capsys, monkeypatch):
+    """TensorBoard's callback writes the arguments (``args.to_json_string()``) into its event file: without
+    the token that ``--model_init_kwargs`` holds, as every other file of the run."""
+    pytest.importorskip("tensorboard")
+    from hfrl.tasks.data import DATA_DIR_ENV, FIXTURES
+
+    monkeypatch.setenv(DATA_DIR_ENV, str(FIXTURES))  # the hh pairs, offline
+    out = tmp_path / "run"
+    args = ["train", "--model", "tiny", "-o", str(out), "--model_init_kwargs", f"{{token: {SECRET}}}"]
+    code, _, err = run_cli([*args, "--disable_tqdm", "true", "--report_to", "tensorboard", *extra], capsys)
+    assert code == 0, err
+    events = list(out.rglob("events.out.tfevents.*"))
+    assert events and any(b"model_init_kwargs" in p.read_bytes() for p in events)  # the arguments were logged
+    for path in (p for p in out.rglob("*") if p.is_file()):
+        assert SECRET.encode() not in path.read_bytes(), path
