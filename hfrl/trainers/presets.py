@@ -34,8 +34,8 @@ class Preset:
 def preset_names() -> list[str]:
     """The shipped presets' names, sorted.
 
-    >>> preset_names()
-    ['rl4lms', 'sao', 'vapo', 'vc_ppo']
+    >>> {"vapo", "vc_ppo"} <= set(preset_names())
+    True
     """
     return sorted(path.stem for path in PRESET_DIR.glob("*.yaml"))
 
