@@ -46,6 +46,11 @@ def builder(source: str):
 
 
 def _format_of(files: list[str], where: str) -> str:
+    other = next((f for f in files if Path(f).suffix.lower() not in FORMATS), None)
+    if other is not None:  # a relative path looks like a Hub id (data/x.py): a file of another kind
+        code = " (a task of your own in a Python file: name its builder, FILE.py:build)"
+        code = code if other.endswith(".py") else ""
+        raise ValueError(f"{other} is not a data file ({', '.join(FORMATS)}){code}")
     formats = {FORMATS[Path(f).suffix.lower()] for f in files}
     seps = {Path(f).suffix.lower() == ".tsv" for f in files}
     if len(formats) > 1 or len(seps) > 1:
@@ -129,6 +134,18 @@ def _hold_out(raw, test_size: Any, source: str):
     return DatasetDict({**raw, "train": parts["train"], "test": parts["test"]})
 
 
+def _check_texts(dataset, source: str, columns: tuple[str, ...]) -> None:
+    """The pair columns (``chosen``, ``rejected``; ``text`` of scored texts) hold text or chat messages: a
+    number there is one line naming the column, not an ``AttributeError`` inside TRL's tokenization."""
+    for name in columns:
+        feature = dataset.features.get(name)
+        dtype = getattr(feature, "dtype", None)  # a Value's; a list of chat messages has none
+        if dtype is not None and dtype not in ("string", "large_string"):
+            raise ValueError(
+                f"{source}: column {name!r} holds {dtype} values; it takes text (or a list of chat messages)"
+            )
+
+
 def _as_references(value: Any) -> list[str]:
     if value is None:
         return []
@@ -189,6 +206,8 @@ def build(
     out = {}
     for split, dataset in raw.items():
         pairs = {"chosen", "rejected"} <= set(dataset.column_names) or {"text", "score"} <= set(dataset.column_names)
+        if pairs:
+            _check_texts(dataset, source, ("chosen", "rejected", "text"))
         needs_references = rewards is None and not pairs  # the default reward (ROUGE-L) reads references
         dataset = to_task_columns(dataset, source, prompt_column, references_column, needs_references)
         if max_samples is not None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import enum
 import os
 import re
+import stat
 from typing import Any
 
 import yaml
@@ -71,6 +72,9 @@ def read_config_file(path: str | os.PathLike, names_as_text: bool = False) -> di
     the names of a task or reward, such as the model card)."""
     what = f"config file {path}"
     try:
+        mode = os.stat(path).st_mode
+        if not stat.S_ISREG(mode) and not stat.S_ISDIR(mode):  # open() of a FIFO waits for a writer forever
+            raise ConfigFileError(f"config file {path} is not a regular file (a FIFO or a device); give a YAML file")
         text = read_text(path, what)
     except OSError as err:
         raise ConfigFileError(f"cannot read config file {path}: {err.strerror}") from err

@@ -30,9 +30,16 @@ POLICY_LOSSES: dict[str, str] = {
 def policy_loss_class(name: str) -> Any:
     """The policy loss class registered as ``name`` (or at the ``module:attr`` path ``name``); an
     unknown name fails with the known ones and the closest match."""
-    from hfrl.utils.registry import resolve
+    from hfrl.core.policy_losses.base import PolicyLoss
+    from hfrl.utils.registry import UnknownNameError, resolve
 
-    return resolve(name, POLICY_LOSSES, "policy loss")
+    found = resolve(name, POLICY_LOSSES, "policy loss")
+    if not (isinstance(found, type) and issubclass(found, PolicyLoss)):  # never called: os:system runs nothing
+        raise UnknownNameError(
+            f"policy loss {name!r} is a {'class' if isinstance(found, type) else type(found).__name__}, not a policy "
+            "loss class (a subclass of hfrl.core.policy_losses.base.PolicyLoss); hfrl list algs lists them"
+        )
+    return found
 
 
 __all__ = ["policy_loss_class"]
