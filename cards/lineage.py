@@ -11,6 +11,7 @@ its starting model in ``config.yaml``. The card of a later stage names the earli
 from __future__ import annotations
 
 import os
+import re
 from typing import Any
 
 import yaml
@@ -18,10 +19,26 @@ import yaml
 from hfrl.cards.algorithm import algorithm_name
 from hfrl.runs.run_config import CONFIG_NAME, load_yaml
 
+# Another run's config.yaml is data (docs/concepts/trust.md): the card pastes its names into Markdown, so
+# it takes only plain names (a task, an algorithm, a Hub id, a path), never text that renders (a heading,
+# a link, a <script> tag, a backtick that ends the code span, a line break).
+PLAIN_NAME = re.compile(r"[\w./~\\][\w .+~@:/\\-]*")
+
+
+def plain_name(value: Any) -> str | None:
+    """``value`` as text when it is a plain name that a card may show, else None.
+
+    >>> [plain_name(v) for v in ("runs/hh-reward", "HuggingFaceTB/SmolLM2-135M", "# Heading", "<script>")]
+    ['runs/hh-reward', 'HuggingFaceTB/SmolLM2-135M', None, None]
+    """
+    text = str(value) if value is not None else ""
+    return text if PLAIN_NAME.fullmatch(text) else None
+
 
 def parent_run(model: str | None) -> dict[str, Any] | None:
     """``{"path", "task", "alg", "model"}`` when ``model`` is an hfrl run directory (``config.yaml``
-    with ``alg`` and ``model``), else None."""
+    with ``alg`` and ``model``), else None. Its values are :func:`plain_name` s: a task that is not one
+    is left out, an algorithm or model that is not one makes the folder no run the card names."""
     path = os.path.join(str(model), CONFIG_NAME) if model else ""
     if not path or not os.path.isfile(path):
         return None
@@ -30,9 +47,12 @@ def parent_run(model: str | None) -> dict[str, Any] | None:
             config = load_yaml(fh.read()) or {}
     except (OSError, yaml.YAMLError):
         return None
-    if not isinstance(config, dict) or not config.get("alg") or not config.get("model"):
+    if not isinstance(config, dict):
         return None
-    return {"path": str(model), "task": config.get("task"), "alg": str(config["alg"]), "model": str(config["model"])}
+    alg, parent = plain_name(config.get("alg")), plain_name(config.get("model"))
+    if alg is None or parent is None:
+        return None
+    return {"path": str(model), "task": plain_name(config.get("task")), "alg": alg, "model": parent}
 
 
 def lineage(model: str | None, limit: int = 8) -> list[dict[str, Any]]:
@@ -68,7 +88,7 @@ def reward_model_text(rewards: Any) -> str:
     for spec in specs:
         if not isinstance(spec, dict) or spec.get("id") != "reward_model":
             continue
-        model = str((spec.get("args") or {}).get("model") or "")
+        model = plain_name((spec.get("args") or {}).get("model")) or ""  # a card shows plain names only
         run = parent_run(model)
         if run is not None:
             on = f" on the task `{run['task']}`" if run["task"] else ""
@@ -87,4 +107,4 @@ def root_model(model: str | None) -> str | None:
     return chain[-1]["model"] if chain else model
 
 
-__all__ = ["lineage", "lineage_text", "parent_run", "reward_model_text", "root_model"]
+__all__ = ["lineage", "lineage_text", "parent_run", "plain_name", "reward_model_text", "root_model"]

@@ -3,6 +3,7 @@ reference policy, ``a_lol`` starts from it) names them, and its Hub metadata nam
 
 from __future__ import annotations
 
+import pytest
 import yaml
 
 from hfrl.cards.lineage import lineage, lineage_text, parent_run, root_model
@@ -76,3 +77,29 @@ def test_the_card_lists_the_classifiers_the_task_arguments_swapped_in(tmp_path, 
     card = render_card(tmp_path / "run").content
     assert "`cola_fluency(model='my/cola')`" in card and "offensive_safety" not in card
     assert "`dialogrpt_depth(model='microsoft/DialogRPT-depth', context='prompt')`" in card  # the task's own
+
+
+PAYLOADS = ["# Heading", "[x](http://evil)", "<script>alert(1)</script>", "a` <b>bold</b> `b", "x\n# Heading"]
+
+
+@pytest.mark.parametrize("field", ["task", "alg", "model"])
+def test_another_runs_values_never_reach_the_card_as_markdown(field, tmp_path, tiny_causal_dir):
+    """A reward model's or a parent run's config.yaml is data: a value that is not a plain name (a heading,
+    a link, a <script> tag) is left out of the next run's card, never pasted into its Markdown."""
+    import shutil
+
+    from hfrl.cards.render import write_card
+
+    for i, payload in enumerate(PAYLOADS):
+        values = {"task": "hh", "alg": "reward", "model": "tiny", field: payload}
+        rm = make_run(tmp_path / f"rm{i}", values["task"], values["alg"], values["model"])
+        parent = make_run(tmp_path / f"sft{i}", values["task"], values["alg"].replace("reward", "sft"), values["model"])
+        run = tmp_path / f"ppo{i}"
+        shutil.copytree(tiny_causal_dir, run)
+        rewards = [{"id": "reward_model", "args": {"model": str(rm)}}]
+        (run / "config.yaml").write_text(yaml.safe_dump({"task": "numbers", "alg": "ppo", "model": str(parent),
+                                                         "rewards": rewards}))  # fmt: skip
+        card = write_card(run).read_text()
+        assert f"rewarded by the reward model hfrl run `{rm}`" not in card or field == "task", card
+        for raw in ("# Heading", "[x](http://evil)", "<script>", "<b>", "http://evil"):
+            assert raw not in card, (payload, card)
