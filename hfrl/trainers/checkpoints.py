@@ -45,7 +45,9 @@ logger = logging.getLogger(__name__)
 COMPLETE_NAME = "checkpoint_complete.json"
 _CHECKPOINT = re.compile(r"^checkpoint-(\d+)$")  # transformers' PREFIX_CHECKPOINT_DIR-{global_step}
 MARKER_FORMAT = 2  # 2: the run's definition (task, alg, model, rewards, task_args) is part of its identity
-RUN_DEFINITION = ("task", "alg", "model", "rewards", "task_args")  # the run keys of config.yaml that define it
+# the run keys of config.yaml that define it; the preset too: edited before a resume, it relabelled the
+# card (its settings are fields of their own, recorded below, and config.yaml's fields win over them)
+RUN_DEFINITION = ("task", "alg", "model", "rewards", "task_args", "preset")
 
 
 # What a resumed run may change: when and how it is saved, evaluated, logged and batched for speed, and
@@ -113,7 +115,7 @@ def identity_problem(folder: str, identity: dict[str, Any], explicit: bool = Fal
         )
     if recorded.get("run_id") and identity.get("run_id") and recorded["run_id"] != identity["run_id"]:
         return f"it belongs to another run (run id {recorded['run_id']}; this run is {identity['run_id']})"
-    changed = _differences(recorded.get("definition"), identity.get("definition"))
+    changed = _differences(recorded.get("definition"), identity.get("definition"), recorded_only=True)
     changed += _differences(recorded.get("config") or {}, identity.get("config") or {})
     if not changed:
         return None
@@ -123,12 +125,15 @@ def identity_problem(folder: str, identity: dict[str, Any], explicit: bool = Fal
     return f"it was written with other settings ({shown}{', ...' if len(changed) > 6 else ''})"
 
 
-def _differences(saved: dict[str, Any] | None, now: dict[str, Any] | None) -> list[str]:
-    """``key old -> new`` for each key whose value differs (nothing when either side records none)."""
+def _differences(saved: dict[str, Any] | None, now: dict[str, Any] | None, recorded_only: bool = False) -> list[str]:
+    """``key old -> new`` for each key whose value differs (nothing when either side records none);
+    ``recorded_only``: the keys ``saved`` holds (a key added to :data:`RUN_DEFINITION` later, ``preset``,
+    was not recorded by the hfrl that wrote an older checkpoint)."""
     if saved is None or now is None:
         return []
     missing = object()
-    keys = [k for k in sorted(set(saved) | set(now)) if saved.get(k, missing) != now.get(k, missing)]
+    keys = sorted(set(saved) if recorded_only else set(saved) | set(now))
+    keys = [k for k in keys if saved.get(k, missing) != now.get(k, missing)]
     return [f"{k} {saved.get(k)!r} -> {now.get(k)!r}" for k in keys]
 
 

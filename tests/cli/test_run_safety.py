@@ -248,6 +248,7 @@ def test_a_checkpoint_without_the_runs_identity_is_foreign_unless_named(old_run,
     [
         ({"task_args": {"train_size": 16}}, "task_args None -> {'train_size': 16}"),
         ({"rewards": ["increasing_numbers"]}, "rewards None -> ['increasing_numbers']"),
+        ({"preset": "vapo"}, "preset None -> 'vapo'"),  # it would relabel the card
     ],
 )  # fmt: skip
 def test_an_edited_run_definition_is_not_resumed(edit, shown, old_run, tmp_path, capsys):
@@ -257,6 +258,39 @@ def test_an_edited_run_definition_is_not_resumed(edit, shown, old_run, tmp_path,
     code, said = resume(run, capsys)
     assert code == 2, said
     assert f"it was written with other settings ({shown}" in error_line(said)
+
+
+def test_a_checkpoint_without_the_preset_in_its_identity_still_resumes(old_run, tmp_path, capsys):
+    """A marker written before the preset was part of the run's definition is the same run's."""
+    from hfrl.trainers.checkpoints import mark_complete
+
+    run = copy(old_run, tmp_path)
+    marker = json.loads((run / "checkpoint-2" / "checkpoint_complete.json").read_text())
+    del marker["run"]["definition"]["preset"]
+    mark_complete(str(run / "checkpoint-2"), marker["run"])
+    code, said = resume(run, capsys)
+    assert code == 0, said
+
+
+def test_a_nan_in_online_state_is_refused_before_an_iteration(old_run, tmp_path, capsys):
+    """A NaN KL coefficient in a complete checkpoint's online_state.json: one line, before any iteration
+    (it surfaced as a NaN loss one iteration later)."""
+    from hfrl.trainers.checkpoints import mark_complete
+
+    run = copy(old_run, tmp_path)
+    folder = run / "checkpoint-2"
+    state = json.loads((folder / "online_state.json").read_text())
+    state["kl_controller"]["value"] = float("nan")
+    (folder / "online_state.json").write_text(json.dumps(state))
+    mark_complete(str(folder), json.loads((folder / "checkpoint_complete.json").read_text())["run"])
+    lines = (run / "iterations.jsonl").read_text()
+    code, said = resume(run, capsys)
+    assert code == 2, said
+    assert error_line(said) == (
+        f"error: cannot resume from {folder}: online_state.json holds kl_controller.value = nan (a number must be "
+        "finite); resume from an earlier checkpoint (--resume_from_checkpoint PATH) or start the run again"
+    )
+    assert (run / "iterations.jsonl").read_text() == lines and not (run / "checkpoint-3").exists()
 
 
 def test_a_resume_refusal_never_shows_a_token(old_run, tmp_path, capsys):

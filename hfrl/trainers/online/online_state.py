@@ -11,6 +11,7 @@ was refreshed), the entropy watch's first entropy. Saved in every checkpoint as 
 from __future__ import annotations
 
 import json
+import math
 import os
 from typing import Any
 
@@ -56,10 +57,44 @@ class OnlineState:
         self.action_space.save(folder)
 
     def load(self, folder: str) -> None:
-        """From a checkpoint ``folder`` (verified complete before: ``online_state.json`` is there)."""
-        with open(os.path.join(folder, ONLINE_STATE_NAME)) as fh:
-            self.load_state_dict(json.load(fh))
+        """From a checkpoint ``folder`` (verified complete before: ``online_state.json`` is there). A value
+        that is not a finite number (a NaN KL coefficient) is refused in one line: loaded, it surfaced as a
+        NaN loss one iteration later."""
+        path = os.path.join(folder, ONLINE_STATE_NAME)
+        with open(path) as fh:
+            state = json.load(fh)
+        problem = _state_problem(state)
+        if problem:
+            raise ValueError(
+                f"cannot resume from {folder}: {ONLINE_STATE_NAME} {problem}; resume from an earlier checkpoint "
+                "(--resume_from_checkpoint PATH) or start the run again"
+            )
+        self.load_state_dict(state)
         self.action_space.load(folder)
+
+
+def _state_problem(state: Any) -> str | None:
+    """What is wrong with ``online_state.json``'s content, in a few words (None when nothing is): not an
+    object, no numeric ``kl_controller.value``, or a number that is not finite at any depth.
+
+    >>> _state_problem({"kl_controller": {"value": float("nan")}, "iteration": 3})
+    'holds kl_controller.value = nan (a number must be finite)'
+    """
+    if not isinstance(state, dict) or not isinstance(state.get("kl_controller"), dict):
+        return "is not a checkpoint's state (no kl_controller)"
+    value = state["kl_controller"].get("value")
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return f"holds kl_controller.value = {value!r} (a number expected)"
+    stack: list[tuple[str, Any]] = [("", state)]
+    while stack:
+        where, item = stack.pop()
+        if isinstance(item, float) and not math.isfinite(item):
+            return f"holds {where} = {item} (a number must be finite)"
+        if isinstance(item, dict):
+            stack += [(f"{where}.{k}" if where else str(k), v) for k, v in reversed(list(item.items()))]
+        elif isinstance(item, list):
+            stack += [(f"{where}[{i}]", v) for i, v in reversed(list(enumerate(item)))]
+    return None
 
 
 __all__ = ["ONLINE_STATE_NAME", "OnlineState"]
