@@ -105,10 +105,11 @@ def load_classifier(name: str, device: str):
     def build():
         from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
-        from hfrl.core.models import fix_tokenizer
+        from hfrl.core.models import check_model_folder, fix_tokenizer
         from hfrl.utils.assets import hub_kwargs
         from hfrl.utils.trust import UntrustedCodeError, remote_code
 
+        check_model_folder(name, "classifier folder")  # data, all the way down: no link out (vocab.txt -> ~/x)
         try:
             pin = hub_kwargs(name, trust_remote_code=remote_code(name))  # manifest models at their pin
             tokenizer = AutoTokenizer.from_pretrained(name, **pin)
@@ -274,6 +275,9 @@ class RewardModel(LearnedClassifier):
         max_length: int = 1024,
         **kwargs: Any,
     ) -> None:
+        from hfrl.metrics.reward_folder import check_reward_model
+
+        check_reward_model(model)  # a PPO run as --reward_model: one line now, not random scores after generating
         super().__init__(model=model, input=input, separator=separator, output=output, max_length=max_length, **kwargs)
         self.add_eos = add_eos
 

@@ -251,3 +251,163 @@ def test_reward_model_from_a_two_label_classifier_gets_a_new_head(tmp_path, caps
     said = f"{classifier} is a 2-label classifier (BertForSequenceClassification): a reward model has one output"
     assert caplog.text.count(said) == 1
     assert json.loads((tmp_path / "rm" / "config.json").read_text())["id2label"] == {"0": "LABEL_0"}
+
+
+# ---- what --reward_model takes: a reward model, checked before the policy loads (issue 52, item 4) ----
+def reward_folder(folder):
+    """A reward model folder as --alg reward saves one (a one-output GPT-2 classifier), made in a second."""
+    from hfrl.testing.tiny_classifiers import save_sequence_classifier
+
+    save_sequence_classifier(folder, "gpt2", ["LABEL_0"])
+    return folder
+
+
+def ppo_run(folder, source):
+    """A run folder as --alg ppo saves one: a causal LM and config.yaml."""
+    import shutil
+
+    shutil.copytree(source, folder)
+    (folder / "config.yaml").write_text("task: numbers\nalg: ppo\nmodel: tiny\n")
+    return folder
+
+
+def test_a_ppo_run_as_reward_model_is_refused_before_the_policy_loads(tmp_path, tiny_causal_dir, capsys):
+    """AutoModelForSequenceClassification loads a causal LM with a fresh score head: PPO trained on random
+    scores and exited 0. Now one line, exit 2, before the run's folder is made or the policy loads."""
+    ppo, out = ppo_run(tmp_path / "ppo", tiny_causal_dir), tmp_path / "out"
+    code, stdout, err = run_cli(["train", "--task", "numbers", "--model", "tiny", "--reward_model", str(ppo), "-o",
+                                 str(out), *FAST_PPO], capsys)  # fmt: skip
+    assert code == 2 and err.splitlines()[0] == (
+        f"error: {ppo} is an hfrl ppo run (its config.yaml: alg: ppo), not a reward model: it would score with a "
+        "freshly initialised head; give an `hfrl train --alg reward` run folder, a reward model's folder or its Hub "
+        f"id (hfrl train --task TASK --alg reward --model {ppo} fits one)"
+    )
+    assert stdout == "" and not out.exists()  # no start line: the trainer (and its policy) was never built
+
+
+def _causal_lm(folder, source):
+    import shutil
+
+    shutil.copytree(source, folder)
+
+
+def _classifier_config_on_lm_weights(folder, source):
+    _causal_lm(folder, source)
+    config = json.loads((folder / "config.json").read_text())
+    (folder / "config.json").write_text(json.dumps({**config, "architectures": ["GPT2ForSequenceClassification"]}))
+
+
+def _edit_config(**changes):
+    def make(folder, source):
+        reward_folder(folder)
+        config = json.loads((folder / "config.json").read_text())
+        (folder / "config.json").write_text(json.dumps({**config, **changes}))
+
+    return make
+
+
+def _link_out(folder, source):
+    reward_folder(folder)
+    outside = folder.parent / "secret.txt"
+    outside.write_text("not yours")
+    (folder / "tokenizer.json").unlink()
+    (folder / "tokenizer.json").symlink_to(outside)
+
+
+def _no_weights(folder, source):
+    reward_folder(folder)
+    (folder / "model.safetensors").unlink()
+
+
+def _damaged_weights(folder, source):
+    reward_folder(folder)
+    (folder / "model.safetensors").write_bytes(b"\xff" * 64)
+
+
+def _sft_run(folder, source):
+    _causal_lm(folder, source)
+    (folder / "config.yaml").write_text("task: hh\nalg: sft\nmodel: tiny\n")
+
+
+@pytest.mark.parametrize(
+    ("make", "said"),
+    [
+        (_causal_lm, "is not a reward model: its config.json names GPT2LMHeadModel, not a sequence classifier"),
+        (_sft_run, "is an hfrl sft run (its config.yaml: alg: sft), not a reward model"),
+        (
+            _classifier_config_on_lm_weights,
+            "is not a reward model: its weights hold no classification head (only transformer.*)",
+        ),  # fmt: skip
+        (
+            _edit_config(auto_map={"AutoModelForSequenceClassification": "x.X"}),
+            "config.json names code to load (auto_map",
+        ),  # fmt: skip
+        (_edit_config(attn_implementation="someone/kernel"), "config.json names code to load (attn_implementation"),
+        (_link_out, "tokenizer.json is a link to"),
+        (_edit_config(model_type="no_such_type"), "its model type 'no_such_type' is not one that transformers"),
+        (_no_weights, "holds no weights"),
+        (_damaged_weights, "are damaged (no safetensors header)"),
+    ],
+    ids=[
+        "causal-lm",
+        "sft-run",
+        "lm-weights-under-a-classifier-config",
+        "auto-map",
+        "hub-kernel",
+        "link-out",
+        "unknown-model-type",
+        "no-weights",
+        "damaged-weights",
+    ],  # fmt: skip
+)
+def test_a_folder_that_is_no_loadable_reward_model_is_one_line_when_the_reward_is_made(
+    make, said, tmp_path, tiny_causal_dir
+):
+    """Each was found at the first reward call (after the policy had loaded and generated) or never (a
+    random head, a link out read): now when the reward is made, as bad input (exit code 2)."""
+    from hfrl.cli.app import exit_code
+    from hfrl.rewards import load_reward
+
+    folder = tmp_path / "rm"
+    make(folder, tiny_causal_dir)
+    with pytest.raises(ValueError) as err:
+        load_reward({"id": "reward_model", "args": {"model": str(folder)}})
+    assert said in str(err.value) and "\n" not in str(err.value) and exit_code(err.value) == 2
+
+
+def test_reward_model_missing_folder_and_built_in_name_are_one_line(capsys, tmp_path):
+    code, stdout, err = run_cli(["train", "--task", "numbers", "--model", "tiny", "--reward_model", "./nope", "-o",
+                                 str(tmp_path / "out")], capsys)  # fmt: skip
+    assert code == 2 and err.startswith("error: no such folder: ./nope (the reward model); give an `hfrl train")
+    from hfrl.metrics.reward_folder import check_reward_model
+
+    with pytest.raises(ValueError, match="reward model tiny: a built-in language model, not a reward model"):
+        check_reward_model("tiny")
+
+
+def test_reward_models_of_every_shape_hfrl_loads_pass(tmp_path):
+    """A one-output classifier (what --alg reward saves), a two-label one, OpenAssistant's GPT-NeoX reward
+    model (a pickle, architecture GPTNeoXRewardModel) and a checkpoint inside a reward run."""
+    from hfrl.metrics.reward_folder import check_reward_model
+    from hfrl.testing.tiny_classifiers import save_oasst_reward_model, save_sequence_classifier
+
+    run = reward_folder(tmp_path / "rm")
+    (run / "config.yaml").write_text("task: hh\nalg: reward\nmodel: tiny\n")
+    checkpoint = reward_folder(run / "checkpoint-2")
+    for folder in (run, checkpoint, save_sequence_classifier(tmp_path / "two", "roberta", ["NEG", "POS"]),
+                   save_oasst_reward_model(tmp_path / "oasst")):  # fmt: skip
+        check_reward_model(str(folder))
+    check_reward_model("OpenAssistant/oasst-rm-2.1-pythia-1.4b-epoch-2.5")  # a Hub id: the Hub's to answer
+
+
+def test_a_classifier_folder_with_a_link_out_is_refused_where_it_loads(tmp_path):
+    """learned_classifier, intent_accuracy and the judges load their folders as the reward model does:
+    a link out of it (vocab.txt -> ~/.ssh/id_rsa) is refused in one line, not read."""
+    from hfrl.metrics.learned import load_classifier
+    from hfrl.utils.folders import FolderLinkError
+
+    folder = reward_folder(tmp_path / "classifier")
+    (tmp_path / "secret.txt").write_text("not yours")
+    (folder / "vocab.txt").symlink_to(tmp_path / "secret.txt")
+    with pytest.raises(FolderLinkError, match="classifier folder .*: vocab.txt is a link to .*secret.txt, outside"):
+        load_classifier(str(folder), "cpu")
