@@ -262,6 +262,9 @@ def resolve_resume(output_dir: str | os.PathLike, **asked: Any) -> dict[str, Any
     if extra:
         raise TypeError(f"resolve_resume() got unexpected keyword arguments {sorted(extra)}")
     named = {k: v for k, v in asked.items() if v is not None}
+    from hfrl.runs.run_folder import restore_replaced
+
+    restore_replaced(output_dir)  # the run that a killed --overwrite_output_dir start moved aside is this one
     path = Path(output_dir) / CONFIG_NAME
     if not path.is_file():
         raise ValueError(f"--resume: {output_dir} holds no run to resume (no {CONFIG_NAME}); train without --resume")

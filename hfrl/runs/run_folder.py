@@ -92,6 +92,7 @@ def resumable_runs(base: str | os.PathLike) -> list[Path]:
 
     newest = {}
     for path in numbered_runs(base):
+        restore_replaced(path)  # a killed --overwrite_output_dir start: the run it moved aside is the one here
         checkpoints = checkpoints_newest_first(str(path))
         if checkpoints:
             newest[path] = max(os.path.getmtime(c) for c in checkpoints)

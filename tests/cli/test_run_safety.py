@@ -131,6 +131,19 @@ def test_a_killed_overwrite_keeps_the_old_run_for_the_next_command(command, old_
     assert not (run / ".hfrl-replaced").exists()
 
 
+def test_resume_after_a_killed_overwrite_continues_the_old_run(old_run, tmp_path, capsys):
+    """--resume restores the run a killed --overwrite_output_dir start moved aside, as eval and train do,
+    and continues it (it said "holds no run to resume" and left the run hidden in .hfrl-replaced/)."""
+    run = copy(old_run, tmp_path)
+    killed_while_replacing(run)
+    code, said = resume(run, capsys)
+    assert code == 0, said
+    assert f"{run}: restored the run that an interrupted --overwrite_output_dir had moved aside" in said
+    assert not (run / ".hfrl-replaced").exists() and (run / "checkpoint-2").is_dir()
+    logged = [json.loads(line) for line in (run / "iterations.jsonl").read_text().splitlines()]
+    assert [e["iteration"] for e in logged if "reward" in e] == [1, 2, 3]  # the old run's two, then one more
+
+
 def test_overwrite_replaces_only_an_hfrl_run(tmp_path, capsys):
     project = tmp_path / "project"
     (project / "src").mkdir(parents=True)
