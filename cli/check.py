@@ -7,7 +7,10 @@ hfrl check --task hh --alg a_lol --model tiny --task-arg reward_config=offline
 
 Offline (``HF_HUB_OFFLINE=1``, or the Hub unreachable within a few seconds) it checks ids, pins
 and the local caches only; online it lists the files at each pinned revision with ``HfApi``. It
-never imports torch unless 4-bit / 8-bit loading asks whether CUDA is there.
+never imports torch unless 4-bit / 8-bit loading asks whether CUDA is there, or a local
+``--reward_model``'s model type is looked up in transformers' table. What ``hfrl train`` would refuse
+as bad input (an unknown ``--alg``, a task argument out of range, a local path that is not there, a
+folder that is no reward model) is one line and exit code 2, as there.
 """
 
 from __future__ import annotations
@@ -33,7 +36,9 @@ data folder HFRL_DATA_DIR / --task-arg data_dir), what will be downloaded and ho
 optional pieces it needs: WordNet for METEOR, gguf for .gguf models, bitsandbytes and CUDA for
 --load_in_4bit / --load_in_8bit, a chat template where the task asks for one. Offline
 (HF_HUB_OFFLINE=1 or no network) sizes come from the manifest; online, from the Hub's file list at
-the pinned commit. Each problem is one line; the exit code is 1 when there is any, else 0.
+the pinned commit. Each problem is one line; the exit code is 1 when there is any, else 0. What
+`hfrl train` refuses as bad input (an unknown --alg, a task argument out of range, a local path that
+is not there, a --reward_model folder that is no reward model) is one line and exit code 2, as there.
 
 \b
 Examples:
@@ -41,10 +46,15 @@ Examples:
   hfrl check --task hh --alg a_lol
   hfrl check --task imdb --model smollm2 --task-arg data=openings --task-arg reward=vader
   hfrl check --task numbers --model tiny --load_in_4bit
+  hfrl check --task hh --alg ppo --model runs/hh-sft --reward_model runs/hh-reward
 """
 
 QuantOpt = Annotated[bool, typer.Option("--load_in_4bit", "--load-in-4bit", help="The run loads 4-bit (QLoRA).")]
 Quant8Opt = Annotated[bool, typer.Option("--load_in_8bit", "--load-in-8bit", help="The run loads 8-bit.")]
+RewardModelOpt = Annotated[
+    str | None,
+    typer.Option("--reward_model", "--reward-model", help="The run's --reward_model (a reward run folder or Hub id)."),
+]
 
 
 @dataclass
@@ -285,18 +295,23 @@ def _read(path: str) -> str:
 
 
 def run_check(
-    task: str, alg: str | None = None, model: str | None = None, task_args: dict | None = None, quantized: bool = False
-) -> Report:
-    """The report of :func:`check` (no printing, no exit)."""
-    from hfrl.tasks import describe_task
+    task: str, alg: str | None = None, model: str | None = None, task_args: dict | None = None,
+    quantized: bool = False, reward_model: str | None = None,
+) -> Report:  # fmt: skip
+    """The report of :func:`check` (no printing, no exit). Bad input is raised as ``hfrl train`` raises it
+    (:func:`check_input`)."""
+    from hfrl.tasks import describe_task, load_task
 
     task_args = dict(task_args or {})
+    check_input(alg, model, reward_model)
     report = Report()
     spec = describe_task(task, **task_args)
     if spec is None:
         report.add(f"task {task}: a builder function of your own; only building it tells what it loads")
         return report
     declared = spec.declared
+    if not any(declared.get(key) for key in ("dataset", "faithdial")):
+        load_task(task, **task_args)  # data made here (numbers, arith_chains): building it checks the arguments' ranges
     model = model or spec.default_model
     online, why = hub_reachable()
     report.add(f"task {spec.name}, alg {alg or 'ppo'}, model {model} ({'online' if online else f'offline: {why}'})")
@@ -309,6 +324,9 @@ def run_check(
     check_model(report, model, "model", online)
     rewarded = str(alg or "ppo") not in REWARD_FREE  # sft, dpo, reward: the task's rewards only evaluate the run
     reward_models = spec_models(declared.get("rewards"))
+    if reward_model:  # in place of the task's rewards, as hfrl train's --reward_model
+        check_model(report, reward_model, "reward model", online)
+        reward_models = []
     for name in dict.fromkeys((reward_models if rewarded else []) + spec_models(declared.get("metrics"))):
         if name != model:
             check_model(report, name, "reward/metric model", online)
@@ -400,20 +418,45 @@ def run_problems(run: dict[str, Any]) -> list[str]:
     return problems + report.problems
 
 
+def check_input(alg: str | None, model: str | None, reward_model: str | None) -> None:
+    """What ``hfrl train`` refuses as bad input, refused the same way (exit code 2), before torch: an
+    unknown algorithm, a local path that is not there (not read as a Hub id, which would fail later with
+    a network error), a local folder that is no reward model."""
+    from hfrl.trainers import ALGORITHMS
+    from hfrl.utils.hub_access import FILE_SUFFIXES, missing_local_path
+    from hfrl.utils.registry import is_code_path, unknown
+
+    if alg is not None and alg not in ALGORITHMS and not is_code_path(alg):
+        raise unknown("algorithm", alg, ALGORITHMS, hint=", or a 'module:attr' path to your own algorithm")
+    for flag, name in (("--model", model), ("--reward_model", reward_model)):
+        if name and missing_local_path(name):
+            kind = "file" if os.path.splitext(name)[1].lower() in FILE_SUFFIXES else "folder"
+            raise FileNotFoundError(
+                f"no such {kind}: {name} ({flag}); give a local folder that exists, a Hub id (owner/name)"
+                f"{' or a built-in model (tiny, tiny-t5, smollm2)' if flag == '--model' else ''}"
+            )
+    if reward_model:
+        from hfrl.metrics.reward_folder import check_reward_model
+
+        check_reward_model(reward_model)  # a PPO run, a folder naming code: one line, as hfrl train says it
+
+
 def check(
     task: TaskOpt = None,
     alg: AlgOpt = None,
     model: ModelOpt = None,
+    reward_model: RewardModelOpt = None,
     task_arg: TaskArgOpt = None,
     load_in_4bit: QuantOpt = False,
     load_in_8bit: Quant8Opt = False,
 ) -> None:
-    """Print the report; exit 1 when there is a problem."""
+    """Print the report; exit 1 when there is a problem, 2 for bad input (as ``hfrl train``)."""
     from hfrl.cli._options import parse_task_args
 
     if not task:
         raise ValueError("hfrl check: which task? pass --task NAME (hfrl list tasks)")
-    report = run_check(task, alg, model, parse_task_args(task_arg or []), load_in_4bit or load_in_8bit)
+    task_args = parse_task_args(task_arg or [])
+    report = run_check(task, alg, model, task_args, load_in_4bit or load_in_8bit, reward_model)
     for line in report.lines:
         typer.echo(line)
     if report.problems:

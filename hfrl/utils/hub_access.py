@@ -47,24 +47,38 @@ def cached_revisions(repo_type: str, repo_id: str) -> dict[str, str]:
 
 
 def missing_local_path(name: str) -> bool:
-    """Whether ``name`` can only be a local path, and nothing is there: it starts with ``./``, ``../``,
-    ``/`` or ``~``, has more than one ``/``, ends like a file (``.gguf``, ``.csv``...), or its first part
-    is a folder here (``runs/typo`` beside a ``runs/`` folder). A Hub id (``owner/name``) otherwise.
+    """Whether ``name`` can only be a local path, and nothing is there: it starts with ``.``, ``/`` or
+    ``~``, has more than one ``/`` or a ``\\``, ends like a file (``.gguf``, ``.csv``...), its
+    first part is a folder here (``runs/typo`` beside a ``runs/`` folder), or it is no valid Hub id
+    (huggingface_hub's ``validate_repo_id``: ``my model``, ``a--b``). A Hub id (``owner/name``) otherwise.
 
     >>> missing_local_path("./no-such-model"), missing_local_path("a/b/c"), missing_local_path("data.csv")
     (True, True, True)
+    >>> missing_local_path(".nope"), missing_local_path("my model")
+    (True, True)
     >>> missing_local_path("openai-community/gpt2"), missing_local_path("tiny")
     (False, False)
     """
     name = str(name)
     if not name or os.path.exists(os.path.expanduser(name)):
         return False
-    if name.startswith(("./", "../", "/", "~", ".\\")) or "\\" in name or name.count("/") > 1:
+    if name.startswith((".", "/", "~")) or "\\" in name:  # a Windows separator too: no Hub id has one
         return True
-    if Path(name).suffix.lower() in FILE_SUFFIXES:
+    if name.count("/") > 1 or Path(name).suffix.lower() in FILE_SUFFIXES:
         return True
     first = name.split("/", 1)[0]
-    return "/" in name and os.path.isdir(first)
+    return ("/" in name and os.path.isdir(first)) or not _hub_id(name)
+
+
+def _hub_id(name: str) -> bool:
+    """Whether ``name`` passes huggingface_hub's own check of a repository id."""
+    from huggingface_hub.utils import HFValidationError, validate_repo_id
+
+    try:
+        validate_repo_id(name)
+    except HFValidationError:
+        return False
+    return True
 
 
 __all__ = ["PROBE_TIMEOUT", "cached_revisions", "hub_reachable", "missing_local_path"]

@@ -162,3 +162,62 @@ def test_every_manifest_dataset_is_some_tasks():
 
     used = {entry["repo"] for entry in manifest()["datasets"].values()}
     assert "GEM/gem" in used and "gem" not in used
+
+
+# ---- bad input: one line, exit code 2, as hfrl train says it (issue 52, item 13) ----
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (["--alg", "ppp"], "error: unknown algorithm 'ppp'; did you mean 'ppo'? (known: a2c, "),
+        (["--task-arg", "train_size=0"], "error: task argument train_size must be in [1, 1000000] (prompts per split)"),
+        (["--task-arg", "eval_size=-3"], "error: task argument eval_size must be in [1, 1000000] (prompts per split)"),
+        (["--model", "./nope"], "error: no such folder: ./nope (--model); give a local folder that exists"),
+        (["--model", "../nope"], "error: no such folder: ../nope (--model)"),
+        (["--model", "~/nope"], "error: no such folder: ~/nope (--model)"),
+        (["--model", ".nope"], "error: no such folder: .nope (--model)"),
+        (["--model", "my model"], "error: no such folder: my model (--model)"),
+        (["--model", "nope.gguf"], "error: no such file: nope.gguf (--model)"),
+        (["--reward_model", "./nope"], "error: no such folder: ./nope (--reward_model); give a local folder that"),
+    ],
+    ids=[
+        "unknown-alg",
+        "train-size-0",
+        "eval-size-negative",
+        "dot-slash",
+        "dot-dot",
+        "tilde",
+        "dot-name",
+        "space",
+        "gguf-file",
+        "reward-model-dot-slash",
+    ],  # fmt: skip
+)
+def test_bad_input_is_one_line_and_exit_code_2(args, said, empty_cache, capsys):
+    code, out, err = run_cli(["check", "--task", "numbers", "--model", "tiny", *args], capsys)
+    assert (code, out) == (2, "") and err.splitlines()[0].startswith(said), err
+    assert len(err.splitlines()) == 2  # the line and the HFRL_DEBUG hint, no traceback
+
+
+def test_a_hub_id_stays_a_hub_id(empty_cache, capsys):
+    """``owner/name`` (a slash, no such folder here) is still looked up as a Hub id: offline, not cached."""
+    code, out, err = run_cli(["check", "--task", "numbers", "--model", "someone/no-such-model"], capsys)
+    assert code == 1 and "model someone/no-such-model: not cached" in out
+    assert err.startswith("problem: model someone/no-such-model is not cached and the Hub cannot be reached")
+
+
+def test_reward_model_is_checked_as_train_checks_it(empty_cache, capsys, tmp_path, tiny_causal_dir, monkeypatch):
+    """--reward_model: a PPO run given as one is refused (exit 2); a reward model replaces the task's."""
+    import shutil
+
+    from hfrl.testing.tiny_classifiers import save_sequence_classifier
+
+    ppo = tmp_path / "ppo"
+    shutil.copytree(tiny_causal_dir, ppo)
+    (ppo / "config.yaml").write_text("task: numbers\nalg: ppo\nmodel: tiny\n")
+    code, _, err = run_cli(["check", "--task", "numbers", "--model", "tiny", "--reward_model", str(ppo)], capsys)
+    assert code == 2 and err.startswith(f"error: {ppo} is an hfrl ppo run (its config.yaml: alg: ppo), not a reward")
+    rm = save_sequence_classifier(tmp_path / "rm", "gpt2", ["LABEL_0"])
+    capsys.readouterr()  # transformers' progress bar while saving
+    monkeypatch.setenv("HFRL_DATA_DIR", str(FIXTURES))
+    code, out, err = run_cli(["check", "--task", "hh", "--model", "tiny", "--reward_model", rm], capsys)
+    assert (code, err) == (0, "") and f"reward model {rm}: local" in out and "oasst" not in out  # the task's: replaced
