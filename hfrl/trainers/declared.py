@@ -38,6 +38,9 @@ class Declared(NamedTuple):
     config_module: str  # hfrl.trainers.online.ppo_config
     config_name: str  # PPOConfig
     algs: tuple[tuple[str, str], ...]  # (name, summary) pairs
+    # "module:function" of its translate_task_defaults (None: the task's defaults as they are): what names code
+    # is read from the installed source, never from a cache (hfrl.trainers.schema)
+    translate: str | None = None
 
     @property
     def package(self) -> str:
@@ -53,6 +56,40 @@ def _modules() -> list[tuple[str, Path]]:
     return out
 
 
+TRANSLATE = "translate_task_defaults"  # a trainer's function putting a task's shared defaults in its config's names
+
+
+def _translation(
+    node: ast.ClassDef, classes: dict[str, ast.ClassDef], imported: dict[str, str], module: str
+) -> str | None:
+    """What ``translate_task_defaults = staticmethod(NAME)`` names on ``node`` or the first of its bases in the
+    module that sets it (depth-first, as the MRO of these single chains): ``"module:NAME"`` for a function
+    imported by name or defined here, ``""`` for a lambda (the defaults as they are), None where no class
+    sets it, ``"?"`` for a form not read here (:func:`hfrl.trainers.schema.build` then fails: it checks
+    this against the class)."""
+    for item in node.body:
+        target = item.targets[0] if isinstance(item, ast.Assign) else getattr(item, "target", None)
+        if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)) and item.name == TRANSLATE:
+            return "?"
+        if not (isinstance(target, ast.Name) and target.id == TRANSLATE):
+            continue
+        value = getattr(item, "value", None)
+        if not (isinstance(value, ast.Call) and isinstance(value.func, ast.Name) and value.func.id == "staticmethod"):
+            return "?"
+        arg = value.args[0] if len(value.args) == 1 else None
+        if isinstance(arg, ast.Lambda):
+            return ""
+        if isinstance(arg, ast.Name):
+            return f"{imported.get(arg.id, module)}:{arg.id}"
+        return "?"
+    for base in node.bases:
+        if isinstance(base, ast.Name) and base.id in classes and base.id != node.name:
+            found = _translation(classes[base.id], classes, imported, module)
+            if found is not None:
+                return found
+    return None
+
+
 def _declarations(module: str, source: str) -> list[Declared]:
     tree = ast.parse(source)
     imported = {
@@ -61,6 +98,7 @@ def _declarations(module: str, source: str) -> list[Declared]:
         if isinstance(node, ast.ImportFrom) and node.module
         for alias in node.names
     }
+    classes = {node.name: node for node in tree.body if isinstance(node, ast.ClassDef)}
     found = []
     for node in tree.body:
         if not isinstance(node, ast.ClassDef):
@@ -79,7 +117,8 @@ def _declarations(module: str, source: str) -> list[Declared]:
             if isinstance(key, ast.Constant) and isinstance(key.value, str)
             and isinstance(value, ast.Constant) and isinstance(value.value, str)
         )  # fmt: skip
-        found.append(Declared(module, node.name, imported.get(config.id, module), config.id, pairs))
+        translate = _translation(node, classes, imported, module) or None
+        found.append(Declared(module, node.name, imported.get(config.id, module), config.id, pairs, translate))
     return found
 
 
@@ -99,6 +138,12 @@ def algorithms() -> dict[str, tuple[str, str]]:
     rows = [(name, (f"{t.module}:{t.name}", summary)) for t in declared_trainers() for name, summary in t.algs]
     rows.sort(key=lambda row: row[0] != DEFAULT_ALG)  # stable: the families' order otherwise
     return dict(rows)
+
+
+def translations() -> dict[str, str | None]:
+    """Algorithm name -> ``"module:function"`` of its trainer's ``translate_task_defaults`` (None: none),
+    read from the source like :func:`algorithms` (nothing imported)."""
+    return {name: t.translate for t in declared_trainers() for name, _ in t.algs}
 
 
 def exports(*packages: str) -> dict[str, str]:

@@ -19,6 +19,12 @@ edit is a new key, so the first command after it builds again: there is no file 
 damaged cache file is built again; a cache folder that cannot be written means building every time.
 An algorithm of your own (``module:attr``) is always read from its class.
 
+The cache is data (docs/concepts/trust.md, "Caches are data"): anyone who can write the folder can change
+the file, so it holds field names, types, defaults, help, bounds and choices, and nothing that names code.
+What does (a TRL trainer's ``translate_task_defaults``, a ``module:attr`` path) is a fact of the installed
+package, read from its source at run time (:func:`hfrl.trainers.declared.translations`). A file of any other
+shape, or with a value of the wrong kind, is rebuilt, not trusted (:func:`_valid`).
+
     python -m hfrl.trainers.schema --where    # the cache file for the installed sources and versions
     python -m hfrl.trainers.schema --print    # the schema as JSON (built and cached first if need be)
 """
@@ -38,6 +44,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from hfrl.trainers.declared import translations
 from hfrl.utils.bounded import MAX_BATCH, MAX_COUNT
 from hfrl.utils.cache import cache_root, write_atomic
 
@@ -80,6 +87,14 @@ TRAINING_ARGUMENTS_BOUNDS: dict[str, dict[str, Any]] = {
     "dataloader_num_workers": {"ge": 0},  # torch's DataLoader: "num_workers option should be non-negative"
     "torch_empty_cache_steps": {"gt": 0},  # TrainingArguments' own check
 }
+# trl.ModelConfig's LoRA numbers, which peft checks only once the model has loaded (torch)
+MODEL_CONFIG_BOUNDS: dict[str, dict[str, Any]] = {
+    "lora_r": {"ge": 1, "cap": MAX_COUNT},  # peft: "`r` should be a positive integer value"
+    "lora_dropout": {"ge": 0, "le": 1},  # torch's Dropout: "dropout probability has to be between 0 and 1"
+}
+# FieldInfo.also: what a field with choices takes besides them: your own class as a 'module:attr' path
+# (the registries' resolvers import it), or a Hub kernel owner/name[@rev][:fn] (transformers' is_kernel)
+CODE, KERNEL = "code", "kernel"
 
 
 def declared_bounds(config_class: type) -> dict[str, dict[str, Any]]:
@@ -88,8 +103,40 @@ def declared_bounds(config_class: type) -> dict[str, dict[str, Any]]:
     mro = config_class.__mro__
     training = any(k.__name__ == "TrainingArguments" and k.__module__.startswith("transformers") for k in mro)
     out: dict[str, dict[str, Any]] = dict(TRAINING_ARGUMENTS_BOUNDS) if training else {}
+    if any(k.__name__ == "ModelConfig" and k.__module__.startswith("trl") for k in mro):
+        out.update(MODEL_CONFIG_BOUNDS)
     for klass in reversed(mro):
         out.update(vars(klass).get("field_bounds", {}))
+    return out
+
+
+def declared_choices(config_class: type) -> dict[str, tuple[tuple[str, ...], str | None]]:
+    """``{field: (choices, also)}`` of a config class: its classes' ``field_choices`` (the registries'
+    names: ``advantage_estimator``, ``policy_loss``), the nearest class's winning, over the choices of
+    the libraries' fields that they check only once torch is loaded (:func:`library_choices`)."""
+    out = library_choices(config_class)
+    for klass in reversed(config_class.__mro__):
+        out.update(vars(klass).get("field_choices", {}))
+    return out
+
+
+def library_choices(config_class: type) -> dict[str, tuple[tuple[str, ...], str | None]]:
+    """The names transformers takes for ``TrainingArguments``' ``lr_scheduler_type`` (an hfrl config
+    declares it ``str``: no enum for the argument parser to list) and ``report_to`` (checked when the
+    Trainer is built), and for ``trl.ModelConfig``'s ``attn_implementation`` (checked when the model
+    loads). Imports transformers: called where the class was imported, to build the schema."""
+    mro = config_class.__mro__
+    out: dict[str, tuple[tuple[str, ...], str | None]] = {}
+    if any(k.__name__ == "TrainingArguments" and k.__module__.startswith("transformers") for k in mro):
+        from transformers.integrations.integration_utils import INTEGRATION_TO_CALLBACK
+        from transformers.trainer_utils import SchedulerType
+
+        out["lr_scheduler_type"] = (tuple(str(t.value) for t in SchedulerType), None)
+        out["report_to"] = (("none", "all", *INTEGRATION_TO_CALLBACK), None)
+    if any(k.__name__ == "ModelConfig" and k.__module__.startswith("trl") for k in mro):
+        from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
+
+        out["attn_implementation"] = (("eager", *ALL_ATTENTION_FUNCTIONS.valid_keys()), KERNEL)
     return out
 
 
@@ -103,10 +150,12 @@ class FieldInfo:
     """One config field: its annotation as written (``"float | None"``), default (plain JSON; a
     value JSON cannot hold is its ``repr``), help text, and how a command line's text becomes its value,
     as transformers' ``HfArgumentParser`` reads the dataclass: ``parse`` (``float``, ``int``, ``bool``,
-    ``str`` or ``dict``), ``choices`` (an enum's, a ``Literal``'s or the metadata's values), ``many`` (a
-    list of them) and ``optional`` (None allowed); and what its value must be: ``bounds`` (a number's
-    range, ``{"ge": 1, "cap": 10000000}``: :mod:`hfrl.trainers.config_checks`) and ``generate`` (a
-    mapping of ``generate`` keyword arguments, checked against ``config_checks.GENERATE_KWARGS``)."""
+    ``str`` or ``dict``), ``choices`` (an enum's, a ``Literal``'s or the metadata's values, a registry's
+    names: :func:`declared_choices`), ``many`` (a list of them) and ``optional`` (None allowed); and what
+    its value must be: ``bounds`` (a number's range, ``{"ge": 1, "cap": 10000000}``:
+    :mod:`hfrl.trainers.config_checks`), ``generate`` (a mapping of ``generate`` keyword arguments,
+    checked against ``config_checks.GENERATE_KWARGS``) and ``also``, what it takes besides its choices
+    (:data:`CODE`: a ``module:attr`` path; :data:`KERNEL`: a Hub kernel)."""
 
     name: str
     type: str
@@ -118,12 +167,14 @@ class FieldInfo:
     optional: bool = False
     bounds: dict[str, Any] | None = None
     generate: bool = False
+    also: str | None = None
 
 
 @dataclass(frozen=True)
 class ConfigSchema:
     """An algorithm's config: its class name, fields, and the function (``module:attr``) that puts a
-    task's shared ``defaults`` in this config's names (TRL's trainers name things differently)."""
+    task's shared ``defaults`` in this config's names (TRL's trainers name things differently; never
+    read from the cache: :func:`config_schema`)."""
 
     name: str
     fields: dict[str, FieldInfo]
@@ -182,6 +233,7 @@ def fields_of(config_class: type) -> dict[str, FieldInfo]:
     parser: this runs where the dataclass was imported)."""
     parsing = _parsing(config_class)
     bounds, generate = declared_bounds(config_class), generate_fields(config_class)
+    choices = declared_choices(config_class)
     out = {}
     for f in dataclasses.fields(config_class):
         if not f.init:
@@ -194,7 +246,10 @@ def fields_of(config_class: type) -> dict[str, FieldInfo]:
             default = None
         help_text = " ".join(str(f.metadata.get("help", "")).split())
         info = FieldInfo(f.name, str(f.type), _plain(default), help_text, **parsing.get(f.name, {}))
-        out[f.name] = dataclasses.replace(info, bounds=bounds.get(f.name), generate=f.name in generate)
+        info = dataclasses.replace(info, bounds=bounds.get(f.name), generate=f.name in generate)
+        if f.name in choices:  # a registry's names, or a library's that only torch-time code checks
+            info = dataclasses.replace(info, choices=choices[f.name][0], also=choices[f.name][1])
+        out[f.name] = info
     return out
 
 
@@ -283,28 +338,96 @@ def text(data: Mapping[str, Any]) -> str:
     return json.dumps(data, indent=1, sort_keys=True) + "\n"
 
 
+PARTS = ("algorithms", "training_arguments", "configs", "model_config")  # what every cached schema holds
+PARSES = ("float", "int", "bool", "str", "dict")  # FieldInfo.parse: what _parsing writes
+BOUND_NUMBERS = ("ge", "gt", "le", "lt", "cap")  # hfrl.utils.bounded.bound_problem's keys, and "note"
+
+
+def _strings(value: Any) -> bool:
+    return isinstance(value, list) and all(isinstance(item, str) for item in value)
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _valid_bounds(bounds: Any) -> bool:
+    if bounds is None:
+        return True
+    if not isinstance(bounds, dict) or not set(bounds) <= {*BOUND_NUMBERS, "note"}:
+        return False
+    return all(_number(v) for k, v in bounds.items() if k != "note") and isinstance(bounds.get("note", ""), str)
+
+
+def _valid_field(info: Any) -> bool:
+    """Whether ``info`` is a cached :class:`FieldInfo` (less its name): each value of its kind."""
+    known = {f.name for f in dataclasses.fields(FieldInfo)} - {"name"}
+    if not (isinstance(info, dict) and {"type", "default", "help"} <= info.keys() <= known):
+        return False
+    return (
+        isinstance(info["type"], str)
+        and isinstance(info["help"], str)
+        and info.get("parse", "str") in PARSES
+        and (info.get("choices") is None or _strings(info["choices"]))
+        and all(isinstance(info.get(flag, False), bool) for flag in ("many", "optional", "generate"))
+        and _valid_bounds(info.get("bounds"))
+        and info.get("also") in (None, CODE, KERNEL)
+    )
+
+
+def _valid_facts(table: Any, names: tuple[str, ...]) -> bool:
+    """Whether ``table`` holds registered classes' facts (:data:`FACTS`): ``names`` only, each a boolean
+    (``loss_aggregation``: an aggregation's name or None)."""
+    if not isinstance(table, dict):
+        return False
+    for facts in table.values():
+        if not (isinstance(facts, dict) and facts.keys() <= set(names)):
+            return False
+        for name, value in facts.items():
+            if not (isinstance(value, bool) or (name == "loss_aggregation" and isinstance(value, (str, type(None))))):
+                return False
+    return True
+
+
 def _valid(data: Any, key: str) -> bool:
     """Whether ``data`` has the shape of a schema :func:`schema_data` cached for ``key``: its parts, each
-    algorithm's config, and fields that :class:`FieldInfo` can be made of (``None``: one a config lacks).
+    registered algorithm's config class name and task sections (nothing else: what names code, such as
+    a trainer's ``translate_task_defaults``, is read from the installed source), the estimators' facts,
+    and fields that :class:`FieldInfo` can be made of, each value of its kind (``None``: one a config
+    lacks). Anything else is rebuilt, not trusted: the cache is data that anyone who can write the
+    folder can change.
 
     >>> _valid({"key": "k", "algorithms": {}, "training_arguments": {}, "configs": {}, "model_config": {}}, "k")
     True
     >>> _valid({"key": "k", "algorithms": {"ppo": {"config": "PPOConfig"}}}, "k")
     False
+    >>> _valid({"key": "k", "algorithms": {"ppo": {"config": "C", "sections": ["defaults"], "translate": "os:system"}},
+    ...         "training_arguments": {}, "configs": {"C": {}}, "model_config": {}}, "k")
+    False
     """
-    parts = ("algorithms", "training_arguments", "configs", "model_config")
-    if not (isinstance(data, dict) and data.get("key") == key and all(isinstance(data.get(p), dict) for p in parts)):
+    from hfrl.trainers import ALGORITHMS
+
+    top = {"key", "versions", *FACTS, *PARTS}
+    if not (isinstance(data, dict) and data.get("key") == key and data.keys() <= top):
+        return False
+    if not all(isinstance(data.get(part), dict) for part in PARTS):
+        return False
+    versions = data.get("versions", {})
+    if not (isinstance(versions, dict) and all(isinstance(v, str) for v in versions.values())):
+        return False
+    if not all(_valid_facts(data.get(kind, {}), names) for kind, names in FACTS.items()):
         return False
     configs = data["configs"]
-    tables = [data["training_arguments"], data["model_config"], *configs.values()]
-    if not all(isinstance(table, dict) for table in tables):
-        return False
-    for entry in data["algorithms"].values():
-        if not (isinstance(entry, dict) and isinstance(entry.get("config"), str) and entry["config"] in configs):
+    for alg, entry in data["algorithms"].items():
+        if alg not in ALGORITHMS or not (isinstance(entry, dict) and entry.keys() == {"config", "sections"}):
             return False
-    known = {f.name for f in dataclasses.fields(FieldInfo)} - {"name"}
-    infos = (info for table in tables for info in table.values() if info is not None)
-    return all(isinstance(info, dict) and {"type", "default", "help"} <= info.keys() <= known for info in infos)
+        if not (isinstance(entry["config"], str) and entry["config"] in configs and _strings(entry["sections"])):
+            return False
+    if not all(isinstance(table, dict) for table in configs.values()):
+        return False
+    own = (info for table in configs.values() for info in table.values() if info is not None)  # None: not a field
+    base = (info for part in ("training_arguments", "model_config") for info in data[part].values())
+    return all(_valid_field(info) for info in (*own, *base))
 
 
 def _read(path: Path, key: str) -> dict[str, Any] | None:
@@ -370,7 +493,9 @@ def config_schema(alg: str) -> ConfigSchema:
         return _live(alg)
     merged = {**data["training_arguments"], **data["configs"][entry["config"]]}
     fields = {name: _info(name, info) for name, info in merged.items() if info is not None}
-    return ConfigSchema(entry["config"], fields, entry.get("translate"), tuple(entry.get("sections") or ("defaults",)))
+    # the translation names code: the installed trainer's, read from its source (declared), never from the cache
+    translate = translations().get(alg)
+    return ConfigSchema(entry["config"], fields, translate, tuple(entry["sections"] or ("defaults",)))
 
 
 def training_arguments_fields() -> dict[str, FieldInfo]:
@@ -398,7 +523,8 @@ def option_rows(alg: str) -> list[tuple[str, str]]:
     for name, f in config_schema(alg).fields.items():
         if name in inherited and inherited[name] == f:
             continue  # TrainingArguments' own, unchanged: listed once below
-        choices = f" One of: {', '.join(f.choices)}." if f.choices and len(f.choices) <= 8 else ""
+        listed = f.choices and len(f.choices) <= 8 and f.also != CODE  # a registry's help lists its names itself
+        choices = f" One of: {', '.join(f.choices or ())}." if listed else ""
         rows.append((f"--{name}", f"{f.help}{choices} (default: {f.default!r})"))
     rows.append(("--use_peft ...", f"trl.ModelConfig's flags for LoRA and 4/8-bit loading: {', '.join(MODEL_KEYS)}"))
     rows.append(
@@ -428,7 +554,14 @@ def build() -> dict[str, Any]:
     algorithms, configs = {}, {}
     for alg in ALGORITHMS:
         live = _live(alg)
-        algorithms[alg] = {"config": live.name, "translate": live.translate, "sections": list(live.sections)}
+        if translations().get(alg) != live.translate:  # what config_schema serves must be what the class does
+            raise RuntimeError(
+                f"{ALGORITHMS[alg]}.translate_task_defaults is {live.translate}, but its source reads as "
+                f"{translations().get(alg)}: set it as `translate_task_defaults = staticmethod(NAME)`, NAME a function "
+                "imported by name (hfrl.trainers.declared reads it without importing the trainer)"
+            )
+        # data only: the config's name and task sections; what names code (the translation) is not cached
+        algorithms[alg] = {"config": live.name, "sections": list(live.sections)}
         own = as_json(live.fields)
         # what differs from TrainingArguments (None: a field of it this config does not have)
         configs[live.name] = {k: v for k, v in own.items() if base.get(k) != v} | {
@@ -437,22 +570,58 @@ def build() -> dict[str, Any]:
     return {
         "versions": versions(),
         "algorithms": algorithms,
-        "estimators": estimator_facts(),
+        **{kind: registry_facts(kind) for kind in FACTS},
         "training_arguments": base,
         "configs": configs,
         "model_config": as_json(fields_of(ModelConfig)),
     }
 
 
-def estimator_facts() -> dict[str, dict[str, bool]]:
-    """Each registered advantage estimator's ``needs_critic`` and ``unit_scale`` (class attributes of
-    :mod:`hfrl.core.estimators`, imported: torch), for what resolves a run without importing it."""
-    from hfrl.core.estimators import ESTIMATORS, estimator_class
+# The class attributes of the registered advantage estimators and policy losses that resolving and checking
+# a run reads (hfrl.trainers.field_rules), recorded when the schema is built: no torch once it is cached
+FACTS: dict[str, tuple[str, ...]] = {
+    "estimators": ("needs_critic", "unit_scale", "needs_groups", "loss_aggregation"),
+    "policy_losses": ("needs_whole_sequences", "needs_groups", "surrogate", "loss_aggregation"),
+}
 
-    return {
-        name: {"needs_critic": bool(cls.needs_critic), "unit_scale": bool(cls.unit_scale)}
-        for name, cls in ((name, estimator_class(name)) for name in ESTIMATORS)
-    }
+
+def registry_facts(kind: str) -> dict[str, dict[str, Any]]:
+    """``{name: {fact: value}}`` of each class the registry ``kind`` (a key of :data:`FACTS`) holds,
+    read from the classes (imported: torch); a policy loss's ``loss_aggregation`` is its ``defaults``'."""
+    if kind == "estimators":
+        from hfrl.core.estimators import ESTIMATORS as registry
+        from hfrl.core.estimators import estimator_class as resolve
+    else:
+        from hfrl.core.policy_losses import POLICY_LOSSES as registry
+        from hfrl.core.policy_losses import policy_loss_class as resolve
+    out = {}
+    for name in registry:
+        cls = resolve(name)
+        facts = {**(getattr(cls, "defaults", None) or {}), **{k: getattr(cls, k) for k in FACTS[kind] if hasattr(cls, k)}}
+        out[name] = {k: facts.get(k) if k == "loss_aggregation" else bool(facts.get(k)) for k in FACTS[kind]}
+    return out
+
+
+def estimator_facts() -> dict[str, dict[str, Any]]:
+    """Each registered advantage estimator's facts (:func:`registry_facts`)."""
+    return registry_facts("estimators")
+
+
+def cached_facts(kind: str, name: str) -> dict[str, Any] | None:
+    """The facts of the class registered as ``name`` in ``kind`` (:data:`FACTS`), read from the schema (no
+    torch once it is cached); None for a name the registry does not hold (a ``module:attr`` path is not
+    imported here).
+
+    >>> cached_facts("estimators", "rloo")["needs_groups"], cached_facts("policy_losses", "gspo")["loss_aggregation"]
+    (True, 'seq-mean-token-mean')
+    >>> cached_facts("estimators", "pkg.mod:Mine") is None
+    True
+    """
+    table = schema_data().get(kind)
+    if not isinstance(table, dict):  # a cache written before these facts were recorded: the classes themselves
+        table = registry_facts(kind)
+    entry = table.get(name)
+    return dict(entry) if isinstance(entry, dict) else None
 
 
 def estimator_needs_critic(name: str) -> bool | None:
@@ -462,11 +631,8 @@ def estimator_needs_critic(name: str) -> bool | None:
     >>> estimator_needs_critic("gae"), estimator_needs_critic("rloo"), estimator_needs_critic("pkg.mod:Mine")
     (True, False, None)
     """
-    facts = schema_data().get("estimators")
-    if not isinstance(facts, dict):  # a cache written before estimators were recorded: the classes themselves
-        facts = estimator_facts()
-    entry = facts.get(name)
-    return bool(entry["needs_critic"]) if isinstance(entry, dict) and "needs_critic" in entry else None
+    entry = cached_facts("estimators", name)
+    return bool(entry["needs_critic"]) if entry is not None and "needs_critic" in entry else None
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -484,18 +650,26 @@ def main(argv: list[str] | None = None) -> int:
 
 
 __all__ = [
+    "CODE",
+    "FACTS",
+    "KERNEL",
+    "MODEL_CONFIG_BOUNDS",
     "TRAINING_ARGUMENTS_BOUNDS",
     "option_rows",
     "ConfigSchema",
     "FieldInfo",
     "build",
     "cache_file",
+    "cached_facts",
     "config_schema",
     "current_key",
     "declared_bounds",
+    "declared_choices",
     "fields_of",
     "generate_fields",
+    "library_choices",
     "model_config_fields",
+    "registry_facts",
     "schema_data",
     "schema_key",
     "source_files",

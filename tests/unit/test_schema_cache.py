@@ -171,3 +171,79 @@ def test_the_module_prints_where_and_what(capsys):
     assert schema.main(["--where"]) == 0 and capsys.readouterr().out.strip() == str(schema.cache_file())
     assert schema.main(["--print"]) == 0 and json.loads(capsys.readouterr().out) == schema.schema_data()
     assert schema.main(["--write"]) == 2 and "usage:" in capsys.readouterr().err
+
+
+# ---- the cache is data: nothing in it names code (docs/concepts/trust.md, "Caches are data") ------------
+RUN_FAST = ["--num_iterations", "1", "--rollout_batch_size", "4", "--mini_batch_size", "4", "--num_ppo_epochs", "1",
+            "--max_new_tokens", "4", "--disable_tqdm", "true", "--save_strategy", "no"]  # fmt: skip
+
+
+@pytest.mark.parametrize("loader", ["as it is", "fooled"])
+def test_a_cached_schema_naming_code_never_runs_it(loader, tmp_path, monkeypatch, capsys):
+    """A schema file whose algorithms name a translation (``evil.py:f``, writing a marker when imported):
+    ``hfrl train --alg ppo`` trains without importing it, the file is rebuilt, and even a loader that
+    took the file whole (``fooled``) serves the installed trainers' translations, read from their source."""
+    from hfrl.testing import run_cli
+
+    marker = tmp_path / "ran"
+    evil = tmp_path / "evil.py"
+    evil.write_text(f"open({str(marker)!r}, 'w').close()\n\ndef f(defaults):\n    return defaults\n")
+    planted = json.loads(schema.text(schema.schema_data()))  # the session's schema, valid but for what is added
+    for entry in planted["algorithms"].values():
+        entry["translate"] = f"{evil}:f"
+    monkeypatch.setenv("HFRL_CACHE", str(tmp_path / "cache"))
+    path = schema.cache_file()
+    path.parent.mkdir(parents=True)
+    path.write_text(schema.text(planted))
+    if loader == "fooled":
+        monkeypatch.setattr(schema, "_valid", lambda data, key: True)
+    schema.schema_data.cache_clear()
+    try:
+        code, _, err = run_cli(["train", "--task", "numbers", "--alg", "ppo", "--model", "tiny",
+                                "--output-dir", str(tmp_path / "run"), *RUN_FAST], capsys)  # fmt: skip
+        assert not marker.exists(), "a cached schema ran code"
+        assert code == 0, err
+        assert schema.config_schema("grpo").translate == "hfrl.trainers.task_defaults:online_defaults_to_trl"
+        assert schema.config_schema("ppo").translate is None
+    finally:
+        schema.schema_data.cache_clear()  # back to the session's cache
+    if loader == "as it is":
+        assert "translate" not in json.loads(path.read_text())["algorithms"]["ppo"]  # rebuilt, not trusted
+
+
+VALID = {**FAKE, "configs": {"PPOConfig": {"kl_coef": {"type": "float", "default": 0.05, "help": "", "parse": "float",
+                                                       "bounds": {"ge": 0, "note": "0: no KL"}}}},
+         "algorithms": {"ppo": {"config": "PPOConfig", "sections": ["defaults", "online", "ppo"]}},
+         "estimators": {"gae": {"needs_critic": True, "unit_scale": False}}}  # fmt: skip
+KL = VALID["configs"]["PPOConfig"]["kl_coef"]
+PLANTED = {  # what is changed in a valid file: (part, name, value) sets data[part][name] = value
+    "a translation": ("algorithms", "ppo", {**VALID["algorithms"]["ppo"], "translate": "os:system"}),
+    "an unregistered algorithm": ("algorithms", "evil", {"config": "PPOConfig", "sections": ["defaults"]}),
+    "sections not a list": ("algorithms", "ppo", {"config": "PPOConfig", "sections": "defaults"}),
+    "another part": ("hooks", "after_build", "os:system"),
+    "an unknown parse": ("PPOConfig", "kl_coef", {**KL, "parse": "eval"}),
+    "a bound as text": ("PPOConfig", "kl_coef", {**KL, "bounds": {"ge": "0"}}),
+    "an unknown bound": ("PPOConfig", "kl_coef", {**KL, "bounds": {"call": 1}}),
+    "choices as text": ("PPOConfig", "kl_coef", {**KL, "choices": "ab"}),
+    "a flag as text": ("PPOConfig", "kl_coef", {**KL, "many": "yes"}),
+    "help not text": ("PPOConfig", "kl_coef", {**KL, "help": ["x"]}),
+    "a base field missing": ("training_arguments", "seed", None),
+    "an estimator fact as text": ("estimators", "gae", {"needs_critic": "yes"}),
+    "a version not text": ("versions", "trl", 1),
+}
+
+
+@pytest.mark.parametrize("planted", list(PLANTED), ids=list(PLANTED))
+def test_a_cached_schema_of_another_shape_or_kind_is_rebuilt(fake_build, planted):
+    """The cached file holds data of known kinds only; anything else (a key naming code, a value of another
+    kind) is rebuilt, not trusted. The same file without the change is read as it is (first assertion)."""
+    path = schema.cache_file()
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps({"key": schema.current_key(), **VALID}))
+    assert schema.schema_data()["algorithms"] == VALID["algorithms"] and not fake_build  # read: valid as it is
+    data = json.loads(path.read_text())
+    part, name, value = PLANTED[planted]
+    (data["configs"][part] if part in data["configs"] else data.setdefault(part, {}))[name] = value
+    path.write_text(json.dumps(data))
+    schema.schema_data.cache_clear()
+    assert schema.schema_data()["key"] == schema.current_key() and len(fake_build) == 1, planted
