@@ -33,7 +33,6 @@ import hashlib
 import importlib.util
 import json
 import os
-import shutil
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -472,25 +471,57 @@ def gguf_metadata(name: str, keys: tuple[str, ...]) -> dict[str, Any]:
 def plain_model_dir(name: str) -> str:
     """A folder ``from_pretrained`` loads without extra arguments, for code that reloads a model by
     its path (TRL's trainers build their reference model from ``config._name_or_path``): a GGUF
-    file's dequantised copy, written once into ``$HFRL_CACHE/gguf/`` (float32: about 4 bytes per
-    parameter), else what :func:`resolve_model` gives."""
+    file's dequantised copy, written once into :func:`gguf_copy_path` (float32: about 4 bytes per
+    parameter), else what :func:`resolve_model` gives.
+
+    The copy is checked on each use and rebuilt when the check fails. Its folder's name proves nothing: it
+    hashes the file's path, size and modification time, which anyone can compute (and which ``cp -p``,
+    ``rsync -t`` or a tar file give another model of the same size), so a folder planted or left there
+    would be trained, and named on the card, as this file's model. The copy therefore records, in a
+    manifest (:func:`hfrl.utils.cache.write_manifest`), the SHA-256 of the GGUF file it was made from and
+    of every file written; each use hashes the GGUF file and the copy's files again and compares
+    (:func:`hfrl.utils.cache.manifest_matches`). That reads each once (about a second per GB): less than
+    the load that follows, which reads the copy twice (policy and reference), and far less than the
+    conversion it saves. Sound against a folder not made from these bytes (planted, copied from elsewhere,
+    built from a file since replaced, edited or cut since); not against someone who can both write the
+    cache and read the GGUF file (they could write a matching manifest, as they could replace the Hub's
+    cached models beside it): keep the cache folder your own."""
     path = resolve_model(name)
     if not is_gguf(path):
         return path
+    from hfrl.utils.cache import discard, file_sha256, manifest_matches, write_manifest
+
     folder, file = _gguf_source(path)
-    stat = os.stat(os.path.join(folder, file))
-    key = hashlib.sha256(f"{folder}/{file}:{stat.st_size}:{stat.st_mtime_ns}".encode()).hexdigest()[:12]
-    root = Path(os.environ.get("HFRL_CACHE", Path.home() / ".cache" / "hfrl")) / "gguf"
-    out = root / f"{Path(file).stem}-{key}"
-    if not (out / "config.json").is_file():
-        tmp = out.with_name(f"{out.name}.tmp{os.getpid()}")
-        load_model(path).save_pretrained(tmp)
-        load_tokenizer(path).save_pretrained(tmp)
-        if out.exists():  # another process wrote it meanwhile
-            shutil.rmtree(tmp)
-        else:
-            os.replace(tmp, out)
+    out = gguf_copy_path(os.path.join(folder, file))
+    made_from = {"gguf_sha256": file_sha256(os.path.join(folder, file))}
+    if manifest_matches(out, made_from):
+        return str(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(f".{out.name}.tmp{os.getpid()}")
+    discard(tmp)
+    load_model(path).save_pretrained(tmp)
+    load_tokenizer(path).save_pretrained(tmp)
+    write_manifest(tmp, made_from)
+    discard(out)  # not made from this file (planted, copied, stale, damaged) or missing: replaced
+    try:
+        os.replace(tmp, out)
+    except OSError:  # another process wrote it meanwhile: its copy, if it checks
+        discard(tmp)
+        if not manifest_matches(out, made_from):
+            raise
     return str(out)
+
+
+def gguf_copy_path(path: str | os.PathLike) -> Path:
+    """Where the dense copy of the GGUF file ``path`` goes: ``gguf/STEM-KEY`` under the cache root
+    (:func:`hfrl.utils.cache.cache_root`), ``KEY`` a hash of the file's path, size and modification time
+    (a name to find it by, not a proof of what it holds: :func:`plain_model_dir` checks that)."""
+    from hfrl.utils.cache import cache_root
+
+    folder, file = os.path.split(os.path.abspath(path))
+    stat = os.stat(path)
+    key = hashlib.sha256(f"{folder}/{file}:{stat.st_size}:{stat.st_mtime_ns}".encode()).hexdigest()[:12]
+    return cache_root() / "gguf" / f"{Path(file).stem}-{key}"
 
 
 def model_config_dict(name_or_path: str | None) -> dict[str, Any]:
@@ -520,6 +551,7 @@ __all__ = [
     "builtin_name",
     "check_model_folder",
     "fix_tokenizer",
+    "gguf_copy_path",
     "gguf_metadata",
     "is_gguf",
     "load_config",

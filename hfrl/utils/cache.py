@@ -1,5 +1,10 @@
 """Where hfrl keeps what it builds or computes once (the built-in tiny models, A-LoL's prepared datasets,
-the config fields the command line is checked against: :mod:`hfrl.trainers.schema`).
+the config fields the command line is checked against: :mod:`hfrl.trainers.schema`, GGUF files' dense
+copies: :func:`hfrl.core.models.plain_model_dir`).
+
+What is in the cache is data (docs/concepts/trust.md, "Caches are data"): nothing read back from it names
+code, and a folder built into it records what it was made from and its files' hashes (:func:`write_manifest`),
+checked on each use (:func:`manifest_matches`).
 
 ``$HFRL_CACHE`` when set, else ``hfrl/`` under the Hugging Face cache home (``$HF_HOME``, by default
 ``~/.cache/huggingface``), beside the models and datasets the Hub libraries cache.
@@ -8,7 +13,10 @@ the config fields the command line is checked against: :mod:`hfrl.trainers.schem
 from __future__ import annotations
 
 import contextlib
+import hashlib
+import json
 import os
+import shutil
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -43,3 +51,59 @@ def write_atomic(path: str | os.PathLike, text: str) -> None:
         with contextlib.suppress(OSError):  # a full disk or Ctrl-C before the rename: no stray part left
             tmp.unlink(missing_ok=True)
         raise
+
+
+# ---- a folder that records what it holds -------------------------------------------------------------
+MANIFEST = "hfrl-manifest.json"  # in a folder hfrl built into the cache: what it was made from, its files' hashes
+MAX_MANIFEST_BYTES = 1 << 20
+
+
+def file_sha256(path: str | os.PathLike) -> str:
+    """The SHA-256 of a file's bytes, read in blocks (about a second per GB)."""
+    with open(path, "rb") as fh:
+        return hashlib.file_digest(fh, "sha256").hexdigest()
+
+
+def write_manifest(folder: str | os.PathLike, made_from: Mapping[str, str]) -> None:
+    """Record in ``folder`` (:data:`MANIFEST`) what it was ``made_from`` (a source file's hash...) and the
+    SHA-256 of every file in it, for :func:`manifest_matches`. Call it last, on the folder's final files."""
+    folder = Path(folder)
+    files = {entry.name: file_sha256(entry) for entry in sorted(folder.iterdir()) if entry.name != MANIFEST}
+    write_atomic(folder / MANIFEST, json.dumps({"made_from": dict(made_from), "files": files}, indent=1) + "\n")
+
+
+def manifest_matches(folder: str | os.PathLike, made_from: Mapping[str, str]) -> bool:
+    """Whether ``folder`` is a folder (not a link) whose :data:`MANIFEST` says it was ``made_from`` that,
+    holding exactly the regular files the manifest lists, each with the SHA-256 recorded (every file is
+    read: the check costs what reading the folder once does). False for anything else, never an error."""
+    folder, record = Path(folder), Path(folder, MANIFEST)
+    try:
+        if folder.is_symlink() or not folder.is_dir() or record.is_symlink() or not record.is_file():
+            return False
+        if record.stat().st_size > MAX_MANIFEST_BYTES:
+            return False
+        manifest = json.loads(record.read_text())
+        if not (isinstance(manifest, dict) and isinstance(manifest.get("files"), dict)):
+            return False
+        files = manifest["files"]
+        entries = {entry.name: entry for entry in folder.iterdir() if entry.name != MANIFEST}
+        if manifest.get("made_from") != dict(made_from) or set(entries) != set(files):
+            return False
+        for name, entry in entries.items():  # a link or a folder is nothing hfrl wrote there
+            if entry.is_symlink() or not entry.is_file() or file_sha256(entry) != files[name]:
+                return False
+    except (OSError, ValueError):  # unreadable, or not JSON (not UTF-8 is a ValueError too)
+        return False
+    return True
+
+
+def discard(path: str | os.PathLike) -> None:
+    """Remove ``path`` whatever it is (a link is unlinked, never followed), moved aside first so that a
+    folder is never seen half removed; nothing when it is missing."""
+    path = Path(path)
+    if path.is_symlink() or path.is_file():
+        path.unlink(missing_ok=True)
+    elif path.exists():
+        aside = path.with_name(f".{path.name}.old{os.getpid()}")
+        os.replace(path, aside)
+        shutil.rmtree(aside, ignore_errors=True)

@@ -190,3 +190,88 @@ def test_a_damaged_gguf_file_is_one_line(damage, gguf_file, tmp_path, capsys):
     line = [x for x in err.splitlines() if x.startswith("error: ")][0]
     assert line.startswith(f"error: the GGUF file {broken} cannot be loaded (")
     assert line.endswith("a file cut short or not a GGUF model: download or copy it again")
+
+
+# ---- the dense copy in the cache is checked on each use (docs/concepts/trust.md, "Caches are data") ------
+def _planted(kind: str, out: Path, gguf_file: str) -> None:
+    """A folder at ``out`` that is not the GGUF file's model: the built-in tiny GPT-2, with no manifest or
+    with one that lists its files (made from another file); the file's own copy with its weights swapped
+    afterwards; a link to the tiny model's folder."""
+    import shutil
+
+    from hfrl.core.tiny import tiny_model_path
+
+    tiny = tiny_model_path("tiny")
+    if kind == "link":
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.symlink_to(tiny, target_is_directory=True)
+        return
+    if kind == "weights swapped":
+        from hfrl.core.models import plain_model_dir
+
+        assert plain_model_dir(gguf_file) == str(out)  # the real copy, then its weights replaced
+        shutil.copyfile(Path(tiny, "model.safetensors"), out / "model.safetensors")
+        return
+    shutil.copytree(tiny, out)
+    if kind == "another file's manifest":
+        from hfrl.utils.cache import file_sha256, write_manifest
+
+        write_manifest(out, {"gguf_sha256": file_sha256(Path(tiny, "model.safetensors"))})
+
+
+def copy_place(path: str, root: Path) -> Path:
+    """Where a GGUF file's dense copy goes under the cache root ``root``, computed as anyone can: from the
+    file's path, size and modification time."""
+    import hashlib
+    import os
+
+    stat = os.stat(path)
+    key = hashlib.sha256(f"{os.path.abspath(path)}:{stat.st_size}:{stat.st_mtime_ns}".encode()).hexdigest()[:12]
+    return root / "gguf" / f"{Path(path).stem}-{key}"
+
+
+@pytest.mark.parametrize("kind", ["no manifest", "another file's manifest", "weights swapped", "link"])
+def test_a_dense_copy_planted_in_the_cache_is_rebuilt(kind, written, tmp_path, monkeypatch):
+    """A folder where a GGUF file's dense copy goes that was not made from the file: plain_model_dir finds
+    it out and rebuilds it, and the weights served are the GGUF file's (a link is replaced, its target kept)."""
+    from transformers import AutoModelForCausalLM
+
+    from hfrl.core.models import plain_model_dir
+    from hfrl.core.tiny import tiny_model_path
+
+    path, model, tokenizer = written
+    tiny = tiny_model_path("tiny")  # built in the session's cache, before it moves
+    monkeypatch.setenv("HFRL_CACHE", str(tmp_path / "cache"))
+    out = copy_place(path, tmp_path / "cache")
+    _planted(kind, out, path)
+    assert plain_model_dir(path) == str(out)
+    assert not out.is_symlink() and Path(tiny, "config.json").is_file()
+    ids = torch.tensor([tokenizer("1 2 3 the movie")["input_ids"]])
+    with torch.no_grad():
+        logits = AutoModelForCausalLM.from_pretrained(out)(ids).logits
+        torch.testing.assert_close(logits, model(ids).logits, atol=1e-5, rtol=0)  # the GGUF file's model
+    assert sorted(p.name for p in out.parent.iterdir()) == [out.name]  # no part left beside it
+
+
+def test_the_dense_copy_lives_under_the_cache_root(written, tmp_path, monkeypatch):
+    """Without HFRL_CACHE the copy goes under HF_HOME's hfrl/ (hfrl.utils.cache.cache_root), with the
+    rest of hfrl's cache, not into ~/.cache/hfrl."""
+    from hfrl.core.models import plain_model_dir
+    from hfrl.utils.cache import cache_root
+
+    monkeypatch.delenv("HFRL_CACHE")
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    assert Path(plain_model_dir(written[0])) == copy_place(written[0], tmp_path / "hf" / "hfrl")
+    assert cache_root() == tmp_path / "hf" / "hfrl" and not (tmp_path / "home").exists()
+
+
+def test_a_checked_dense_copy_is_used_again(written, tmp_path, monkeypatch):
+    """The copy is built once: a later use checks it (hashes) and converts nothing."""
+    import hfrl.core.models as models
+
+    path = written[0]
+    monkeypatch.setenv("HFRL_CACHE", str(tmp_path))
+    first = models.plain_model_dir(path)
+    monkeypatch.setattr(models, "load_model", lambda *a, **k: pytest.fail("the copy was built again"))
+    assert models.plain_model_dir(path) == first
