@@ -23,6 +23,7 @@ fails in a fraction of a second, before torch is imported, with the message ``__
 from __future__ import annotations
 
 import dataclasses
+import logging
 import math
 from typing import Any
 
@@ -204,6 +205,38 @@ def generate_kwargs(kwargs: dict[str, Any], where: str) -> dict[str, Any]:
     return out
 
 
+_LOWERED: set[str] = set()  # the notes already said in this process
+
+
+def fit_min_new_tokens(kwargs: dict[str, Any], max_new_tokens: int, where: str, cap_name: str) -> dict[str, Any]:
+    """``generate`` keyword arguments (``where``: their field) whose ``min_new_tokens`` is at most the
+    completion cap (``kwargs``' own ``max_new_tokens``, else ``max_new_tokens``, named ``cap_name``).
+
+    A larger one (numbers' 20 under ``--max_new_tokens 8``) is clipped to the cap and said once, in one
+    line, rather than refused: the user asked for short completions, and ``generate`` would stop at the
+    cap anyway, warning "Unfeasible length constraints" twice a call (TRL's configs clip it alike:
+    :mod:`hfrl.trainers.trl_adapters`). ``min_length``, which counts the prompt of a causal model, is
+    fitted at generation (:func:`hfrl.core.rollout.generate.generate_completions`).
+
+    >>> fit_min_new_tokens({"min_new_tokens": 20, "top_k": 0}, 8, "generation_kwargs", "max_new_tokens")
+    {'min_new_tokens': 8, 'top_k': 0}
+    >>> fit_min_new_tokens({"min_new_tokens": 4}, 8, "generation_kwargs", "max_new_tokens")
+    {'min_new_tokens': 4}
+    """
+    least = kwargs.get("min_new_tokens")
+    cap = kwargs.get("max_new_tokens") or max_new_tokens
+    if isinstance(least, bool) or not isinstance(least, int) or not isinstance(cap, int) or least <= cap:
+        return kwargs
+    if "max_new_tokens" in kwargs:
+        cap_name = f"{where}.max_new_tokens"
+    # worded as TRL's configs' note (hfrl.trainers.trl_adapters)
+    note = f"min_new_tokens {least} ({where}) is above {cap_name} {cap}: clipped to {cap}"
+    if note not in _LOWERED:  # once a process: a config can be built more than once
+        _LOWERED.add(note)
+        logging.getLogger(__name__).warning(note)
+    return {**kwargs, "min_new_tokens": cap}
+
+
 __all__ = [
     "GENERATE_KWARGS",
     "MAX_BATCH",
@@ -213,6 +246,7 @@ __all__ = [
     "check_bounds",
     "check_finite",
     "check_values",
+    "fit_min_new_tokens",
     "generate_kwargs",
     "non_finite",
 ]

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from hfrl.rewards.combine import compute_rewards
+from hfrl.trainers.config_checks import fit_min_new_tokens
 
 # Dataset columns that are not passed to rewards and metrics as keyword arguments.
 PROMPT_IDS = "prompt_ids"  # the tokenized prompt column the trainers add
@@ -57,10 +58,12 @@ def eval_settings(*sources: dict[str, Any]) -> dict[str, Any]:
 
 
 def generation_kwargs(settings: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "max_new_tokens": settings.get("eval_max_new_tokens") or settings["max_new_tokens"],
-        **(settings.get("eval_generation_kwargs") or {}),
-    }
+    """``generate``'s keyword arguments in evaluation and chat, a ``min_new_tokens`` above the cap (a
+    run's 16 under ``hfrl chat --max-new-tokens 8``) clipped to it (:func:`fit_min_new_tokens`)."""
+    cap_name = "eval_max_new_tokens" if settings.get("eval_max_new_tokens") else "max_new_tokens"
+    kwargs = fit_min_new_tokens(settings.get("eval_generation_kwargs") or {}, settings[cap_name],
+                                "eval_generation_kwargs", cap_name)  # fmt: skip
+    return {"max_new_tokens": settings[cap_name], **kwargs}
 
 
 # A chat template is code from the model's folder: its rendering gets a time budget (a template with

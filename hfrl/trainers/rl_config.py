@@ -15,7 +15,7 @@ from typing import Any, ClassVar
 
 from transformers import TrainingArguments
 
-from hfrl.trainers.config_checks import MAX_TOKENS, check_values
+from hfrl.trainers.config_checks import MAX_TOKENS, check_values, fit_min_new_tokens
 from hfrl.trainers.devices import cpu_defaults
 
 TRUNCATION_SIDES = ("left", "right")
@@ -107,5 +107,9 @@ class RLConfig(TrainingArguments):
             )
         if self.reward_weights is not None and not isinstance(self.reward_weights, (list, tuple)):
             raise ValueError(f"reward_weights must be a list of numbers, got {self.reward_weights!r}")
+        cap, cap_name = (self.eval_max_new_tokens, "eval_max_new_tokens") if self.eval_max_new_tokens else (
+            self.max_new_tokens, "max_new_tokens")  # fmt: skip
+        self.eval_generation_kwargs = fit_min_new_tokens(self.eval_generation_kwargs, cap, "eval_generation_kwargs",
+                                                         cap_name)  # fmt: skip
         cpu_defaults(self)
         super().__post_init__()

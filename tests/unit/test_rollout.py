@@ -181,3 +181,62 @@ def test_sampling_the_pad_token_raises_no_attention_mask_warning(tiny_causal_dir
         lm, ids, mask, kwargs, pad_token_id=pad_id, action_space=PadFirstSpace()
     ).response_ids
     assert response[0, 0] == pad_id and "attention_mask" not in caplog.text
+
+
+@pytest.mark.parametrize("kind", ["causal", "seq2seq"])
+def test_a_min_length_past_the_cap_is_clipped_once_without_transformers_warning(
+    kind, tiny_causal_dir, tiny_seq2seq_dir, caplog, monkeypatch
+):
+    """min_length counts the prompt of a causal model (here 2 tokens) and the decoder start token of a
+    seq2seq one: past that + max_new_tokens, generate warned "Unfeasible length constraints" each call."""
+    import warnings
+
+    from transformers import AutoModelForCausalLM, AutoModelForSeq2SeqLM
+
+    from hfrl.core.rollout import generate as generation
+    from hfrl.core.rollout import generate_completions
+    from hfrl.core.rollout.generate import fit_min_length
+
+    monkeypatch.setattr(generation, "_LOWERED", set())  # said once a process: not yet in this test
+
+    if kind == "causal":
+        lm = AutoModelForCausalLM.from_pretrained(tiny_causal_dir)
+    else:
+        lm = AutoModelForSeq2SeqLM.from_pretrained(tiny_seq2seq_dir)
+    longest = 2 + 3 if kind == "causal" else 1 + 3
+    clipped = fit_min_length(lm, 2, {"min_length": 30, "max_new_tokens": 3})
+    assert clipped == {"min_length": longest, "max_new_tokens": 3}
+    assert fit_min_length(lm, 2, {"min_length": longest, "max_new_tokens": 3})["min_length"] == longest  # kept
+    ids, mask = torch.tensor([[5, 6]]), torch.ones(1, 2, dtype=torch.long)
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        for _ in range(2):
+            generate_completions(lm, ids, mask, {"do_sample": True, "max_new_tokens": 3, "min_length": 31},
+                                 lm.config.pad_token_id)  # fmt: skip
+    assert not [w for w in seen if "Unfeasible" in str(w.message)]
+    counted = "the prompt" if kind == "causal" else "the decoder start token"
+    note = f"min_length 31 (generation_kwargs) is above {counted} + max_new_tokens 3 ({longest}): clipped to it"
+    assert caplog.text.count(note) == 1  # once, not at every generate call
+
+
+def test_a_min_new_tokens_past_the_cap_is_clipped_in_rollouts_evaluation_and_chat(tmp_path, caplog, monkeypatch):
+    """The task's min_new_tokens (numbers' 20) under a smaller cap (--max_new_tokens 8): clipped, one line
+    each, in the rollout's and the evaluation's settings, and in a run's settings read back by eval/chat."""
+    from hfrl import PPOConfig
+    from hfrl.trainers import config_checks
+    from hfrl.trainers.evaluation import generation_kwargs
+
+    monkeypatch.setattr(config_checks, "_LOWERED", set())  # said once a process: not yet in this test
+
+    args = PPOConfig(output_dir=str(tmp_path), report_to="none", max_new_tokens=8, eval_max_new_tokens=5,
+                     generation_kwargs={"do_sample": True, "min_new_tokens": 20},
+                     eval_generation_kwargs={"min_new_tokens": 6})  # fmt: skip
+    assert args.generation_kwargs == {"do_sample": True, "min_new_tokens": 8}
+    assert args.eval_generation_kwargs == {"min_new_tokens": 5}
+    assert "min_new_tokens 20 (generation_kwargs) is above max_new_tokens 8: clipped to 8" in caplog.text
+    assert "min_new_tokens 6 (eval_generation_kwargs) is above eval_max_new_tokens 5: clipped to 5" in caplog.text
+    chat = {"max_new_tokens": 20, "eval_max_new_tokens": 4, "eval_generation_kwargs": {"min_new_tokens": 16}}
+    assert generation_kwargs(chat) == {"max_new_tokens": 4, "min_new_tokens": 4}  # hfrl chat --max-new-tokens 4
+    kept = PPOConfig(output_dir=str(tmp_path), report_to="none", max_new_tokens=20,
+                     generation_kwargs={"min_new_tokens": 20})  # fmt: skip
+    assert kept.generation_kwargs == {"min_new_tokens": 20}

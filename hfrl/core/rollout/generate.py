@@ -114,7 +114,7 @@ def _generate_batch(
     """One ``generate`` call of :func:`generate_completions`: ``num_generations`` completions of each
     prompt, the prompts encoded once when ``share_prefill`` (:func:`shared_prefill`)."""
     ids, mask = trim_padding(query_ids, query_mask)
-    kwargs = {"use_cache": True, "pad_token_id": pad_token_id, **generation_kwargs}
+    kwargs = {"use_cache": True, "pad_token_id": pad_token_id, **fit_min_length(lm, ids.shape[1], generation_kwargs)}
     # generate(custom_generate=...) runs a repo's or folder's code only with the user's own opt-in
     kwargs["trust_remote_code"] = generation_kwargs.get("trust_remote_code", code_trusted())
     if num_generations > 1:
@@ -151,6 +151,32 @@ def _generate_batch(
         captured=step.result(response_ids) if step is not None else None,
         action_sets=recorder.sets(response_ids.shape[1]) if recorder is not None else None,
     )
+
+
+_LOWERED: set[tuple[int, int, bool]] = set()  # (min_length, max_new_tokens, seq2seq) already said
+
+
+def fit_min_length(lm: Any, prompt_width: int, generation_kwargs: dict) -> dict:
+    """``generation_kwargs`` with a ``min_length`` above the longest sequence ``generate`` can make clipped
+    to it, said once a process: the decoder start token + ``max_new_tokens`` for a seq2seq model, the
+    prompt's ``prompt_width`` + ``max_new_tokens`` for a causal one (its ``min_length`` counts the prompt).
+    ``generate`` stops there anyway, warning "Unfeasible length constraints" at every call;
+    ``min_new_tokens`` is fitted in the configs (:func:`hfrl.trainers.config_checks.fit_min_new_tokens`)."""
+    least, cap = generation_kwargs.get("min_length"), generation_kwargs.get("max_new_tokens")
+    if not isinstance(least, int) or not isinstance(cap, int):
+        return generation_kwargs
+    seq2seq = bool(getattr(lm.config, "is_encoder_decoder", False))
+    longest = (1 if seq2seq else prompt_width) + cap
+    if least <= longest:
+        return generation_kwargs
+    if (least, cap, seq2seq) not in _LOWERED:
+        _LOWERED.add((least, cap, seq2seq))
+        counted = "the decoder start token" if seq2seq else "the prompt"
+        logging.getLogger(__name__).warning(
+            f"min_length {least} (generation_kwargs) is above {counted} + max_new_tokens {cap} ({longest}): "
+            "clipped to it"
+        )
+    return {**generation_kwargs, "min_length": longest}
 
 
 @torch.no_grad()

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from hfrl.core.estimators import ESTIMATORS
 from hfrl.core.policy_losses import POLICY_LOSSES
 from hfrl.core.policy_losses.aggregation import AGGREGATIONS
-from hfrl.trainers.config_checks import MAX_BATCH, MAX_COUNT, check_values
+from hfrl.trainers.config_checks import MAX_BATCH, MAX_COUNT, check_values, fit_min_new_tokens
 from hfrl.trainers.rl_config import RLConfig
 from hfrl.utils.registry import registry_help
 
@@ -427,6 +427,8 @@ class OnlineConfig(RLConfig):
             raise ValueError(f"whiten_scope must be 'rollout' or 'minibatch', got {self.whiten_scope!r}")
         if self.invalid_rewards not in INVALID_REWARDS:
             raise ValueError(f"invalid_rewards must be 'error' or 'drop', got {self.invalid_rewards!r}")
+        self.generation_kwargs = fit_min_new_tokens(self.generation_kwargs or {}, self.max_new_tokens,
+                                                    "generation_kwargs", "max_new_tokens")  # fmt: skip
         for name in ("num_beams", "num_return_sequences"):
             if (self.generation_kwargs or {}).get(name, 1) != 1:
                 raise ValueError(
