@@ -5,7 +5,9 @@
 
 Errors (:func:`main`): bad input prints one line and exits with code 2; a failure while running
 (a diverging run, a model or data set that cannot be loaded) one line and code 1; anything else is
-a bug, not the user's input, and shows its traceback (code 1). ``HFRL_DEBUG=1`` shows every traceback.
+a bug, not the user's input, and shows its traceback (code 1); a library's panic (a ``BaseException`` that
+is no ``Exception``, such as pyo3's ``PanicException``) one line and code 1. ``HFRL_DEBUG=1`` shows every
+traceback.
 """
 
 from __future__ import annotations
@@ -135,3 +137,16 @@ def main(argv: list[str] | None = None) -> None:
             message = f"cannot reach the Hugging Face Hub ({type(err).__name__}: {message}); {NETWORK_HINT}"
         sys.stderr.write(f"error: {mask_tokens(message)}\n(set HFRL_DEBUG=1 for the traceback)\n")
         sys.exit(code)
+    except (KeyboardInterrupt, SystemExit, GeneratorExit):
+        raise  # Ctrl-C, an exit code, a generator's close: Python's own, as they are
+    except BaseException as err:  # noqa: BLE001 - a library's panic that escapes except Exception
+        # pyo3's PanicException (a tokenizer.json whose pre-tokenizer regex backtracks: "Onig: retry-limit-in-match
+        # over") derives from BaseException: a library stopped on what it read, one line and code 1
+        if os.environ.get("HFRL_DEBUG"):
+            raise
+        first = str(err).strip().splitlines()[0] if str(err).strip() else "no message"
+        sys.stderr.write(
+            f"error: a library stopped ({type(err).__name__}: {mask_tokens(first)}); check the files it read "
+            "(a model's tokenizer.json, a data file)\n(set HFRL_DEBUG=1 for the traceback)\n"
+        )
+        sys.exit(1)

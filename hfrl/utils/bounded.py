@@ -285,6 +285,72 @@ def load_json(
     return value
 
 
+# ---- regular expressions ---------------------------------------------------------------------------
+# A pattern read from a file is matched by Python's backtracking engine (PEFT's target_modules against
+# every module name): a repeat inside a repeat ("(.*)*Z") or alternatives under one ("(\\w|\\w)*Z")
+# backtrack exponentially, and k repeats in a row take (name length)**k steps. Real patterns have none of
+# the first two and at most three repeats (PEFT's example: ".*decoder.*(SelfAttention|EncDecAttention).*(q|k|v|o)$").
+MAX_PATTERN_REPEATS = 3
+MAX_PATTERN_CHARS = 1000
+
+
+def regex_problem(pattern: str) -> str | None:
+    """What makes ``pattern`` slow to match (a few words), or None for a plain, safe pattern.
+
+    >>> regex_problem(r".*\\.(q_proj|v_proj)$"), regex_problem("(.*)*Z"), regex_problem("(a|a)+Z")
+    (None, 'a repeat inside a repeat', 'alternatives inside a repeat')
+    >>> regex_problem(".*.*.*.*Z"), regex_problem("(")
+    ('4 repeats, more than 3', 'not a regular expression: missing ), unterminated subpattern at position 0')
+    """
+    import re
+
+    parser: Any = getattr(re, "_parser", None)  # Python 3.11+; sre_parse before
+    if parser is None:
+        import sre_parse as parser
+    if len(pattern) > MAX_PATTERN_CHARS:
+        return f"{len(pattern):,} characters, more than {MAX_PATTERN_CHARS:,}"
+    try:
+        tree = parser.parse(pattern)
+    except (re.error, RecursionError, OverflowError) as err:
+        return f"not a regular expression: {err}"
+    consts = parser  # the node names (MAX_REPEAT, BRANCH ...) live beside the parser
+    repeats = (consts.MAX_REPEAT, consts.MIN_REPEAT, getattr(consts, "POSSESSIVE_REPEAT", consts.MAX_REPEAT))
+    count = 0
+
+    def walk(items: Any, inside: bool) -> str | None:
+        nonlocal count
+        for op, arg in items:
+            if op in repeats:
+                low, high, sub = arg
+                if high > 1:  # *, +, {n,m}: ? and {0,1} do not repeat
+                    if inside:
+                        return "a repeat inside a repeat"
+                    count += 1
+                found = walk(sub, inside or high > 1)
+            elif op is consts.BRANCH:
+                if inside:
+                    return "alternatives inside a repeat"
+                found = next((p for p in (walk(b, inside) for b in arg[1]) if p), None)
+            elif op is consts.SUBPATTERN:
+                found = walk(arg[-1], inside)
+            elif op in (consts.ASSERT, consts.ASSERT_NOT):
+                found = walk(arg[1], inside)
+            elif op is consts.GROUPREF_EXISTS:
+                found = next((p for p in (walk(b, inside) for b in arg[1:] if b is not None) if p), None)
+            elif op is getattr(consts, "ATOMIC_GROUP", None):
+                found = walk(arg, inside)
+            else:
+                found = None
+            if found:
+                return found
+        return None
+
+    found = walk(tree, False)
+    if found is None and count > MAX_PATTERN_REPEATS:
+        found = f"{count} repeats, more than {MAX_PATTERN_REPEATS}"
+    return found
+
+
 # ---- time --------------------------------------------------------------------------------------------
 class _Expired(Exception):  # noqa: N818 - raised by the alarm, turned into the caller's one line
     pass
@@ -347,6 +413,7 @@ __all__ = [
     "MAX_TEXT_BYTES",
     "MAX_VALUES",
     "MAX_VALUE_CHARS",
+    "MAX_PATTERN_REPEATS",
     "BoundedInputError",
     "bound_problem",
     "can_time",
@@ -358,6 +425,7 @@ __all__ = [
     "load_yaml",
     "range_text",
     "read_text",
+    "regex_problem",
     "size_text",
     "time_budget",
 ]

@@ -218,12 +218,41 @@ def check_adapter_config(data: Any, source: str) -> Any:
     Traceback (most recent call last):
     hfrl.utils.trust.UntrustedCodeError: a names code to import (megatron_config: PEFT then imports megatron.core ...
     """
-    if code_trusted() or not isinstance(data, dict):
+    if not isinstance(data, dict):
+        return data
+    _check_adapter_patterns(data, source)  # a pattern that never finishes matching is no code, but a hang
+    if code_trusted():
         return data
     for key, loads in ADAPTER_CODE_KEYS.items():
         if key in data and loads(data[key]):
             raise UntrustedCodeError(f"{source} names code to import ({key}: {_adapter_door(key, data)}); {CODE_HINT}")
     return data
+
+
+# Keys of a PEFT adapter_config.json whose text PEFT matches as a regular expression against every
+# module name of the base model (peft 0.21: check_target_module_exists, layers_pattern, the keys of
+# rank_pattern / alpha_pattern); a list of names is matched as names, not as patterns.
+ADAPTER_PATTERN_KEYS = ("target_modules", "exclude_modules", "layers_pattern", "rank_pattern", "alpha_pattern")
+
+
+def _check_adapter_patterns(data: dict[str, Any], source: str) -> None:
+    """A one-line ``ValueError`` for a regular expression of :data:`ADAPTER_PATTERN_KEYS` that may backtrack
+    for ever (:func:`hfrl.utils.bounded.regex_problem`): ``(.*)*Z`` kept ``hfrl eval`` matching for hours."""
+    from hfrl.utils.bounded import BoundedInputError, regex_problem
+
+    for key in ADAPTER_PATTERN_KEYS:
+        value = data.get(key)
+        patterns = [value] if isinstance(value, str) else list(value) if isinstance(value, dict) else []
+        if key == "layers_pattern" and isinstance(value, list):
+            patterns = [v for v in value if isinstance(v, str)]
+        for pattern in patterns:
+            problem = regex_problem(str(pattern))
+            if problem:
+                raise BoundedInputError(
+                    f"{source}: {key} {str(pattern)[:80]!r} is a regular expression PEFT would match against every "
+                    f"module name, and it may never finish ({problem}); list the module names, or write a plain "
+                    "pattern such as '.*\\.(q_proj|v_proj)$'"
+                )
 
 
 def _adapter_door(key: str, data: dict[str, Any]) -> str:
