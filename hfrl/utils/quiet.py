@@ -7,13 +7,19 @@
 - **Log lines** (:func:`dropped_mask_note_quiet`, around a generation hfrl drives: TRL's GRPO / RLOO):
   transformers' "We strongly recommend passing in an ``attention_mask``", which its own ``generate``
   triggers after dropping an all-ones mask, at a decoding step whose one new token is the pad token.
+- **DeepSpeed's CPU note** (:func:`quiet_deepspeed_cpu_note`): with deepspeed installed (the dev extra),
+  accelerate's ``unwrap_model`` imports it in every ``Trainer.__init__``, and on a machine without a GPU
+  its accelerator detection opened every run (and each process of a launch) with "[WARNING] ... Setting
+  accelerator to CPU. If you have GPU or other accelerator, we were unable to detect it.". It falls back
+  to the CPU only where hfrl found no device either (:func:`hfrl.trainers.devices.has_accelerator`: CUDA,
+  MPS, XPU, which DeepSpeed detects too), and hfrl's start line says what the run uses.
 - **Progress bars** (:func:`quiet_loading_bars`): transformers' ``Loading weights`` and ``Writing model
   shards`` bars, one per model loaded or saved (a run loads two or three, and saves at every
   checkpoint); drawn while the training bar is open they also left ``ESC [A`` residues in logs. The
   Hub's download bars and the training bar are kept.
 
-:func:`quiet` does the warnings and the bars; it imports nothing heavy itself (transformers only when it is already
-being used).
+:func:`quiet` does the warnings, DeepSpeed's note and the bars; it imports nothing heavy itself
+(transformers only when it is already being used).
 """
 
 from __future__ import annotations
@@ -31,6 +37,7 @@ DEPRECATED_BY_TRANSFORMERS = (
 )
 QUIET_BARS = ("Loading weights", "Writing model shards")  # transformers' bars per model loaded / saved
 UPSTREAM_NOTES = ("We strongly recommend passing in an `attention_mask`",)
+DEEPSPEED_NOTES = ("Setting accelerator to CPU. If you have GPU or other accelerator, we were unable to detect it.",)
 
 
 def quiet_dependency_warnings() -> None:
@@ -40,12 +47,25 @@ def quiet_dependency_warnings() -> None:
 
 
 class _UpstreamNotes(logging.Filter):
+    def __init__(self, notes: tuple[str, ...]) -> None:
+        super().__init__()
+        self.notes = notes
+
     def filter(self, record: logging.LogRecord) -> bool:
         message = record.getMessage()
-        return not any(message.startswith(note) for note in UPSTREAM_NOTES)
+        return not any(message.startswith(note) for note in self.notes)
 
 
-_NOTES = _UpstreamNotes()
+_NOTES = _UpstreamNotes(UPSTREAM_NOTES)
+_DEEPSPEED_NOTES = _UpstreamNotes(DEEPSPEED_NOTES)
+
+
+def quiet_deepspeed_cpu_note() -> None:
+    """Drop DeepSpeed's "Setting accelerator to CPU" note: a filter on its ``DeepSpeed`` logger, which
+    deepspeed's ``LoggerFactory`` gets by name when it is imported later and keeps (it adds a handler)."""
+    log = logging.getLogger("DeepSpeed")
+    if _DEEPSPEED_NOTES not in log.filters:
+        log.addFilter(_DEEPSPEED_NOTES)
 
 
 @contextlib.contextmanager
@@ -76,16 +96,19 @@ def quiet_loading_bars() -> None:
 
 
 def quiet() -> None:
-    """:func:`quiet_dependency_warnings` and :func:`quiet_loading_bars`."""
+    """:func:`quiet_dependency_warnings`, :func:`quiet_deepspeed_cpu_note` and :func:`quiet_loading_bars`."""
     quiet_dependency_warnings()
+    quiet_deepspeed_cpu_note()
     quiet_loading_bars()
 
 
 __all__ = [
+    "DEEPSPEED_NOTES",
     "DEPRECATED_BY_TRANSFORMERS",
     "QUIET_BARS",
     "dropped_mask_note_quiet",
     "quiet",
+    "quiet_deepspeed_cpu_note",
     "quiet_dependency_warnings",
     "quiet_loading_bars",
 ]

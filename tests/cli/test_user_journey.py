@@ -300,6 +300,41 @@ def test_upstream_noise_stays_off_the_console(tmp_path):
         assert "iterations: 100%" in proc.stderr  # the one bar
 
 
+def console_of(command: list[str]) -> list[str]:
+    """The lines a terminal shows for ``hfrl COMMAND``: stdout and stderr as written, unbuffered."""
+    proc = subprocess.run([sys.executable, "-m", "hfrl.cli", *command], stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT, text=True, timeout=300,
+                          env={**os.environ, "PYTHONUNBUFFERED": "1"})  # fmt: skip
+    assert proc.returncode == 0, proc.stdout
+    return proc.stdout.splitlines()
+
+
+def test_the_first_line_of_a_run_is_hfrls_start_line(tmp_path):
+    """Not DeepSpeed's "Setting accelerator to CPU" note (deepspeed, in the dev extra, is imported by
+    accelerate in every Trainer; hfrl.utils.quiet), nor anything else before hfrl's own line."""
+    out = tmp_path / "run"
+    lines = console_of(["train", "--task", "numbers", "--alg", "ppo", "--model", "tiny", "--num_iterations", "1",
+                        "--rollout_batch_size", "8", "--mini_batch_size", "8", "-o", str(out)])  # fmt: skip
+    assert lines[0] == (
+        f"PPO on numbers: model tiny (0.2M parameters), 1 iteration x 8 completions (8 samples); output folder {out}"
+    ), lines[:3]
+    assert not any("Setting accelerator to CPU" in line for line in lines)
+
+
+def test_a_min_new_tokens_above_max_new_tokens_is_clipped_in_one_line(tmp_path):
+    """numbers' min_new_tokens 20 under --max_new_tokens 8: one hfrl line before the run, and none of
+    generate's two "Unfeasible length constraints" warnings a rollout."""
+    out = tmp_path / "run"
+    lines = console_of(["train", "--task", "numbers", "--model", "tiny", "--num_iterations", "2", "--max_new_tokens",
+                        "8", "--rollout_batch_size", "8", "--mini_batch_size", "8", "-o", str(out)])  # fmt: skip
+    note = "min_new_tokens 20 (generation_kwargs) is above max_new_tokens 8: clipped to 8"
+    assert lines[0] == note and lines.count(note) == 1, lines[:3]
+    assert lines[1].startswith("PPO on numbers: model tiny")
+    assert not any("Unfeasible" in line for line in lines)
+    saved = yaml.safe_load((out / "config.yaml").read_text())
+    assert saved["generation_kwargs"]["min_new_tokens"] == 8  # what the run used
+
+
 # ---- small items ---------------------------------------------------------------------------------
 def test_python_api_card_names_the_base_model_and_its_licence(tmp_path):
     from datasets import Dataset
