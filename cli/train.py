@@ -7,7 +7,7 @@ hfrl train --task my.jsonl --prompt-column question --references-column answers 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Annotated
 
 import typer
@@ -147,13 +147,49 @@ def train(
     options = {k: v for k, v in locals().items() if k not in ("ctx", "trust_code")}  # the parameters, as given
     from hfrl.utils.trust import trusted_code
 
-    with trusted_code(trust_code):  # the whole command: --trust-code is the user's one switch for code
-        _train(list(ctx.args), **options)
+    with trusted_code(trust_code), _sigterm_before_start() as starting:  # --trust-code: the user's one switch
+        _train(list(ctx.args), starting=starting, **options)
+
+
+class _StoppedBeforeStart(BaseException):  # no Exception: a library's `except Exception` does not swallow it
+    pass
+
+
+@contextlib.contextmanager
+def _sigterm_before_start() -> Iterator[Callable[[], None]]:
+    """Until training starts (the function it yields is called; :func:`stop_on_sigterm` takes over),
+    SIGTERM stops the command with one line and exit code 143: loading a model or a data set takes
+    minutes, and Python's default died without a word. The run folder rolls back what the start wrote
+    (:class:`~hfrl.runs.run_folder.RunFolder`): nothing was saved. Afterwards, SIGTERM is Python's default."""
+    import os
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():  # Python takes signals on its main thread
+        yield lambda: None
+        return
+    started = [False]
+
+    def handle(signum: int, frame: object) -> None:
+        if started[0]:  # after training (the final save): as if hfrl had not caught it
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+            signal.raise_signal(signal.SIGTERM)
+        raise _StoppedBeforeStart
+
+    previous = signal.signal(signal.SIGTERM, handle)
+    try:
+        yield lambda: started.__setitem__(0, True)
+    except _StoppedBeforeStart:
+        if os.environ.get("RANK", "0") in ("", "0"):  # the first process of a launch says it
+            typer.echo("stopped by SIGTERM before training started: nothing was saved (the output folder is as it was)")
+        raise typer.Exit(143) from None  # 128 + SIGTERM, as after an iteration
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def _train(
     extra: list[str], *, task, alg, model, base_model, config, output_dir, seed, resume, preset, eval_test,
-    prompt_column, references_column, task_arg, threads, overwrite_output_dir,
+    prompt_column, references_column, task_arg, threads, overwrite_output_dir, starting=lambda: None,
 ) -> None:  # fmt: skip
     from hfrl.runs import experiment
     from hfrl.runs.run_folder import RunFolder, launch_rank
@@ -207,6 +243,7 @@ def _train(
             typer.echo(start_line(trainer, run, earlier=default, resumed=resume))
         from hfrl.trainers.graceful_stop import stop_on_sigterm
 
+        starting()  # from here SIGTERM stops at an iteration's end with a checkpoint
         with _resume_said(main), stop_on_sigterm(trainer, typer.echo if main else None) as stop:
             trainer.train(resume_from_checkpoint=checkpoint)
         if stop.stopped:

@@ -9,16 +9,21 @@
   with what is wrong (:func:`checkpoint_to_resume`).
 - ``iterations.jsonl`` (:mod:`hfrl.trainers.iteration_log`) gets each log entry as it is logged; a
   resumed run keeps the lines up to its checkpoint's step and logs the rest again.
+- A disk that fills up while a checkpoint is written stops the run with one line naming that checkpoint
+  and the last complete one (:func:`write_failure`), not torch's ``enforce fail at inline_container.cc``.
 """
 
 from __future__ import annotations
 
+import errno
 import json
 import logging
 import os
 from typing import Any
 
 from hfrl.trainers.checkpoints import (
+    checkpoint_problem,
+    checkpoints_newest_first,
     identity_problem,
     mark_complete,
     newest_complete_checkpoint,
@@ -85,4 +90,61 @@ def global_step(checkpoint: str) -> int:
         return int(json.load(fh)["global_step"])
 
 
-__all__ = ["checkpoint_to_resume", "complete_checkpoint", "global_step"]
+class CheckpointWriteError(OSError):
+    """A checkpoint could not be written (the disk is full): the CLI's one line, exit code 1."""
+
+
+# What a full disk says: the OSError's errno; safetensors' Rust error ("IoError(Os { code: 28, kind:
+# StorageFull, message: \"No space left on device\" })"); torch.save's zip writer, whose RuntimeError
+# keeps no errno ("[enforce fail at inline_container.cc:664] . unexpected pos 1088 vs 988", "PytorchStreamWriter
+# failed writing file data/0: file write failed").
+DISK_FULL_ERRNOS = (errno.ENOSPC, errno.EDQUOT)
+DISK_FULL_SIGNS = ("No space left on device", "Disk quota exceeded", "StorageFull", "inline_container.cc")
+
+
+def disk_full(err: BaseException) -> bool:
+    """Whether ``err`` (or what it was raised from) says a write found the disk full."""
+    cause: BaseException | None = err
+    for _ in range(5):
+        if cause is None:
+            return False
+        if isinstance(cause, OSError) and cause.errno in DISK_FULL_ERRNOS:
+            return True
+        if any(sign in str(cause) for sign in DISK_FULL_SIGNS):
+            return True
+        cause = cause.__cause__ or cause.__context__
+    return False
+
+
+def write_failure(err: BaseException, folder: str, run_dir: str) -> CheckpointWriteError | None:
+    """The one-line error for ``err`` raised while the checkpoint ``folder`` was written, when the disk is
+    full (:func:`disk_full`), naming the last complete checkpoint of ``run_dir``; None for another error.
+
+    >>> print(write_failure(OSError(28, "No space left on device"), "/nowhere/checkpoint-4", "/nowhere"))
+    disk full while writing checkpoint-4 ([Errno 28] No space left on device); no complete checkpoint was ...
+    """
+    if not disk_full(err):
+        return None
+    here = os.path.abspath(folder)
+    last = next(
+        (f for f in checkpoints_newest_first(run_dir) if os.path.abspath(f) != here and checkpoint_problem(f) is None),
+        None,
+    )
+    detail = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+    then = (
+        f"the last complete one is {os.path.basename(last)}: free some space, then continue with "
+        f"hfrl train -o {run_dir} --resume"
+        if last
+        else "no complete checkpoint was written before it: free some space and start the run again"
+    )
+    return CheckpointWriteError(f"disk full while writing {os.path.basename(folder)} ({detail}); {then}")
+
+
+__all__ = [
+    "CheckpointWriteError",
+    "checkpoint_to_resume",
+    "complete_checkpoint",
+    "disk_full",
+    "global_step",
+    "write_failure",
+]

@@ -103,7 +103,7 @@ class TrainerMixin(_Trainer):
         from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 
         from hfrl.trainers.checkpoints import run_identity
-        from hfrl.trainers.crash_safe import complete_checkpoint
+        from hfrl.trainers.crash_safe import complete_checkpoint, write_failure
 
         args = self.args
         run_dir = self._get_output_dir(trial=trial)
@@ -116,13 +116,24 @@ class TrainerMixin(_Trainer):
         try:
             super()._save_checkpoint(model, trial)
             self._save_own_state(folder)
+        except Exception as err:  # noqa: BLE001 - a full disk is one line naming the last complete checkpoint
+            failure = write_failure(err, folder, run_dir)
+            if failure is None:
+                raise
+            raise failure from err
         finally:
             args.save_total_limit, self._checkpointing = limit, False
         self.accelerator.wait_for_everyone()  # every process's files (RNG states, shards) are written
         if args.should_save:
             _remove_deepspeed_scripts(folder)
             identity = run_identity(args, self.run_id, self.run_definition)
-            complete_checkpoint(folder, run_dir, identity, limit, self.state.best_model_checkpoint)
+            try:
+                complete_checkpoint(folder, run_dir, identity, limit, self.state.best_model_checkpoint)
+            except Exception as err:  # noqa: BLE001 - the marker itself may not fit on the disk
+                failure = write_failure(err, folder, run_dir)
+                if failure is None:
+                    raise
+                raise failure from err
 
     def train(self, resume_from_checkpoint: str | bool | None = None, *args: Any, **kwargs: Any) -> Any:
         """The Trainer's ``train`` (transformers 5.24). ``resume_from_checkpoint=True`` takes the newest
