@@ -44,13 +44,14 @@ def eval_(
     trust_code: TrustCodeOpt = False,
 ) -> None:
     from hfrl.runs.run_config import BASE_SUFFIX
-    from hfrl.runs.run_dir import open_run
+    from hfrl.runs.run_dir import open_run, refuse_scorer
     from hfrl.utils.trust import trusted_code
 
     if batch_size is not None and batch_size < 1:
         raise ValueError(f"--batch-size must be >= 1, got {batch_size}")
     with trusted_code(trust_code):
         run = open_run(model)  # the folder and its config.yaml checked before torch is imported
+        refuse_scorer(run, "eval", task)  # a reward model: one line before torch, too
         from hfrl.runs.run_eval import evaluate, format_table
 
         result = evaluate(run, task, split, base, output_dir, max_samples, batch_size, base_model, seed or 0)

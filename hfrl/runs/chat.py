@@ -77,12 +77,13 @@ class ChatSession:
     ) -> ChatSession:
         """A session on a run directory, model directory, Hub id or built-in model, with the run's
         evaluation generation settings (greedy unless ``sample``)."""
-        from hfrl.runs.run_dir import open_run
+        from hfrl.runs.run_dir import open_run, refuse_scorer
 
         check_options(format, context_size)
         if max_new_tokens is not None and max_new_tokens < 1:
             raise ValueError(f"--max-new-tokens must be >= 1, got {max_new_tokens}")
         run = open_run(model)
+        refuse_scorer(run, "chat")  # a reward model loaded as a causal LM answers with replacement characters
         lm, tokenizer = run.load(base_model=base_model)
         settings = dict(run.config)
         if max_new_tokens is not None:

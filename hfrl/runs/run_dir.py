@@ -195,6 +195,51 @@ class Run:
         return lm.eval(), fix_tokenizer(load_tokenizer(tokenizer_source), lm)
 
 
+def scorer_kind(run: Run) -> str | None:
+    """What makes ``run`` a model that scores texts and generates none, in a few words, or None: an
+    ``hfrl train --alg reward`` run, or a sequence classifier (``config.json``'s architectures, a
+    ``SEQ_CLS`` adapter)."""
+    if run.alg == "reward":
+        return "a reward model (hfrl train --alg reward)"
+    if run.adapter_config and run.adapter_config.get("task_type") == "SEQ_CLS":
+        return "a sequence classifier's adapter (task_type SEQ_CLS)"
+    heads = [str(a) for a in run.model_config.get("architectures") or []]
+    if heads and all(a.endswith("ForSequenceClassification") or a.endswith("RewardModel") for a in heads):
+        return f"a sequence classifier ({heads[0]})"
+    return None
+
+
+def refuse_scorer(run: Run, command: str, task: str | None = None) -> None:
+    """``hfrl chat`` / ``hfrl eval`` (``command``; ``task``: the one it was given) on a reward model: one
+    line saying how it is used (as a policy's reward, on ``task`` or the run's), instead of transformers
+    loading the classifier as a causal LM with a fresh LM head (answers of replacement characters) or
+    ``hfrl eval`` loading the task's own classifier."""
+    kind = scorer_kind(run)
+    if kind is None:
+        return
+    import shlex
+
+    from hfrl.core.models import BUILTIN_MODELS
+
+    start = run.base_model
+    causal = ("ForCausalLM", "LMHeadModel", "ForConditionalGeneration")
+    if start and start not in BUILTIN_MODELS:  # the SFT run it started from is the policy; an encoder is none
+        config = Path(start) / "config.json"
+        names = read_json_mapping(config).get("architectures") if config.is_file() else None
+        start = start if any(str(a).endswith(causal) for a in names or []) else None
+    policy = f" --model {shlex.quote(start)}" if start else ""
+    task = task or run.task
+    task = shlex.quote(task) if task else "TASK"
+    path = shlex.quote(run.name)
+    heldout = sorted(run.path.glob(f"{EVAL_DIR}/*.json")) if run.path is not None else []
+    held = f" (its held-out accuracy: {heldout[0]})" if heldout and command == "eval" else ""
+    does = "chat" if command == "chat" else "generate text to evaluate"
+    raise ValueError(
+        f"{run.name} is {kind}: it scores, it does not {does}{held}; use it as a policy's reward: hfrl train --task "
+        f"{task} --alg ppo{policy} --reward_model {path}, then hfrl {command} that run"
+    )
+
+
 def read_json_mapping(path: Path) -> dict[str, Any]:
     """A JSON file of a folder hfrl did not write in this command, as a mapping: bounded in size and
     depth (:func:`hfrl.utils.bounded.load_json`), or a one-line ``ValueError`` naming the file."""
@@ -291,4 +336,4 @@ def open_run(name_or_path: str | os.PathLike, names_as_text: bool = False) -> Ru
     )
 
 
-__all__ = ["Run", "is_hub_id", "open_run", "read_json_mapping"]
+__all__ = ["Run", "is_hub_id", "open_run", "read_json_mapping", "refuse_scorer", "scorer_kind"]

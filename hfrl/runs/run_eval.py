@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 from transformers import TrainerCallback
 
 from hfrl.runs.run_config import BASE_SUFFIX, EVAL_DIR, PREDICTIONS_DIR, task_kwargs
-from hfrl.runs.run_dir import Run, open_run
+from hfrl.runs.run_dir import Run, open_run, refuse_scorer
 from hfrl.trainers.evaluation import EVAL_FIELDS, completer, eval_mode, eval_settings, generation_kwargs
 from hfrl.utils.cache import write_atomic
 
@@ -175,6 +175,7 @@ def evaluate(
     if output_dir is not None and not str(output_dir).strip():
         raise ValueError("--output-dir is empty: give the folder to write eval/ and predictions/ into")
     run = model if isinstance(model, Run) else open_run(model)
+    refuse_scorer(run, "eval", task)  # a reward model generates nothing: the task's classifier would score noise
     model = run.name  # as the messages name it
     if output_dir is not None:
         check_folder(output_dir, "output folder")  # before generating: nothing is written through a link out

@@ -151,3 +151,26 @@ def test_bad_options(tiny_causal_dir, capsys, args, message):
 def test_help_has_examples(capsys):
     code, out, _ = run_cli(["chat", "--help"], capsys)
     assert code == 0 and "hfrl chat tiny --message" in out
+
+
+def test_a_reward_model_run_does_not_chat_and_the_command_it_gives_trains_with_it(tmp_path, capsys):
+    """A reward model loaded as a causal LM got a fresh LM head and answered with replacement characters:
+    now one line (exit 2) giving the command that uses it, and that command runs."""
+    import shlex
+
+    from hfrl.testing.tiny_classifiers import save_sequence_classifier
+
+    rm = tmp_path / "rm"
+    save_sequence_classifier(rm, "gpt2", ["LABEL_0"])  # what --alg reward saves: one output
+    (rm / "config.yaml").write_text("task: numbers\nalg: reward\nmodel: tiny\n")
+    capsys.readouterr()
+    code, out, err = run_cli(["chat", str(rm), "-m", "hi"], capsys)
+    command = f"hfrl train --task numbers --alg ppo --model tiny --reward_model {rm}"
+    assert (code, out) == (2, "") and err.splitlines()[0] == (
+        f"error: {rm} is a reward model (hfrl train --alg reward): it scores, it does not chat; use it as a policy's "
+        f"reward: {command}, then hfrl chat that run"
+    )
+    fast = ["--num_iterations", "1", "--rollout_batch_size", "4", "--mini_batch_size", "2", "--max_new_tokens", "4",
+            "--eval_every", "null", "--report_to", "none", "--disable_tqdm", "true"]  # fmt: skip
+    code, _, err = run_cli([*shlex.split(command)[1:], "-o", str(tmp_path / "ppo"), *fast], capsys)
+    assert code == 0, err

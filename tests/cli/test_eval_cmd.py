@@ -183,3 +183,34 @@ def test_python_api(run_dir, tmp_path):
 def test_help_has_examples(capsys):
     code, out, _ = run_cli(["eval", "--help"], capsys)
     assert code == 0 and "hfrl eval runs/numbers-ppo --split test --base" in out
+
+
+def test_a_reward_model_run_is_not_evaluated_by_generating(tmp_path, tiny_causal_dir, capsys, monkeypatch):
+    """hfrl eval on a reward model generated with it as a causal LM and scored with the task's Hub
+    classifier: now one line (exit 2), before any model loads, naming its held-out results and the
+    command that uses it (from the SFT run it started from). A plain classifier folder is said as one."""
+    import shutil
+
+    from hfrl.testing.tiny_classifiers import save_sequence_classifier
+
+    sft, rm = tmp_path / "sft", tmp_path / "rm"
+    shutil.copytree(tiny_causal_dir, sft)
+    save_sequence_classifier(rm, "gpt2", ["LABEL_0"])
+    (rm / "config.yaml").write_text(f"task: hh\nalg: reward\nmodel: {sft}\ntask_args:\n  pairs: true\n")
+    (rm / "eval").mkdir()
+    (rm / "eval" / "test.json").write_text(json.dumps({"metrics": {"pair_accuracy": 1.0}}))
+    capsys.readouterr()
+    monkeypatch.setattr("hfrl.runs.run_dir.Run.load", lambda *a, **k: pytest.fail("a model was loaded"))
+    code, out, err = run_cli(["eval", str(rm), "--split", "test"], capsys)
+    assert (code, out) == (2, "") and err.splitlines()[0] == (
+        f"error: {rm} is a reward model (hfrl train --alg reward): it scores, it does not generate text to evaluate "
+        f"(its held-out accuracy: {rm / 'eval' / 'test.json'}); use it as a policy's reward: hfrl train --task hh "
+        f"--alg ppo --model {sft} --reward_model {rm}, then hfrl eval that run"
+    )
+    classifier = save_sequence_classifier(tmp_path / "classifier", "roberta", ["NEG", "POS"])
+    capsys.readouterr()
+    code, _, err = run_cli(["eval", classifier, "--task", "numbers"], capsys)
+    assert code == 2 and err.startswith(
+        f"error: {classifier} is a sequence classifier (RobertaForSequenceClassification): it scores, it does not "
+        f"generate text to evaluate; use it as a policy's reward: hfrl train --task numbers --alg ppo --reward_model"
+    )
