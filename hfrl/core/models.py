@@ -489,12 +489,12 @@ def plain_model_dir(name: str) -> str:
     path = resolve_model(name)
     if not is_gguf(path):
         return path
-    from hfrl.utils.cache import discard, file_sha256, manifest_matches, write_manifest
+    from hfrl.utils.cache import cached_model_ok, discard, file_sha256, put_in_place, write_manifest
 
     folder, file = _gguf_source(path)
     out = gguf_copy_path(os.path.join(folder, file))
     made_from = {"gguf_sha256": file_sha256(os.path.join(folder, file))}
-    if manifest_matches(out, made_from):
+    if cached_model_ok(out, made_from):
         return str(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(f".{out.name}.tmp{os.getpid()}")
@@ -502,13 +502,7 @@ def plain_model_dir(name: str) -> str:
     load_model(path).save_pretrained(tmp)
     load_tokenizer(path).save_pretrained(tmp)
     write_manifest(tmp, made_from)
-    discard(out)  # not made from this file (planted, copied, stale, damaged) or missing: replaced
-    try:
-        os.replace(tmp, out)
-    except OSError:  # another process wrote it meanwhile: its copy, if it checks
-        discard(tmp)
-        if not manifest_matches(out, made_from):
-            raise
+    put_in_place(tmp, out, made_from)  # over a folder not made from this file (planted, copied, stale, damaged)
     return str(out)
 
 

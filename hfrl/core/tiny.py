@@ -118,8 +118,10 @@ def build_tiny_tokenizer(vocab_size: int = 512):
     )
 
 
-def _build(kind: str, out: Path, seed: int = 0) -> None:
+def _build(kind: str, out: Path, made_from: dict[str, str], seed: int = 0) -> None:
     import torch
+
+    from hfrl.utils.cache import discard, put_in_place, write_manifest
 
     tokenizer = build_tiny_tokenizer()
     with torch.random.fork_rng(devices=[]):  # building leaves the caller's RNG as it was: a run that
@@ -129,9 +131,11 @@ def _build(kind: str, out: Path, seed: int = 0) -> None:
     model.generation_config.eos_token_id = tokenizer.eos_token_id
     model.generation_config.bos_token_id = tokenizer.bos_token_id
     tmp = out.with_name(out.name + f".tmp{os.getpid()}")
+    discard(tmp)
     model.save_pretrained(tmp)
     tokenizer.save_pretrained(tmp)
-    os.replace(tmp, out) if not out.exists() else None
+    write_manifest(tmp, made_from)
+    put_in_place(tmp, out, made_from)
 
 
 def _random_model(kind: str, tokenizer: Any) -> PreTrainedModel:
@@ -171,11 +175,14 @@ def tiny_model_path(name: str = "tiny", cache_dir: str | os.PathLike | None = No
     """
     if name not in TINY_MODELS:
         raise ValueError(f"unknown built-in model {name!r}; built-in models are {', '.join(TINY_MODELS)}")
-    from hfrl.utils.cache import cache_root
+    from hfrl.utils.cache import cache_root, cached_model_ok
 
     root = Path(cache_dir) if cache_dir else cache_root()
     out = root / f"{name}-{_VERSION}"
-    if not (out / "config.json").exists():
+    made_from = {"built_in": out.name}  # the recipe, by its name and version
+    # a folder of the cache is data: checked on each use (a few hundred KB hashed), built again when it is
+    # missing, not what hfrl wrote (planted, changed, a config naming code) or from before manifests
+    if not cached_model_ok(out, made_from):
         out.parent.mkdir(parents=True, exist_ok=True)
-        _build(name, out)
+        _build(name, out, made_from)
     return str(out)

@@ -107,3 +107,38 @@ def discard(path: str | os.PathLike) -> None:
         aside = path.with_name(f".{path.name}.old{os.getpid()}")
         os.replace(path, aside)
         shutil.rmtree(aside, ignore_errors=True)
+
+
+def cached_model_ok(folder: str | os.PathLike, made_from: Mapping[str, str]) -> bool:
+    """Whether a model folder hfrl built into the cache can be used as it is: its manifest matches
+    (:func:`manifest_matches`) and none of its configs names code to load (``auto_map``...:
+    :func:`hfrl.utils.trust.loads_code`), which no folder hfrl writes does. Else it is built again, even
+    under ``--trust-code``: the user trusts their own files with it, not what a cache folder says."""
+    if not manifest_matches(folder, made_from):
+        return False
+    from hfrl.utils.trust import MODEL_FOLDER_FILES, loads_code
+
+    for name in MODEL_FOLDER_FILES:
+        path = Path(folder, name)
+        try:
+            if path.is_file() and loads_code(json.loads(path.read_text())):
+                return False
+        except (OSError, ValueError):  # hashed above, so written by hfrl: unreadable now means changed
+            return False
+    return True
+
+
+def put_in_place(tmp: str | os.PathLike, out: str | os.PathLike, made_from: Mapping[str, str]) -> None:
+    """Move the folder ``tmp``, just built and recorded (:func:`write_manifest`), to ``out``: it replaces
+    whatever is there (a folder that fails :func:`cached_model_ok`) unless another process (``accelerate
+    launch``) put a checked one there meanwhile, which is kept."""
+    if cached_model_ok(out, made_from):
+        discard(tmp)
+        return
+    discard(out)
+    try:
+        os.replace(tmp, out)
+    except OSError:  # another process put its folder there in between: kept, if it checks
+        discard(tmp)
+        if not cached_model_ok(out, made_from):
+            raise
