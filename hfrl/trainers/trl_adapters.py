@@ -246,6 +246,27 @@ class _TRLAdapter:
         callbacks: list | None = None,
         **kwargs: Any,  # DPO: ref_model
     ) -> None:
+        """TRL's trainer with hfrl's model names and task data.
+
+        :param model: a causal language model: a Hub id, a local folder, a ``.gguf`` file, a built-in
+            name (``tiny``, ``smollm2``) or a loaded ``PreTrainedModel``.
+        :param args: the trainer's config (``GRPOConfig`` for ``GRPOTrainer``...: TRL's, with hfrl's
+            CPU defaults).
+        :param reward_funcs: GRPO and RLOO: a TRL-style reward function, ``f(prompts, completions,
+            **columns) -> list[float]``, or a list of them. SFT, DPO and the reward model: optional,
+            kept as ``trainer.reward_funcs`` (their training does not read them).
+        :param train_dataset: GRPO and RLOO: a ``prompt`` column; SFT: ``prompt`` and ``completion`` (or
+            ``references``); DPO: ``prompt``, ``chosen`` and ``rejected``; the reward model:
+            ``chosen`` and ``rejected`` (``prompt`` optional) or scored texts, ``text`` and ``score``.
+        :param eval_dataset: the same columns, for TRL's evaluation (a split without SFT's or DPO's
+            targets is skipped).
+        :param metrics: ``{name: metric}``, kept as ``trainer.metrics`` (TRL's evaluation does not compute
+            them; ``hfrl eval RUN`` computes a task's metrics on the saved run).
+        :param processing_class: the tokenizer; default: the model's.
+        :param peft_config: a ``peft.LoraConfig`` (or other PEFT config), as TRL takes it.
+        :param callbacks: ``transformers.TrainerCallback`` instances, as for ``transformers.Trainer``.
+        :param kwargs: the TRL trainer's other keywords (DPO's ``ref_model``...).
+        """
         model = causal_model_path(model, f"{self._name}Trainer")
         if isinstance(model, str) and args is not None:  # TRL loads it: with the user's opt-in for code, never a file's
             from hfrl.utils.trust import remote_code

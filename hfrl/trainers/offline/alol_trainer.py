@@ -135,6 +135,31 @@ class ALoLTrainer(EvaluationMixin, TrainerMixin, Trainer):
         callbacks: list[TrainerCallback] | None = None,
         optimizers: tuple = (None, None),
     ) -> None:
+        """
+        :param model: the policy: a Hub id, a local folder (causal or seq2seq), a ``.gguf`` file, a
+            built-in name (``tiny``, ``tiny-t5``, ``smollm2``) or a loaded ``PreTrainedModel``; a PEFT
+            adapter folder loads onto ``args.base_model``.
+        :param args: the config (``ALoLConfig``; ``PROConfig`` for ``PROTrainer``): ``args.algorithm``
+            picks the loss. Default: its defaults, saving to ``<model name>-<algorithm>``.
+        :param reward_funcs: a TRL-style reward function, ``f(prompts, completions, **columns) ->
+            list[float]``, or a list of them (summed with ``args.reward_weights``): each completion of
+            the data is scored once, before training. Not needed when the data has a ``reward`` column.
+        :param train_dataset: the data: a ``datasets.Dataset`` with ``prompt`` and ``completion``
+            columns (text), and a ``reward`` column or ``reward_funcs``. Required.
+        :param eval_dataset: a ``Dataset`` with a ``prompt`` column, or ``{name: Dataset}``:
+            ``evaluate()`` scores greedy completions of its prompts, and the value estimate of the
+            advantage-weighted losses is fitted on them (the ``validation`` split of a dict).
+        :param processing_class: the tokenizer; default: the model's.
+        :param peft_config: a ``peft.LoraConfig`` (or other PEFT config): a fresh adapter is trained on
+            the frozen model, and the reference policy is the model with the adapter off.
+        :param ref_model: the reference policy pi_ref of the importance weights and the KL variant;
+            default: the starting model. Read once, in the preparation before training.
+        :param metrics: ``{name: metric}`` computed by ``evaluate()`` over the completions, a metric
+            being called as a reward function is and returning a float or a dict of floats; e.g. a
+            task's ``task.metrics``.
+        :param callbacks: ``transformers.TrainerCallback`` instances, as for ``transformers.Trainer``.
+        :param optimizers: ``(optimizer, lr_scheduler)``, as for ``transformers.Trainer``.
+        """
         args = args if args is not None else self.default_config(model)
         if not isinstance(args, ALoLConfig):
             raise ValueError(f"args must be an ALoLConfig, got {type(args).__name__}")

@@ -99,6 +99,32 @@ class OnlineTrainer(EvaluationMixin, TrainerMixin, Trainer):
         callbacks: list[TrainerCallback] | None = None,
         optimizers: tuple = (None, None),
     ) -> None:  # transformers 5.24: Trainer.__init__
+        """TRL's keywords, with hfrl's additions (``metrics``, ``ref_model`` for every algorithm).
+
+        :param model: the policy: a Hub id, a local folder (causal or seq2seq), a ``.gguf`` file, a
+            built-in name (``tiny``, ``tiny-t5``, ``smollm2``) or a loaded ``PreTrainedModel``.
+        :param args: the algorithm's config (``PPOConfig`` for ``PPOTrainer``, ``NLPOConfig`` for
+            ``NLPOTrainer``...). Default: its defaults, saving to ``<model name>-<algorithm>``.
+        :param reward_funcs: a TRL-style reward function, ``f(prompts, completions, **columns) ->
+            list[float]`` (the dataset's other columns arrive as keywords), or a list of them, summed
+            with ``args.reward_weights``; e.g. a task's ``task.reward_funcs`` or
+            ``hfrl.rewards.load_reward("rouge")``. Required.
+        :param train_dataset: the prompts: a ``datasets.Dataset`` with a ``prompt`` column (text); each
+            iteration samples ``rollout_batch_size`` of them.
+        :param eval_dataset: a ``Dataset`` with a ``prompt`` column, or ``{name: Dataset}``, for
+            ``evaluate()``: the rewards and ``metrics`` of greedy completions.
+        :param processing_class: the tokenizer; default: the model's.
+        :param peft_config: a ``peft.LoraConfig`` (or other PEFT config): a fresh adapter is trained on
+            the frozen model, and the reference policy is the model with the adapter off (no copy).
+        :param ref_model: the reference policy of the KL penalty; default: a frozen copy of the starting
+            model (none at all when ``kl_coef`` is 0 and ``kl_target`` unset).
+        :param metrics: ``{name: metric}`` computed by ``evaluate()`` over the completions, a metric
+            being called as a reward function is and returning a float or a dict of floats; e.g. a
+            task's ``task.metrics`` or ``{"bleu": hfrl.metrics.load_metric("bleu")}``.
+        :param callbacks: ``transformers.TrainerCallback`` instances, as for ``transformers.Trainer``.
+        :param optimizers: ``(optimizer, lr_scheduler)``, as for ``transformers.Trainer``; default: the
+            Trainer's, from ``args``.
+        """
         args = args if args is not None else self.default_config(model)
         if reward_funcs is None:
             raise ValueError("reward_funcs is required: pass a reward function or a list of them")
