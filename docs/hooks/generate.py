@@ -7,9 +7,11 @@ every module's ``__all__``). A public class or function without a docstring fail
 
 from __future__ import annotations
 
+import functools
 import importlib
 import inspect
 import os
+import re
 from pathlib import Path
 
 from mkdocs.plugins import event_priority
@@ -60,7 +62,9 @@ def public_objects() -> dict[str, dict[str, object]]:
         for name in getattr(module, "__all__", []):
             obj = getattr(module, name, None)
             if (inspect.isclass(obj) or inspect.isfunction(obj)) and obj.__module__.startswith("hfrl"):
-                out.setdefault(obj.__module__, {})[obj.__name__] = obj
+                # a private function exported under a public name (vllm_generation_factory) is shown by that name
+                shown = name if obj.__name__.startswith("_") else obj.__name__
+                out.setdefault(obj.__module__, {})[shown] = obj
     return out
 
 
@@ -228,12 +232,69 @@ def rewards_page() -> str:
     return catalogue.markdown()
 
 
+def wide(page: str) -> str:
+    """A page of wide tables without the right-hand table of contents (the table gets its width)."""
+    return "---\nhide:\n  - toc\n---\n\n" + page
+
+
 GENERATED = {
     "reference/cli.md": cli_page,
     "reference/options.md": options_page,
-    "reference/tasks.md": tasks_page,
-    "reference/rewards-and-metrics.md": rewards_page,
+    "reference/tasks.md": lambda: wide(tasks_page()),
+    "reference/rewards-and-metrics.md": lambda: wide(rewards_page()),
 }
+
+
+# ---- figures the pages quote, from the code ------------------------------------------------------
+# A page writes {{ n_rewards }} where it gives how many rewards there are; the build writes the number
+# (a count written by hand went stale: "30 rewards" when there were 31). An unknown name fails the build.
+FIGURE = re.compile(r"\{\{\s*(\w+)\s*\}\}")
+
+
+def unknown_key_count() -> int:
+    """The ``N`` of ``(N known, nearest: ...)`` that ``hfrl train --task numbers --learning_rat 1e-3`` prints."""
+    from hfrl.runs.experiment import resolve_run
+    from hfrl.utils.registry import UnknownNameError
+
+    try:
+        resolve_run(task="numbers", model="tiny", overrides={"learning_rat": 1e-3})
+    except UnknownNameError as err:
+        found = re.search(r"\((\d+) known", str(err))
+        if found:
+            return int(found.group(1))
+        raise ValueError(f"the unknown-key error no longer counts the known keys: {err}") from err
+    raise ValueError("hfrl train --learning_rat no longer fails: first-run.md's example needs another typo")
+
+
+@functools.cache
+def figures() -> dict[str, int]:
+    """``{{ name }}`` -> its value: the counts of ``hfrl list rewards|metrics|tasks`` and of the config
+    keys ``hfrl train --alg ppo`` knows."""
+    from hfrl.rewards import catalogue
+    from hfrl.tasks import TASKS
+
+    return {
+        "n_rewards": len(catalogue.rewards()),
+        "n_metrics": len(catalogue.metrics()),
+        "n_tasks": len(TASKS),
+        "n_ppo_keys": unknown_key_count(),
+    }
+
+
+def on_page_markdown(markdown, page, **kwargs):
+    """``{{ name }}`` -> its figure; a link to a benchmark's figure in the repository
+    (``../../benchmarks/NAME.png``, what GitHub shows) -> the copy the site serves."""
+
+    def value(match: re.Match) -> str:
+        name = match.group(1)
+        if name not in figures():
+            raise ValueError(f"{page.file.src_uri}: {{{{ {name} }}}} is not a figure (known: {', '.join(figures())})")
+        return str(figures()[name])
+
+    up = "../" * page.file.src_uri.count("/")
+    for name in BENCHMARK_IMAGES:
+        markdown = markdown.replace(f"]({up}../benchmarks/{name})", f"]({up}assets/benchmarks/{name})")
+    return FIGURE.sub(value, markdown)
 
 
 SOURCE_TREE = ROOT / "build" / "griffe-src"  # mkdocs.yml: mkdocstrings' paths
@@ -260,9 +321,12 @@ BENCHMARK_IMAGES = ("real_model_curves.png", "real_model_curves-refit.png", "rea
 
 def on_files(files, config, **kwargs):
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    for uri, make in GENERATED.items():
-        files.append(File.generated(config, uri, content=make()))
-    for uri, text in api_pages().items():
+    # docs/reference/ holds a stand-in for some generated pages, so that the Markdown's links to them
+    # work where it is read as it is (GitHub); the generated page takes its place
+    for uri, text in [*((uri, make()) for uri, make in GENERATED.items()), *api_pages().items()]:
+        stand_in = files.get_file_from_path(uri)
+        if stand_in is not None:
+            files.remove(stand_in)
         files.append(File.generated(config, uri, content=text))
     for name in BENCHMARK_IMAGES:  # the benchmark's own figure, as the benchmark last wrote it
         files.append(

@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 import http.server
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -57,11 +58,49 @@ def test_the_site_builds_strict_with_every_reference_page(site):
     trainers = pages["trainers"]
     assert trainers.index("ppo_config.PPOConfig") < trainers.index("card_and_push")
     assert "PPOConfig fields" in trainers and "<code>kl_coef</code>" in trainers
+    # each trainer's constructor with its own config and every parameter described (docs/hooks/docstrings.py)
+    ppo = trainers[trainers.index('id="hfrl.trainers.online.ppo_trainer.PPOTrainer"') :]
+    ppo = ppo[: ppo.index('class="doc doc-heading"', 100)]
+    assert "PPOConfig" in _text(ppo[: ppo.index("Bases")]) and "OnlineConfig" not in _text(ppo[: ppo.index("Bases")])
+    for name in ("model", "args", "reward_funcs", "train_dataset", "peft_config", "ref_model", "metrics"):
+        assert f"<code>{name}</code>" in ppo, name
+    assert "frozen copy of the starting" in _text(ppo)  # ref_model's description, merged from OnlineTrainer
+    # the right-hand table of contents lists public names only
+    toc = trainers[trainers.index("md-sidebar--secondary") :]
+    entries = [_text(e).strip() for e in re.findall(r'<span class="md-ellipsis">(.*?)</span>', toc, re.S)]
+    assert entries and not [e for e in entries if e.startswith("_")], [e for e in entries if e.startswith("_")]
     # nothing is fetched from elsewhere: no web fonts, no CDN (KaTeX is vendored)
     fetched = [
         p for p in site.rglob("*.html") if "fonts.googleapis.com" in p.read_text() or "cdn.jsdelivr" in p.read_text()
     ]
     assert not fetched, fetched[:3]
+
+
+def _text(html: str) -> str:
+    import html as html_module
+
+    return html_module.unescape(re.sub(r"<[^>]+>", "", html))
+
+
+def test_the_figures_the_pages_quote_are_the_codes(site):
+    """Counts written into the pages at build time ({{ n_rewards }}...: docs/hooks/generate.py) equal
+    the registries' and the error's own; no placeholder is left."""
+    from hfrl.rewards import catalogue
+
+    sys.path.insert(0, str(ROOT / "docs" / "hooks"))
+    try:
+        from generate import unknown_key_count
+    finally:
+        sys.path.remove(str(ROOT / "docs" / "hooks"))
+    index = _text((site / "index.html").read_text())
+    assert f"{len(catalogue.rewards())} rewards and {len(catalogue.metrics())} metrics" in index
+    own_reward = _text((site / "how-to/own-reward/index.html").read_text())
+    assert f"# {len(catalogue.rewards())} rewards:" in own_reward
+    assert f"# {len(catalogue.metrics())} metrics" in own_reward
+    first_run = _text((site / "get-started/first-run/index.html").read_text())
+    assert f"({unknown_key_count()} known, nearest: learning_rate" in first_run
+    left = [p.relative_to(site) for p in site.rglob("*.html") if "{{ n_" in p.read_text()]
+    assert not left, left
 
 
 @pytest.fixture(scope="module")
@@ -131,3 +170,30 @@ def test_the_start_page_the_api_reference_and_search_work_in_chromium(served, br
     meta = WebDriverWait(browser, 30).until(searched)
     assert not meta.lower().startswith("no"), meta
     assert browser.find_element(By.CSS_SELECTOR, "li.md-search-result__item").text.strip()
+
+
+# Every table's right edge, against its article's (px): none may run under the right-hand table of
+# contents (at 1280 px the reference tables did, by about 170 px, their help cut mid-word).
+TABLE_OVERFLOW_JS = """
+const out = [];
+for (const table of document.querySelectorAll('article table')) {
+  const article = table.closest('article').getBoundingClientRect();
+  const over = table.getBoundingClientRect().right - article.right;
+  if (over > 1) out.push([Math.round(over), table.rows[0].textContent.trim().slice(0, 60)]);
+}
+return out;
+"""
+
+
+def test_no_table_runs_past_its_article_at_1280_px(site, served, browser):
+    assert browser.get_window_size()["width"] == 1280
+    pages = sorted(p.parent.relative_to(site).as_posix() for p in site.rglob("index.html"))
+    assert len(pages) >= 30 and "reference/options" in pages
+    wide = {}
+    for page in pages:
+        browser.get(f"{served}/{page}/" if page != "." else f"{served}/")
+        wait_for(browser, "article")
+        over = browser.execute_script(TABLE_OVERFLOW_JS)
+        if over:
+            wide[page] = over
+    assert not wide, wide
