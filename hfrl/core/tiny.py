@@ -1,6 +1,6 @@
 """The built-in ``tiny`` models: small GPT-2 and T5 models that need no network.
 
-``--model tiny`` (or ``tiny-t5``) resolves to a directory that this module builds once,
+``--model tiny`` (or ``tiny-t5``, ``tiny-vllm``) resolves to a directory that this module builds once,
 deterministically (a byte-level BPE tokenizer trained on a fixed synthetic corpus, weights drawn
 from a fixed seed), and then loads through the ordinary ``from_pretrained(local_dir)`` path.
 
@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from transformers import PreTrainedModel
 
-TINY_MODELS = ("tiny", "tiny-t5")
+TINY_MODELS = ("tiny", "tiny-t5", "tiny-vllm")
 _VERSION = "v2"  # bump when the recipe below changes, so that stale caches are rebuilt (v2: tiny-t5's BOS id)
 _WORDS = [
     "the",
@@ -139,7 +139,9 @@ def _build(kind: str, out: Path, made_from: dict[str, str], seed: int = 0) -> No
 
 
 def _random_model(kind: str, tokenizer: Any) -> PreTrainedModel:
-    """The tiny GPT-2 (``tiny``) or T5 (``tiny-t5``) with random weights from the current RNG."""
+    """The tiny GPT-2 (``tiny``, ``tiny-vllm``) or T5 (``tiny-t5``) with random weights from the current RNG.
+    ``tiny-vllm`` is ``tiny`` with 2 heads of 32 instead of 4 of 16: vLLM's CPU attention takes head
+    dimensions 32-512 only (``--use_vllm`` on the CPU)."""
     from transformers import GPT2Config, GPT2LMHeadModel, T5Config, T5ForConditionalGeneration
 
     model: PreTrainedModel
@@ -148,9 +150,14 @@ def _random_model(kind: str, tokenizer: Any) -> PreTrainedModel:
         pad_token_id=tokenizer.pad_token_id,
         eos_token_id=tokenizer.eos_token_id,
     )
-    if kind == "tiny":
+    if kind in ("tiny", "tiny-vllm"):
         config = GPT2Config(
-            n_layer=2, n_head=4, n_embd=64, n_positions=512, bos_token_id=tokenizer.bos_token_id, **common
+            n_layer=2,
+            n_head=4 if kind == "tiny" else 2,
+            n_embd=64,
+            n_positions=512,
+            bos_token_id=tokenizer.bos_token_id,
+            **common,
         )
         model = GPT2LMHeadModel(config)
     else:
