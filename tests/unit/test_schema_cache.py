@@ -247,3 +247,32 @@ def test_a_cached_schema_of_another_shape_or_kind_is_rebuilt(fake_build, planted
     path.write_text(json.dumps(data))
     schema.schema_data.cache_clear()
     assert schema.schema_data()["key"] == schema.current_key() and len(fake_build) == 1, planted
+
+
+TRAINERS = """
+from pkg.defaults import to_trl
+class _Base:
+    translate_task_defaults = staticmethod(lambda defaults: defaults)
+class _Online(_Base):
+    translate_task_defaults = staticmethod(to_trl)
+class A(Mixin, _Online):
+    algs = {"a": "inherits to_trl"}
+    config_class = AConfig
+class B(_Base):
+    algs = {"b": "a lambda: none"}
+    config_class = BConfig
+class C(_Online):
+    algs = {"c": "a method: not read, so the schema's build fails"}
+    config_class = CConfig
+    def translate_task_defaults(defaults):
+        return defaults
+"""
+
+
+def test_a_translation_is_read_from_the_trainers_source():
+    """What the schema serves as a trainer's translate_task_defaults is read from its module's source, along
+    its bases there (hfrl.trainers.declared); a form it does not read is "?", which build() refuses."""
+    from hfrl.trainers.declared import _declarations
+
+    found = {t.name: t.translate for t in _declarations("pkg.trainers", TRAINERS)}
+    assert found == {"A": "pkg.defaults:to_trl", "B": None, "C": "?"}
