@@ -44,22 +44,15 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from hfrl.runs.run_config import CONFIG_NAME, STATE_NAME
+from hfrl.runs.run_config import CONFIG_NAME
+from hfrl.trainers.run_guard import RUN_FILES, another_run, run_marks  # the rule, the same in Python
 
-RUN_FILES = (CONFIG_NAME, STATE_NAME, "model.safetensors", "adapter_model.safetensors")
 REPLACED = ".hfrl-replaced"  # the run --overwrite_output_dir replaces, until the new one has started
 DELETING = ".hfrl-replaced-deleting"  # renamed so once the new run started: a kill while deleting leaves no doubt
 
 
 class FolderInUseError(RuntimeError):
     """Another hfrl command holds the run folder (the CLI exits with code 1)."""
-
-
-def run_marks(path: Path) -> list[str]:
-    """What makes ``path`` hold a run: its config.yaml, trainer state, weights or checkpoints."""
-    if not path.is_dir():
-        return []
-    return [p.name for p in sorted(path.iterdir()) if p.name in RUN_FILES or p.name.startswith("checkpoint-")]
 
 
 def numbered(base: str | os.PathLike) -> Iterator[Path]:
@@ -295,11 +288,7 @@ class RunFolder:
             return
         marks = run_marks(self.path)
         if marks and not self.overwrite:
-            listed = ", ".join(marks[:4]) + (", ..." if len(marks) > 4 else "")
-            raise ValueError(
-                f"{self.path} holds another run ({listed}): --resume continues it, --overwrite_output_dir "
-                "replaces it, or give a new --output-dir"
-            )
+            raise ValueError(another_run(self.path, marks))
         present = sorted(os.listdir(self.path))
         if self.overwrite and present and not is_hfrl_run(self.path):
             listed = ", ".join(present[:4]) + (", ..." if len(present) > 4 else "")

@@ -59,7 +59,7 @@ RESUMABLE = frozenset(
         "logging_steps", "logging_dir", "logging_first_step", "report_to", "run_name", "disable_tqdm",
         "log_completions", "push_to_hub", "hub_model_id", "hub_strategy", "hub_private_repo", "hub_token",
         "hub_revision", "dataloader_num_workers", "generation_batch_size", "scoring_batch_size",
-        "per_device_eval_batch_size", "use_cpu", "resume_from_checkpoint",
+        "per_device_eval_batch_size", "use_cpu", "resume_from_checkpoint", "overwrite_output_dir",
     }
 )  # fmt: skip
 # transformers.TrainingArguments fields that define the optimisation (the rest say where and how to run)

@@ -17,12 +17,13 @@ from transformers import TrainingArguments
 
 from hfrl.trainers.config_checks import MAX_TOKENS, check_values, fit_min_new_tokens
 from hfrl.trainers.devices import cpu_defaults
+from hfrl.trainers.run_guard import OverwriteOutputDir
 
 TRUNCATION_SIDES = ("left", "right")
 
 
 @dataclass
-class RLConfig(TrainingArguments):
+class RLConfig(OverwriteOutputDir, TrainingArguments):
     """Prompts, generation lengths and evaluation sampling, reward weights, model loading, dropout,
     and the ``TrainingArguments`` defaults that differ for RL.
 

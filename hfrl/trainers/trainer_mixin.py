@@ -51,6 +51,7 @@ class TrainerMixin(_Trainer):
     #: what defines the run on the command line (``hfrl train`` sets it: task, alg, model, rewards, task_args)
     run_definition: dict[str, Any] | None = None
     _checkpointing = False  # inside _save_checkpoint: the run directory holds no final model yet
+    _folder_checked = False  # train() found output_dir free of another run (run_guard) once: this run's now
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         from hfrl.trainers.iteration_log import IterationLog
@@ -138,19 +139,26 @@ class TrainerMixin(_Trainer):
     def train(self, resume_from_checkpoint: str | bool | None = None, *args: Any, **kwargs: Any) -> Any:
         """The Trainer's ``train`` (transformers 5.24). ``resume_from_checkpoint=True`` takes the newest
         *complete* checkpoint of the output dir; a checkpoint path must be complete, and either must be
-        this run's (:func:`hfrl.trainers.crash_safe.checkpoint_to_resume`: one-line errors).
-        ``iterations.jsonl`` restarts (a new run) or continues after the checkpoint's step."""
+        this run's (:func:`hfrl.trainers.crash_safe.checkpoint_to_resume`: one-line errors). A new run
+        never writes into a folder that holds another one, unless ``overwrite_output_dir``
+        (:mod:`hfrl.trainers.run_guard`). ``iterations.jsonl`` restarts (a new run) or continues after
+        the checkpoint's step."""
         from transformers.trainer import TRAINER_STATE_NAME
 
         from hfrl.trainers.checkpoints import run_identity
         from hfrl.trainers.crash_safe import checkpoint_to_resume, global_step
         from hfrl.trainers.iteration_log import restart_log
+        from hfrl.trainers.run_guard import check_output_dir
 
         output_dir = str(self.args.output_dir)
         expected = [TRAINER_STATE_NAME, *self._own_checkpoint_files]
         identity = run_identity(self.args, self.run_id, self.run_definition)
         per_iteration = getattr(self.args, "steps_per_iteration", None)
         checkpoint = checkpoint_to_resume(resume_from_checkpoint, output_dir, expected, identity, per_iteration)
+        # hfrl train checked the folder itself (RunFolder) and gave the trainer its run's id
+        if checkpoint is None and self.run_id is None and not self._folder_checked:
+            check_output_dir(output_dir, bool(getattr(self.args, "overwrite_output_dir", False)))
+        self._folder_checked = True
         if self.is_world_process_zero():
             restart_log(output_dir, global_step(checkpoint) if checkpoint else None)
         return super().train(checkpoint, *args, **kwargs)

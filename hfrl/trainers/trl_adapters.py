@@ -28,6 +28,7 @@ import trl
 
 from hfrl.trainers.config_checks import MAX_TOKENS
 from hfrl.trainers.iteration_log import SaveStateAtEnd, report_steps
+from hfrl.trainers.run_guard import OverwriteOutputDir
 from hfrl.trainers.task_defaults import lengths_to_max_length, online_defaults_to_trl
 from hfrl.trainers.trainer_mixin import TrainerMixin
 
@@ -96,21 +97,21 @@ GENERATION_BATCH_FIELDS = ("generation_batch_size", "steps_per_generation")
 
 
 @dataclass
-class GRPOConfig(_PromptTruncation, trl.GRPOConfig):
+class GRPOConfig(OverwriteOutputDir, _PromptTruncation, trl.GRPOConfig):
     """TRL's ``GRPOConfig`` with hfrl's CPU defaults and prompt truncation."""
 
     derived_fields = GENERATION_BATCH_FIELDS
 
 
 @dataclass
-class RLOOConfig(_PromptTruncation, trl.RLOOConfig):
+class RLOOConfig(OverwriteOutputDir, _PromptTruncation, trl.RLOOConfig):
     """TRL's ``RLOOConfig`` with hfrl's CPU defaults and prompt truncation."""
 
     derived_fields = GENERATION_BATCH_FIELDS
 
 
 @dataclass
-class SFTConfig(trl.SFTConfig):
+class SFTConfig(OverwriteOutputDir, trl.SFTConfig):
     """TRL's ``SFTConfig`` with hfrl's CPU defaults."""
 
     def __post_init__(self) -> None:
@@ -119,7 +120,7 @@ class SFTConfig(trl.SFTConfig):
 
 
 @dataclass
-class DPOConfig(trl.DPOConfig):
+class DPOConfig(OverwriteOutputDir, trl.DPOConfig):
     """TRL's ``DPOConfig`` with hfrl's CPU defaults and DPO's reference-free option."""
 
     reference_free: bool = field(
@@ -215,7 +216,7 @@ def sft_pairs(dataset):
 
 
 @dataclass
-class RewardConfig(trl.RewardConfig):
+class RewardConfig(OverwriteOutputDir, trl.RewardConfig):
     """TRL's ``RewardConfig`` with hfrl's CPU defaults."""
 
     def __post_init__(self) -> None:
