@@ -211,9 +211,12 @@ def describe_task(name: str, /, **kwargs: Any) -> TaskSpec | None:
 
 def load_task(name: str, /, **kwargs: Any) -> Task:
     """The task ``name`` built with ``kwargs`` (see the module docstring for what ``name`` can be)."""
+    from hfrl.utils.quiet import quiet_dataset_bars
+
     builder, kwargs = _checked_builder(name, kwargs)
     if isinstance(builder, Task):
         return builder
+    quiet_dataset_bars()  # datasets' "Generating train split" bars of a task's own files
     task = builder(**kwargs)
     if not isinstance(task, Task):
         raise ValueError(f"task builder {name!r} returned {type(task).__name__}, not an hfrl.tasks.Task")

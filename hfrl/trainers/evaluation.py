@@ -167,8 +167,11 @@ def score_completions(
             if (name, str(err)) not in _SKIPPED:  # said once per process, not at every evaluation
                 from transformers.utils import logging
 
+                from hfrl.utils.quiet import own_line
+
                 _SKIPPED.add((name, str(err)))
-                logging.get_logger(__name__).warning(f"metric {name!r} failed and is skipped: {err}")
+                with own_line():  # not glued to the training bar's line
+                    logging.get_logger(__name__).warning(f"metric {name!r} failed and is skipped: {err}")
             continue
         values = value if isinstance(value, dict) else {name: value}
         out.update({f"{prefix}_{k}": float(v) for k, v in values.items()})

@@ -244,7 +244,8 @@ def fields_of(config_class: type) -> dict[str, FieldInfo]:
             default = f.default_factory()
         else:
             default = None
-        help_text = " ".join(str(f.metadata.get("help", "")).split())
+        # argparse's help escapes % as %% (TRL's "~20%% slower"); hfrl prints it as plain text
+        help_text = " ".join(str(f.metadata.get("help", "")).split()).replace("%%", "%")
         info = FieldInfo(f.name, str(f.type), _plain(default), help_text, **parsing.get(f.name, {}))
         info = dataclasses.replace(info, bounds=bounds.get(f.name), generate=f.name in generate)
         if f.name in choices:  # a registry's names, or a library's that only torch-time code checks

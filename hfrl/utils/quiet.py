@@ -13,6 +13,14 @@
   accelerator to CPU. If you have GPU or other accelerator, we were unable to detect it.". It falls back
   to the CPU only where hfrl found no device either (:func:`hfrl.trainers.devices.has_accelerator`: CUDA,
   MPS, XPU, which DeepSpeed detects too), and hfrl's start line says what the run uses.
+- **A new head's load report** (:func:`new_head_report_as_one_line`): a reward model fitted from a causal
+  LM (``hfrl train --alg reward``) gets a new ``score`` head, as it must, and transformers 5 printed a
+  boxed "LOAD REPORT ... score.weight | MISSING" table for it; a report of nothing but a new
+  classification head (and the causal LM's unused ``lm_head``) is one hfrl line instead. Any other
+  report (a weight missing from the body) is shown as transformers writes it.
+- **datasets' bars** (:func:`quiet_dataset_bars`, when a task loads): "Generating train split" (and
+  "Map") bars for each file of a task's data, the fixtures' included: a few lines of bars per run before
+  its start line. ``HF_DATASETS_DISABLE_PROGRESS_BARS=0`` keeps them.
 - **Progress bars** (:func:`quiet_loading_bars`): transformers' ``Loading weights`` and ``Writing model
   shards`` bars, one per model loaded or saved (a run loads two or three, and saves at every
   checkpoint); drawn while the training bar is open they also left ``ESC [A`` residues in logs. The
@@ -26,6 +34,9 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
+import re
+import sys
 import warnings
 from collections.abc import Iterator
 from typing import Any
@@ -79,6 +90,82 @@ def dropped_mask_note_quiet() -> Iterator[None]:
         log.removeFilter(_NOTES)
 
 
+NEW_HEADS = ("score", "classifier")  # the heads *ForSequenceClassification adds (GPT-2, Llama...; BERT, RoBERTa)
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+
+def new_head_line(report: str) -> str | None:
+    r"""The one line that says what a transformers load report of only a new classification head says, or
+    None for any other report.
+
+    >>> table = "M LOAD REPORT from: x\nKey | Status | \n--+--+-\nscore.weight | MISSING | \n\nNotes:\n- MISSING: ..."
+    >>> new_head_line(table)
+    'M: a new score head (score.weight), initialised (the checkpoint has none)'
+    """
+    if " LOAD REPORT" not in report:
+        return None
+    text = _ANSI.sub("", report)
+    model = text.split(" LOAD REPORT", 1)[0].split()[-1]
+    new, unused = [], []
+    for line in text.split("\n\n", 1)[0].splitlines()[3:]:  # the table's rows, after the header
+        if line.count("|") < 2:
+            return None
+        key, status = (cell.strip() for cell in line.split("|")[:2])
+        top = key.split(".", 1)[0]
+        if status in ("MISSING", "MISMATCH") and top in NEW_HEADS:
+            new.append(key)
+        elif status == "UNEXPECTED" and top == "lm_head":  # a causal LM's head, which a classifier drops
+            unused.append(key)
+        else:
+            return None
+    if not new:
+        return None
+    head = new[0].split(".", 1)[0]
+    dropped = f"; the checkpoint's {', '.join(unused)} is not used" if unused else ""
+    return f"{model}: a new {head} head ({', '.join(new)}), initialised (the checkpoint has none){dropped}"
+
+
+class _NewHeadReport(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        line = new_head_line(record.getMessage())
+        if line is None:
+            return True
+        logging.getLogger("hfrl").warning(line)
+        return False
+
+
+_NEW_HEAD = _NewHeadReport()
+
+
+def new_head_report_as_one_line() -> None:
+    """A transformers load report of only a new classification head becomes :func:`new_head_line`'s line."""
+    log = logging.getLogger("transformers.modeling_utils")
+    if _NEW_HEAD not in log.filters:
+        log.addFilter(_NEW_HEAD)
+
+
+def quiet_dataset_bars() -> None:
+    """Turn ``datasets``' progress bars off (``datasets.disable_progress_bars``), unless the user set
+    ``HF_DATASETS_DISABLE_PROGRESS_BARS`` (which ``datasets`` lets win)."""
+    if "HF_DATASETS_DISABLE_PROGRESS_BARS" in os.environ:
+        return
+    import datasets
+
+    datasets.disable_progress_bars()
+
+
+@contextlib.contextmanager
+def own_line() -> Iterator[None]:
+    """Inside: a line written to the console (a warning) gets a line of its own while a progress bar is
+    drawn: the bars are cleared first and drawn again after (tqdm's ``external_write_mode``). Written
+    next to the training bar, metric 'intent_accuracy''s skip line was glued to the bar's line, and the
+    bar's next refresh (a carriage return) wrote over the end of the wrapped line, its URL."""
+    from tqdm import tqdm
+
+    with tqdm.external_write_mode(file=sys.stderr):
+        yield
+
+
 def _quiet_bar(factory: Any, args: tuple, kwargs: dict) -> Any:
     """transformers' tqdm hook: its per-model loading and saving bars disabled, the others as they are."""
     if kwargs.get("desc") in QUIET_BARS:
@@ -96,9 +183,11 @@ def quiet_loading_bars() -> None:
 
 
 def quiet() -> None:
-    """:func:`quiet_dependency_warnings`, :func:`quiet_deepspeed_cpu_note` and :func:`quiet_loading_bars`."""
+    """:func:`quiet_dependency_warnings`, :func:`quiet_deepspeed_cpu_note`, :func:`new_head_report_as_one_line`
+    and :func:`quiet_loading_bars`."""
     quiet_dependency_warnings()
     quiet_deepspeed_cpu_note()
+    new_head_report_as_one_line()
     quiet_loading_bars()
 
 
@@ -107,7 +196,11 @@ __all__ = [
     "DEPRECATED_BY_TRANSFORMERS",
     "QUIET_BARS",
     "dropped_mask_note_quiet",
+    "new_head_line",
+    "new_head_report_as_one_line",
+    "own_line",
     "quiet",
+    "quiet_dataset_bars",
     "quiet_deepspeed_cpu_note",
     "quiet_dependency_warnings",
     "quiet_loading_bars",

@@ -171,11 +171,14 @@ def fit_min_length(lm: Any, prompt_width: int, generation_kwargs: dict) -> dict:
         return generation_kwargs
     if (least, cap, seq2seq) not in _LOWERED:
         _LOWERED.add((least, cap, seq2seq))
+        from hfrl.utils.quiet import own_line
+
         counted = "the decoder start token" if seq2seq else "the prompt"
-        logging.getLogger(__name__).warning(
-            f"min_length {least} (generation_kwargs) is above {counted} + max_new_tokens {cap} ({longest}): "
-            "clipped to it"
-        )
+        with own_line():  # the first rollout's: the training bar is drawn
+            logging.getLogger(__name__).warning(
+                f"min_length {least} (generation_kwargs) is above {counted} + max_new_tokens {cap} ({longest}): "
+                "clipped to it"
+            )
     return {**generation_kwargs, "min_length": longest}
 
 
