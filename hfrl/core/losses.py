@@ -184,10 +184,12 @@ def alol_example_losses(
 def alol_loss(algorithm: str, logprobs: Tensor, mask: Tensor, **inputs: Any) -> tuple[Tensor, dict[str, Tensor]]:
     """The A-LoL family's batch loss: the mean of :func:`alol_example_losses` (``inputs``: its
     keyword arguments, ``rewards``, ``advantages``, ``ref_logprobs``, ``ppo_clip``...), with
-    detached means of its parts (``nll``, ``weight``, ``rho``, ``rho_clipfrac``, ``kl``) for logging."""
+    detached means of its parts (``nll``, ``weight``, ``rho``, ``rho_clipfrac``, ``kl``) for logging.
+    An example's loss sums over its tokens (hundreds for a long completion): ``loss/per_token`` is the
+    batch's per completion token, ``sum_i L_i / sum_i |y_i|``, the scale of a token's NLL."""
     losses, parts = alol_example_losses(algorithm, logprobs, mask, **inputs)
     loss = losses.mean()
-    stats = {"loss/total": loss.detach()}
+    stats = {"loss/total": loss.detach(), "loss/per_token": losses.detach().sum() / mask.sum().clamp(min=1)}
     for name, value in parts.items():
         stats["rho_clipfrac" if name == "rho_clipped" else name] = value.float().mean()
     return loss, stats

@@ -122,6 +122,8 @@ def result_line(log_history: list[dict[str, Any]]) -> str | None:
     'reward: 0.100 in the first iteration, 0.200 mean of the last 2 iterations'
     >>> result_line([{"loss": 2.5, "step": 10}, {"loss": 1.25, "step": 20}])
     'loss: 2.500 at step 10, 1.250 at step 20'
+    >>> result_line([{"loss": 397.1, "loss/per_token": 4.963, "step": 10}])  # A-LoL: summed over tokens
+    'loss per completion token: 4.963 at step 10'
     """
     iterations = [h for h in log_history if "reward" in h and "iteration" in h]
     if iterations:
@@ -139,9 +141,13 @@ def result_line(log_history: list[dict[str, Any]]) -> str | None:
         )
     losses = [h for h in log_history if "loss" in h and "step" in h]
     if losses:
+        # the A-LoL family's loss sums over each completion's tokens ("loss: 397.081" said no scale): its
+        # per-token value, named so, where it is logged
+        key, name = ("loss/per_token", "loss per completion token") if "loss/per_token" in losses[0] else (
+            "loss", "loss")  # fmt: skip
         start, end = losses[0], losses[-1]
-        text = f"loss: {start['loss']:.3f} at step {start['step']}"
-        return text + (f", {end['loss']:.3f} at step {end['step']}" if len(losses) > 1 else "")
+        text = f"{name}: {start[key]:.3f} at step {start['step']}"
+        return text + (f", {end[key]:.3f} at step {end['step']}" if len(losses) > 1 else "")
     return None
 
 

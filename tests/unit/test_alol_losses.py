@@ -121,6 +121,8 @@ def test_batch_loss_is_the_mean_with_stats():
     assert stats["rho_clipfrac"].item() == pytest.approx(0.5)
     assert stats["nll"].item() == pytest.approx((LN8 + LN20) / 2, abs=1e-5)
     assert stats["kl"].item() == pytest.approx(((LN4 - LN8) + (LN1000 - LN20)) / 2, abs=1e-5)
+    # per completion token: the two example losses over the 3 tokens, (0.83178 + 2.84594) / 3 = 1.22591
+    assert stats["loss/per_token"].item() == pytest.approx((0.8 * 0.5 * LN8 + 0.5 * 1.9 * LN20) / 3, abs=1e-5)
     assert not any(v.requires_grad for v in stats.values())
 
 
