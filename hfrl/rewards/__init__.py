@@ -147,9 +147,22 @@ def reward_list(reward_funcs: Any, weights: Any = None) -> tuple[list[Callable],
     funcs = [] if reward_funcs is None else reward_funcs
     funcs = list(funcs) if isinstance(funcs, (list, tuple)) else [funcs]
     weights = list(weights or [1.0] * len(funcs))
-    if len(weights) != len(funcs):
-        raise ValueError(f"reward_weights has {len(weights)} entries for {len(funcs)} reward functions")
+    problem = reward_weights_problem(weights, len(funcs))
+    if problem:
+        raise ValueError(problem)
     return funcs, weights
 
 
-__all__ = ["check_spec", "load_reward", "reward_ids", "reward_list", "spec_problem"]
+def reward_weights_problem(weights: Any, rewards: int) -> str | None:
+    """One weight per reward function (``rewards``: how many the run has), or what to change; also
+    checked by ``hfrl train`` before torch is imported (:func:`hfrl.runs.experiment.resolve_run`).
+
+    >>> reward_weights_problem([1.0, 2.0], 1)
+    'reward_weights has 2 entries for 1 reward functions: give one weight per reward'
+    """
+    if not isinstance(weights, (list, tuple)) or len(weights) == rewards:
+        return None
+    return f"reward_weights has {len(weights)} entries for {rewards} reward functions: give one weight per reward"
+
+
+__all__ = ["check_spec", "load_reward", "reward_ids", "reward_list", "reward_weights_problem", "spec_problem"]

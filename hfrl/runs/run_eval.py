@@ -25,6 +25,7 @@ from transformers import TrainerCallback
 from hfrl.runs.run_config import BASE_SUFFIX, EVAL_DIR, PREDICTIONS_DIR, task_kwargs
 from hfrl.runs.run_dir import Run, open_run, refuse_scorer
 from hfrl.trainers.evaluation import EVAL_FIELDS, completer, eval_mode, eval_settings, generation_kwargs
+from hfrl.trainers.field_rules import split_problem
 from hfrl.utils.cache import write_atomic
 
 if TYPE_CHECKING:
@@ -77,14 +78,13 @@ def evaluate_model(
 
 
 def load_split(task, split: str, max_samples: int | None = None):
-    if split not in task.dataset:
+    problem = split_problem(task.name, split, list(task.dataset))  # hfrl eval checks declared splits before torch
+    if problem:
         own = "" if split != "test" or "test" in task.dataset else (
             "; your own data: give a folder holding train.jsonl and test.jsonl (or .csv ...), or hold rows out of "
             "train when training with --task-arg test_size=0.1 (a fraction or a row count)"
         )  # fmt: skip
-        raise ValueError(
-            f"task {task.name!r} has no split {split!r}; its splits: {', '.join(task.dataset)} (--split NAME){own}"
-        )
+        raise ValueError(problem + own)
     dataset = task.dataset[split]
     if max_samples is not None:
         if max_samples < 1:

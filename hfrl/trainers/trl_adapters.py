@@ -398,14 +398,11 @@ def reward_pairs(dataset):
         return None
     if reward_scores.is_scored(dataset):
         return reward_scores.scored_rows(dataset)
-    missing = {"chosen", "rejected"} - set(dataset.column_names)
-    if missing:
-        raise ValueError(
-            f"a reward model trains on preference pairs: 'chosen' and 'rejected' columns, with or without 'prompt' "
-            f"(missing {sorted(missing)}; the dataset has: {', '.join(dataset.column_names)}), or on scored texts: "
-            "'text' and 'score' in [0, 1]; for a task of hfrl's with pairs, see hfrl list tasks (hh: --task-arg "
-            "pairs=true)"
-        )
+    from hfrl.trainers.field_rules import reward_columns_problem
+
+    problem = reward_columns_problem(dataset.column_names)  # the rule hfrl train checks before torch, too
+    if problem:
+        raise ValueError(problem)
     return dataset.select_columns([c for c in ("prompt", "chosen", "rejected", "margin") if c in dataset.column_names])
 
 

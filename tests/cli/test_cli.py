@@ -149,7 +149,9 @@ def test_reward_weights_take_numbers_in_one_text(capsys, tmp_path):
     """``--reward_weights 1,2`` is two weights (it was the 3 characters '1', ',', '2'): with one reward
     function the count is the error, and it says so."""
     code, _, err = run_cli(["train", "--task", "numbers", "-o", str(tmp_path / "o"), "--reward_weights", "1,2"], capsys)
-    assert code == 2 and err.splitlines()[0] == "error: reward_weights has 2 entries for 1 reward functions"
+    assert code == 2 and err.splitlines()[0] == (
+        "error: reward_weights has 2 entries for 1 reward functions: give one weight per reward"
+    )
 
 
 def test_unknown_config_key_in_file(tmp_path, capsys):

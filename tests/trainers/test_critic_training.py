@@ -149,7 +149,8 @@ def test_saos_critic_keeps_its_attention_frozen(tiny_causal_dir, make_config):
         ({"advantage_estimator": "group_norm", "num_generations": 2, "lam_alpha": 0.05},
          "lam_alpha trains the critic, and advantage_estimator group_norm has none"),
         ({"critic_warmup_iterations": 2},
-         "critic_warmup_iterations (2) leaves the policy no iteration of num_iterations (2): lower it"),
+         "critic_warmup_iterations (2) leaves the policy no iteration of num_iterations (2): set num_iterations >= 3 "
+         "or critic_warmup_iterations <= 1"),
         ({"critic_freeze_attention": True},
          "critic_freeze_attention freezes the critic's own attention: set separate_critic true"),
         ({"lam_critic": 1.5}, "lam_critic"),

@@ -9,7 +9,9 @@ from hfrl.core.estimators import ESTIMATORS
 from hfrl.core.policy_losses import POLICY_LOSSES
 from hfrl.core.policy_losses.aggregation import AGGREGATIONS
 from hfrl.trainers.config_checks import MAX_BATCH, MAX_COUNT, check_values, fit_min_new_tokens
+from hfrl.trainers.field_rules import check_online
 from hfrl.trainers.rl_config import RLConfig
+from hfrl.trainers.schema import CODE
 from hfrl.utils.registry import registry_help
 
 if TYPE_CHECKING:
@@ -405,22 +407,23 @@ class OnlineConfig(RLConfig):
         "vllm_importance_sampling_clip_max": {"gt": 0, "note": "None: no cap"},
     }
     generate_fields: ClassVar[tuple[str, ...]] = ("generation_kwargs",)  # generate's keyword arguments
+    # the registries' names, or your own class's 'module:attr' path: choices of the schema (hfrl.trainers.schema),
+    # so that a name no registry holds is refused before torch is imported (resolving it is the last word)
+    field_choices: ClassVar[dict[str, tuple[tuple[str, ...], str | None]]] = {
+        "advantage_estimator": (tuple(ESTIMATORS), CODE),
+        "policy_loss": (tuple(POLICY_LOSSES), CODE),
+    }
 
     def __post_init__(self) -> None:
         check_values(self)  # finite numbers, the ranges above, generate's keyword arguments
-        self._check_estimator()
-        self._check_policy_loss()
-        if self.rollout_completions % self.mini_batch_size:
-            per = f" x num_generations ({self.num_generations})" if self.num_generations > 1 else ""
-            raise ValueError(
-                f"rollout_batch_size ({self.rollout_batch_size}){per} must be a multiple of mini_batch_size "
-                f"({self.mini_batch_size}); change one of them"
-            )
-        if self.mini_batch_size % self.gradient_accumulation_steps:
-            raise ValueError(
-                f"mini_batch_size ({self.mini_batch_size}) must be a multiple of gradient_accumulation_steps "
-                f"({self.gradient_accumulation_steps})"
-            )
+        from hfrl.core.estimators import estimator_class
+        from hfrl.core.policy_losses import policy_loss_class
+
+        estimator = estimator_class(self.advantage_estimator)  # an unknown name: the registry's one line
+        # the rules between fields, written once: hfrl train applies them before torch is imported
+        check_online(vars(self), estimator, policy_loss_class(self.policy_loss))
+        if self.gamma is None:
+            self.gamma = 0.99 if estimator.needs_critic else 1.0
         if self.minibatch_unit not in MINIBATCH_UNITS:
             raise ValueError(f"minibatch_unit must be 'sequences' or 'tokens', got {self.minibatch_unit!r}")
         if self.whiten_scope not in WHITEN_SCOPES:
@@ -429,12 +432,6 @@ class OnlineConfig(RLConfig):
             raise ValueError(f"invalid_rewards must be 'error' or 'drop', got {self.invalid_rewards!r}")
         self.generation_kwargs = fit_min_new_tokens(self.generation_kwargs or {}, self.max_new_tokens,
                                                     "generation_kwargs", "max_new_tokens")  # fmt: skip
-        for name in ("num_beams", "num_return_sequences"):
-            if (self.generation_kwargs or {}).get(name, 1) != 1:
-                raise ValueError(
-                    f"generation_kwargs: {name} must be 1 in rollouts (completions are sampled from the policy), got "
-                    f"{self.generation_kwargs[name]}; set num_generations for several completions per prompt"
-                )
         if self.use_vllm:  # the config's refusals; a seq2seq model's and NLPO's: the trainer's
             from hfrl.trainers.online.vllm_rollout import check_config
 
@@ -474,78 +471,6 @@ class OnlineConfig(RLConfig):
                 f"load_best_model_at_end: save_every ({save:g} iterations) must "
                 f"be a multiple of eval_every ({every:g}), so that every saved "
                 "checkpoint was evaluated; or leave save_every unset (a checkpoint at each new best)"
-            )
-
-    def _check_estimator(self) -> None:
-        """``advantage_estimator`` is known and has what it needs; ``gamma``'s default follows it."""
-        from hfrl.core.estimators import estimator_class
-
-        estimator = estimator_class(self.advantage_estimator)
-        name = self.advantage_estimator
-        if estimator.needs_groups and self.num_generations < 2:
-            raise ValueError(
-                f"advantage_estimator {name} compares the completions of each prompt: set num_generations >= 2 "
-                f"(e.g. 4), got {self.num_generations}"
-            )
-        if self.num_generations > 1 and self.rollout_tokens is not None:
-            raise ValueError(
-                "rollout_tokens samples one completion per prompt per round: leave it unset with num_generations > 1"
-            )
-        if self.generation_batch_size is not None and self.generation_batch_size % self.num_generations:
-            raise ValueError(
-                f"generation_batch_size ({self.generation_batch_size}) must be a multiple of num_generations "
-                f"({self.num_generations}): a prompt's completions are generated together"
-            )
-        if self.separate_critic and not estimator.needs_critic:
-            raise ValueError(f"separate_critic: advantage_estimator {name} trains no critic; leave separate_critic off")
-        if self.kl_in_loss and self.kl_coef == 0 and self.kl_target is None:
-            raise ValueError("kl_in_loss needs a KL coefficient: set kl_coef > 0 (or kl_target)")
-        if self.gamma is None:
-            self.gamma = 0.99 if estimator.needs_critic else 1.0
-        self._check_critic_settings(estimator)
-
-    #: the settings that train the critic: an estimator without one has no use for them
-    CRITIC_SETTINGS: ClassVar[tuple[str, ...]] = (
-        "lam_critic", "lam_alpha", "critic_warmup_iterations", "critic_epochs", "critic_learning_rate",
-        "critic_freeze_attention",
-    )  # fmt: skip
-
-    def _check_critic_settings(self, estimator: Any) -> None:
-        """The critic's settings need a critic; the warm-up leaves iterations to the policy; a frozen
-        attention needs an attention of the critic's own."""
-        if not estimator.needs_critic:
-            given = [name for name in self.CRITIC_SETTINGS if getattr(self, name) not in (None, 0, False)]
-            if given:
-                raise ValueError(
-                    f"{given[0]} trains the critic, and advantage_estimator {self.advantage_estimator} has none: "
-                    f"use advantage_estimator gae, or leave {given[0]} unset"
-                )
-        if self.critic_warmup_iterations >= self.num_iterations:
-            raise ValueError(
-                f"critic_warmup_iterations ({self.critic_warmup_iterations}) leaves the policy no iteration of "
-                f"num_iterations ({self.num_iterations}): lower it"
-            )
-        if self.critic_freeze_attention and not self.separate_critic:
-            raise ValueError(
-                "critic_freeze_attention freezes the critic's own attention: set separate_critic true (a shared "
-                "backbone's attention is the policy's)"
-            )
-
-    def _check_policy_loss(self) -> None:
-        """``policy_loss`` is known (a one-line error names the known ones) and gets the minibatches it
-        needs: whole completions for a term over each completion (GSPO's ratio, a per-completion
-        aggregation), whole groups for one over each prompt's completions."""
-        from hfrl.core.policy_losses import policy_loss_class
-
-        loss = policy_loss_class(self.policy_loss)
-        aggregation = self.loss_settings().aggregation
-        per_completion = loss.needs_whole_sequences or aggregation != "token-mean"
-        if per_completion and self.minibatch_unit != "sequences":
-            why = f"policy_loss {self.policy_loss}" if loss.needs_whole_sequences else f"loss_aggregation {aggregation}"
-            raise ValueError(f"{why} takes each completion whole: set minibatch_unit 'sequences'")
-        if loss.needs_groups and self.num_generations < 2:
-            raise ValueError(
-                f"policy_loss {self.policy_loss} compares the completions of each prompt: set num_generations >= 2"
             )
 
     def loss_settings(self) -> LossSettings:
