@@ -47,11 +47,17 @@ def eval_(
     from hfrl.runs.run_dir import open_run, refuse_scorer
     from hfrl.utils.trust import trusted_code
 
-    if batch_size is not None and batch_size < 1:
-        raise ValueError(f"--batch-size must be >= 1, got {batch_size}")
+    for flag, count in (("--batch-size", batch_size), ("--max-samples", max_samples)):
+        if count is not None and count < 1:  # before torch (hfrl.runs.run_eval.load_split checks it too)
+            raise ValueError(f"{flag} must be >= 1, got {count}")
+    if task is not None:
+        from hfrl.tasks import check_task_name
+
+        check_task_name(task)  # an unknown name: one line before torch, as hfrl train says it
     with trusted_code(trust_code):
         run = open_run(model)  # the folder and its config.yaml checked before torch is imported
         refuse_scorer(run, "eval", task)  # a reward model: one line before torch, too
+        _check_declared_split(run, task, split)
         from hfrl.runs.run_eval import evaluate, format_table
 
         result = evaluate(run, task, split, base, output_dir, max_samples, batch_size, base_model, seed or 0)
@@ -66,3 +72,20 @@ def eval_(
     )
     typer.echo(format_table(columns))
     typer.echo(f"saved {result.metrics_path} and {result.predictions_path}")
+
+
+def _check_declared_split(run, task: str | None, split: str) -> None:
+    """A split that the task's YAML declares it does not have (``splits``): one line before torch; the
+    built dataset is the last word (:func:`hfrl.runs.run_eval.load_split`)."""
+    from hfrl.runs.run_config import task_kwargs
+    from hfrl.tasks import describe_task
+    from hfrl.trainers.field_rules import split_problem
+
+    name = task or run.task
+    if not name:
+        return
+    spec = describe_task(name, **(task_kwargs(run.config) if name == run.task else {}))
+    splits = spec.declared.get("splits") if spec is not None else None
+    problem = split_problem(name, split, splits) if isinstance(splits, list) else None
+    if problem:
+        raise ValueError(problem)

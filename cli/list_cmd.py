@@ -163,22 +163,38 @@ def format_rows(rows: list[tuple[str, str]], width: int) -> str:
     return "\n".join(lines)
 
 
+def _what(name: str) -> What:
+    """The list named ``name``; another name is one line with the closest (a plain text argument, not the
+    enum: click's usage error for an enum has no "did you mean").
+
+    >>> _what("algo")
+    Traceback (most recent call last):
+    hfrl.utils.registry.UnknownNameError: unknown list 'algo'; did you mean 'algs'? (known: algs, fields, ...)
+    """
+    from hfrl.utils.registry import unknown
+
+    if name in What.__members__:
+        return What(name)
+    raise unknown("list", name, [w.value for w in What])
+
+
 def list_(
-    what: Annotated[What, typer.Argument(help="tasks, algs, rewards, metrics, presets, or fields (with --alg)")],
+    what: Annotated[str, typer.Argument(help="tasks, algs, rewards, metrics, presets, or fields (with --alg)")],
     alg: AlgOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     from hfrl.trainers.schema import option_rows
 
+    chosen = _what(what)
     if as_json:
         import json
 
-        if what is What.tasks:
+        if chosen is What.tasks:
             data: Any = task_entries()
         else:
-            rows = option_rows(alg or "ppo") if what is What.fields else _rows(what)
+            rows = option_rows(alg or "ppo") if chosen is What.fields else _rows(chosen)
             data = [{"name": name, "description": text} for name, text in rows]
         typer.echo(json.dumps(data, indent=1))
         return
-    rows = option_rows(alg or "ppo") if what is What.fields else _rows(what)
+    rows = option_rows(alg or "ppo") if chosen is What.fields else _rows(chosen)
     typer.echo(format_rows(rows, terminal_width()))

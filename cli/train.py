@@ -147,6 +147,8 @@ def train(
     options = {k: v for k, v in locals().items() if k not in ("ctx", "trust_code")}  # the parameters, as given
     from hfrl.utils.trust import trusted_code
 
+    # the named options, as the fields they would be: "did you mean" candidates for a mistyped override (--modle)
+    options["named"] = {o[2:].replace("-", "_"): o for p in ctx.command.params for o in p.opts if o.startswith("--")}
     with trusted_code(trust_code), _sigterm_before_start() as starting:  # --trust-code: the user's one switch
         _train(list(ctx.args), starting=starting, **options)
 
@@ -188,7 +190,7 @@ def _sigterm_before_start() -> Iterator[Callable[[], None]]:
 
 
 def _train(
-    extra: list[str], *, task, alg, model, base_model, config, output_dir, seed, resume, preset, eval_test,
+    extra: list[str], *, named, task, alg, model, base_model, config, output_dir, seed, resume, preset, eval_test,
     prompt_column, references_column, task_arg, threads, overwrite_output_dir, starting=lambda: None,
 ) -> None:  # fmt: skip
     from hfrl.runs import experiment
@@ -196,9 +198,10 @@ def _train(
     from hfrl.utils.trust import check_command_line
 
     launch_rank()  # rank variables a launcher did not set are one line, before anything else
-    from hfrl.trainers.devices import check_launch_devices
+    from hfrl.trainers.devices import check_launch_devices, check_threads
 
     check_launch_devices()  # FSDP / DeepSpeed launched on a machine without GPUs: one line, before any folder
+    check_threads(threads)  # before torch, as every other input
     if output_dir is not None and not output_dir.strip():
         raise ValueError("--output-dir is empty: give the run's folder (default: runs/TASK-ALG)")
     task_args = parse_task_args(task_arg or [])
@@ -218,7 +221,10 @@ def _train(
         asked = {"task": task, "alg": alg, "model": model, "seed": seed, "task_args": task_args}
         run = experiment.resolve_resume(out, config_file=config, overrides=overrides, **asked)
     else:
-        run = experiment.resolve_run(task, alg, model, config, overrides, output_dir, seed, task_args=task_args)
+        run = experiment.resolve_run(task, alg, model, config, overrides, output_dir, seed, task_args=task_args,
+                                     options=named)  # fmt: skip
+    for note in getattr(run, "notes", ()):  # what resolving changed (a preset's warm-up fitted to the run)
+        typer.echo(note)
     if eval_test:
         run["eval_test"] = True
     _preflight(run)

@@ -4,7 +4,9 @@ A task module builds its ``DatasetDict`` and calls :func:`task_from_yaml`, which
 beside the module: ``name``, ``description``, ``default_model`` (and ``default_base_model``, the base
 model that a default model which is a bare PEFT adapter loads onto), ``dataset`` (Hub repository, pinned
 revision and Parquet files per split), ``rewards``, ``metrics`` (and ``optional_metrics``, which need
-extra packages or downloads), named ``reward_configs`` and per-algorithm ``configs``.
+extra packages or downloads), named ``reward_configs`` and per-algorithm ``configs``; optionally the
+``splits`` and ``columns`` its dataset holds, so that ``hfrl eval --split`` and ``hfrl train --alg reward``
+are checked before the data and torch load (:mod:`hfrl.trainers.field_rules`).
 """
 
 from __future__ import annotations

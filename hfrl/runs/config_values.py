@@ -9,14 +9,25 @@ one-line error naming the field.
 from __future__ import annotations
 
 import difflib
+import os
 import re
 from typing import Any
 
 from hfrl.core.model_args import MODEL_KEYS
-from hfrl.rewards import spec_problem
+from hfrl.rewards import reward_weights_problem, spec_problem
 from hfrl.trainers.config_checks import YES_NO, generate_kwargs, non_finite
-from hfrl.trainers.schema import ConfigSchema, FieldInfo, config_schema, model_config_fields
+from hfrl.trainers.field_rules import check_online, check_trl_groups
+from hfrl.trainers.schema import (
+    CODE,
+    KERNEL,
+    ConfigSchema,
+    FieldInfo,
+    cached_facts,
+    config_schema,
+    model_config_fields,
+)
 from hfrl.utils.bounded import bound_problem
+from hfrl.utils.registry import is_code_path
 
 # Run-level keys of a config file; the rest are config fields. `eval_test`: evaluate on the task's
 # test split before and after training (eval/test-base.json, eval/test.json; shown in the card).
@@ -144,16 +155,39 @@ def _value(key: str, value: Any, info: FieldInfo) -> Any:
             raise ValueError(f"--{key} {problem}, got {value if isinstance(value, str) else repr(value)}")
         return number
     if info.choices is not None:
-        text = str(getattr(value, "value", value))
-        if text not in info.choices:
-            close = difflib.get_close_matches(text, info.choices, n=1, cutoff=0.5)
-            listed = ", ".join(info.choices[:12]) + (", ..." if len(info.choices) > 12 else "")
-            guess = f"; did you mean {close[0]!r}?" if close else ""
-            raise ValueError(f"--{key} takes one of {listed}, got {value!r}{guess}")
-        return text
+        if isinstance(value, list):  # report_to: one name or a list of them
+            return [_choice(key, item, info) for item in value]
+        return _choice(key, value, info)
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         return str(value)  # text: an all-digit revision or name stays text
     return value  # text, or a structure a text field also takes (TrainingArguments' `dict | str` fields)
+
+
+# a Hub kernel as attn_implementation: owner/name[@revision][:function] (transformers' hub_kernels.is_kernel)
+_KERNEL = re.compile(r"[^/:]+/[^/:]+(?:@[^/:]+)?(?::[^/:]+)?")
+_ALSO = {CODE: "or a 'module:attr' path to your own", KERNEL: "or a Hub kernel (owner/name)"}
+
+
+def _choice(key: str, value: Any, info: FieldInfo) -> str:
+    """One of the field's choices (or what its ``also`` admits besides them), else a one-line error with
+    the choices and the closest one.
+
+    >>> _choice("policy_loss", "gspo", config_schema("ppo").fields["policy_loss"])
+    'gspo'
+    >>> _choice("policy_loss", "gpso", config_schema("ppo").fields["policy_loss"])
+    Traceback (most recent call last):
+    ValueError: --policy_loss takes one of ppo_clip, a2c, gspo, ... path to your own, got 'gpso'; did you mean 'gspo'?
+    """
+    text, choices = str(getattr(value, "value", value)), info.choices or ()
+    if text in choices or (info.also == CODE and is_code_path(text)):
+        return text
+    if info.also == KERNEL and _KERNEL.fullmatch(text):
+        return text
+    close = difflib.get_close_matches(text, choices, n=1, cutoff=0.5)
+    listed = ", ".join(choices[:12]) + (", ..." if len(choices) > 12 else "")
+    also = f" {_ALSO[info.also]}" if info.also in _ALSO else ""
+    guess = f"; did you mean {close[0]!r}?" if close else ""
+    raise ValueError(f"--{key} takes one of {listed}{also}, got {value!r}{guess}")
 
 
 def _kind(info: FieldInfo) -> str:
@@ -201,6 +235,35 @@ def _number_list(key: str, value: Any, cast: type) -> list:
     return [cast(n) for n in numbers]
 
 
+def check_fields(fields: dict[str, Any], schema: ConfigSchema, rewards: int | None = None) -> None:
+    """The rules between a run's fields (:mod:`hfrl.trainers.field_rules`), as its config's
+    ``__post_init__`` applies them, but before torch is imported: ``fields`` (given their types by
+    :func:`coerce_numbers`) over the schema's defaults, with the advantage estimator's and policy loss's
+    facts read from the schema; and one ``reward_weights`` entry per reward function (``rewards``: how
+    many the run has, None when only building the task tells). A one-line ``ValueError``.
+
+    >>> check_fields({"num_generations": 3, "rollout_batch_size": 5, "mini_batch_size": 4}, config_schema("ppo"))
+    Traceback (most recent call last):
+    ValueError: rollout_batch_size (5) x num_generations (3) must be a multiple of mini_batch_size (4); change one ...
+    >>> check_fields({"advantage_estimator": "rloo"}, config_schema("ppo"))
+    Traceback (most recent call last):
+    ValueError: advantage_estimator rloo compares the completions of each prompt: set num_generations >= 2 (e.g. ...
+    >>> check_fields({"reward_weights": [1.0, 2.0]}, config_schema("grpo"), rewards=1)
+    Traceback (most recent call last):
+    ValueError: reward_weights has 2 entries for 1 reward functions: give one weight per reward
+    """
+    values = {**schema.defaults(), **fields}
+    if rewards is not None and "reward_weights" in schema.names:
+        problem = reward_weights_problem(values.get("reward_weights"), rewards)
+        if problem:
+            raise ValueError(problem)
+    if {"advantage_estimator", "policy_loss", "critic_warmup_iterations"} <= schema.names:  # the online core
+        estimator = cached_facts("estimators", str(values["advantage_estimator"]))
+        check_online(values, estimator, cached_facts("policy_losses", str(values["policy_loss"])))
+    elif {"num_generations", "steps_per_generation"} <= schema.names:  # TRL's GRPO and RLOO
+        check_trl_groups(values, int(os.environ.get("WORLD_SIZE", "1")))
+
+
 def check_config(config: dict[str, Any], source: str) -> dict[str, Any]:
     """A run's ``config.yaml`` (read by ``hfrl eval / chat / export / push``) with its run keys checked
     and its fields given their types (:func:`coerce_numbers`), or a one-line ``ValueError`` naming
@@ -218,4 +281,4 @@ def check_config(config: dict[str, Any], source: str) -> dict[str, Any]:
         raise ValueError(f"{source}: {str(err).removeprefix('--')}") from None
 
 
-__all__ = ["RUN_KEYS", "RUN_KEY_TYPES", "check_config", "check_run_keys", "coerce_numbers"]
+__all__ = ["RUN_KEYS", "RUN_KEY_TYPES", "check_config", "check_fields", "check_run_keys", "coerce_numbers"]

@@ -15,11 +15,12 @@ from pathlib import Path
 from typing import Any
 
 from hfrl.core.model_args import MODEL_KEYS
-from hfrl.runs.config_values import RUN_KEYS, check_run_keys, coerce_numbers
+from hfrl.runs.config_values import RUN_KEYS, check_fields, check_run_keys, coerce_numbers
 from hfrl.runs.run_config import CONFIG_NAME, config_text, load_yaml, read_config_file, task_kwargs
 from hfrl.tasks.base import Task, TaskSpec
 from hfrl.trainers import algorithm_trainer
 from hfrl.trainers.checkpoints import RESUMABLE, RUN_DEFINITION
+from hfrl.trainers.field_rules import reward_columns_problem
 from hfrl.trainers.schema import ConfigSchema, config_schema, estimator_needs_critic
 from hfrl.utils.registry import UnknownNameError, is_code_path, unknown
 
@@ -110,6 +111,7 @@ class ResolvedRun(dict):
     task_kwargs: dict[str, Any] | None = None
     output_dir_from: str | None = None  # the file that named output_dir, when no command-line option did
     output_dir_default: bool = False  # nothing named output_dir: runs/TASK-ALG, numbered when taken
+    notes: tuple[str, ...] = ()  # what resolving changed, a line each (a preset's warm-up fitted to the run)
 
 
 def resolve_run(
@@ -121,8 +123,12 @@ def resolve_run(
     output_dir: str | None = None,
     seed: int | None = None,
     task_args: dict[str, Any] | None = None,
+    options: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
     """Merge task defaults, the config file and overrides into one flat run configuration.
+
+    ``options``: the command's named options (``{"model": "--model", ...}``), candidates for the "did
+    you mean" of a mistyped override (``--modle``) besides the config's fields.
 
     ``task_args`` (the builder's keyword arguments, e.g. ``prompt_column``) are merged over the
     config file's ``task_args``. The task's defaults are read from its spec, without building it
@@ -138,9 +144,9 @@ def resolve_run(
     check_run_keys(named)
     run.update(named)
     run["run_id"] = uuid.uuid4().hex[:16]  # a new run, even when repeating another's config.yaml
-    for key, value in (("task", task), ("alg", alg), ("model", model)):
-        if value is not None:
-            run[key] = value
+    given = {key: value for key, value in (("task", task), ("alg", alg), ("model", model)) if value is not None}
+    check_run_keys(given)  # --model '': one line now, not a Hub lookup of no name after torch
+    run.update(given)
     if task_args:
         run["task_args"] = {**(run.get("task_args") or {}), **task_args}
     if "task" not in run:
@@ -179,9 +185,16 @@ def resolve_run(
         for key in cfg:
             if key not in fields and key not in MODEL_KEYS:
                 hint = f"; the fields are those of {schema.name} and trl.ModelConfig's (LoRA)"
-                raise unknown(f"config key (from the {source})", key, fields | set(MODEL_KEYS), hint=hint)
+                known = fields | set(MODEL_KEYS)
+                option = option_typo(key, known, options or {}) if source == "command line" else None
+                if option:  # --modle: the named option --model, not the field vllm_mode
+                    raise UnknownNameError(f"unknown option --{key}; did you mean {option!r}? (hfrl train --help)")
+                raise unknown(f"config key (from the {source})", key, known, hint=hint)
     chosen = {**preset_fields(run.get("preset"), schema), **file_cfg, **overrides}  # what the user chose
     task_run, task_fields = task_config(spec, run["alg"], schema, chosen)
+    columns = spec.declared.get("columns")  # what the task's YAML says its dataset holds
+    if run["alg"] == "reward" and isinstance(columns, list) and reward_columns_problem(columns):
+        raise ValueError(reward_columns_problem(columns))  # the trainer's rule, before the data and torch load
     for key, value in task_run.items():  # e.g. a task's own rewards for one algorithm: lowest precedence
         if key == "task_args" and isinstance(value, dict):  # merged under the user's task arguments
             run[key] = {**value, **(run.get("task_args") or {})}
@@ -196,6 +209,9 @@ def resolve_run(
     seeded = {"seed": seed} if seed is not None else {}  # --seed: checked with the other fields
     preset = preset_fields(run.get("preset"), schema)  # over the task's tuning, under the file and flags
     merged = coerce_numbers({**task_fields, **preset, **file_cfg, **overrides, **seeded}, schema)
+    chosen_warmup = "critic_warmup_iterations" in file_cfg or "critic_warmup_iterations" in overrides
+    notes = [] if chosen_warmup else fit_preset_warmup(merged, run.get("preset"), schema)
+    check_fields(merged, schema, reward_count(run, spec, built))  # as the config's __post_init__, before torch
     from_file = None  # the file whose output_dir chose the folder (RunFolder: a new or empty one only)
     if output_dir is not None:
         merged["output_dir"] = output_dir
@@ -208,7 +224,67 @@ def resolve_run(
     resolved = ResolvedRun({**run, **merged})
     resolved.task, resolved.task_kwargs, resolved.output_dir_from = built, built_with, from_file
     resolved.output_dir_default = defaulted
+    resolved.notes = tuple(notes)
     return resolved
+
+
+#: the largest share of num_iterations a preset's critic warm-up takes (docs/algorithms.md §16)
+PRESET_WARMUP_SHARE = 0.25
+
+
+def fit_preset_warmup(fields: dict[str, Any], preset: str | None, schema: ConfigSchema) -> list[str]:
+    """A preset's ``critic_warmup_iterations`` at most :data:`PRESET_WARMUP_SHARE` of the run's
+    ``num_iterations`` (``fields`` changed in place), and the line that says so: the papers' warm-ups
+    (VAPO's and VC-PPO's 50) are sized for runs of thousands of iterations, and would leave a short run's
+    policy few or no iterations. A warm-up the config file or the command line gives is kept as given.
+
+    >>> fields = {"critic_warmup_iterations": 50, "num_iterations": 20}
+    >>> fit_preset_warmup(fields, "vapo", config_schema("ppo")), fields["critic_warmup_iterations"]
+    (['preset vapo: critic_warmup_iterations 50 -> 5, a quarter of num_iterations 20 (set ... to choose)'], 5)
+    """
+    if not preset or "critic_warmup_iterations" not in preset_fields(preset, schema):
+        return []
+    warmup = fields.get("critic_warmup_iterations")
+    iterations = fields.get("num_iterations", schema.defaults().get("num_iterations"))
+    if not isinstance(warmup, int) or not isinstance(iterations, int):
+        return []
+    fitted = int(iterations * PRESET_WARMUP_SHARE)
+    if warmup <= fitted:
+        return []
+    fields["critic_warmup_iterations"] = fitted
+    return [
+        f"preset {preset}: critic_warmup_iterations {warmup} -> {fitted}, a quarter of num_iterations {iterations} "
+        "(set --critic_warmup_iterations to choose)"
+    ]
+
+
+def reward_count(run: Mapping[str, Any], spec: TaskSpec, built: Task | None) -> int | None:
+    """How many reward functions the run will have: its ``rewards`` (the command line's, the config
+    file's or the task's for the algorithm), else the task's (a built task's own, a declared task's
+    YAML); None when that is not known before building."""
+    rewards = run.get("rewards")
+    if rewards is None:
+        if built is not None:
+            return len(built.reward_funcs)
+        rewards = spec.declared.get("rewards")
+        if rewards is None:
+            return None
+    return len(rewards) if isinstance(rewards, list) else 1
+
+
+def option_typo(key: str, fields: set[str], options: Mapping[str, str]) -> str | None:
+    """The named option (``--model``) that the unknown override ``key`` is closest to, when it is closer to
+    one than to any field; None otherwise.
+
+    >>> option_typo("modle", {"vllm_mode", "learning_rate"}, {"model": "--model", "output_dir": "--output-dir"})
+    '--model'
+    >>> option_typo("lerning_rate", {"vllm_mode", "learning_rate"}, {"model": "--model"}) is None
+    True
+    """
+    import difflib
+
+    close = difflib.get_close_matches(key, [*fields, *options], n=1, cutoff=0.5)
+    return options[close[0]] if close and close[0] in options and close[0] not in fields else None
 
 
 def preset_fields(name: str | None, schema: ConfigSchema) -> dict[str, Any]:
@@ -402,6 +478,10 @@ def last_checkpoint(output_dir: str) -> bool:
     from hfrl.trainers.checkpoints import checkpoints_newest_first
 
     if not checkpoints_newest_first(output_dir):
+        from hfrl.runs.run_folder import stopped_before_checkpoint, stopped_early
+
+        if stopped_before_checkpoint(output_dir):  # killed before --save_every came round: nothing to resume
+            raise ValueError(stopped_early(output_dir))
         raise ValueError(f"--resume: no checkpoint-* folder in {output_dir}; train with --save_every N first")
     return True
 

@@ -125,6 +125,12 @@ def close_process_group() -> None:
 SMALL_MODEL_PARAMETERS = 50_000_000  # below this, one CPU thread is as fast as two on an idle machine
 
 
+def check_threads(requested: int | None) -> None:
+    """``--threads`` is a count: a one-line error for one below 1 (``hfrl train`` checks it before torch)."""
+    if requested is not None and requested < 1:
+        raise ValueError(f"--threads must be >= 1, got {requested}")
+
+
 def cpu_threads(model: Any, requested: int | None = None, use_cpu: bool = True) -> int | None:
     """The number of torch CPU threads for a run: ``requested`` when given; else one thread for a
     model under 50M parameters trained on the CPU when ``OMP_NUM_THREADS`` is unset: its matrices
@@ -138,8 +144,7 @@ def cpu_threads(model: Any, requested: int | None = None, use_cpu: bool = True) 
     2
     """
     if requested is not None:
-        if requested < 1:
-            raise ValueError(f"--threads must be >= 1, got {requested}")
+        check_threads(requested)
         return requested
     if os.environ.get("OMP_NUM_THREADS") or not use_cpu:
         return None
