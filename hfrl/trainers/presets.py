@@ -5,7 +5,9 @@ value pretraining, decoupled and length-adaptive GAE, clip-higher, the positive-
 so that ``hfrl train --task T --alg ppo --preset vapo`` is the task's tuning with the paper's
 techniques; a config file or the command line still wins over the preset, which wins over the task.
 The run's ``config.yaml`` records the preset's name beside the values it set, and the model card
-names it. Each file holds a ``description`` (its line in ``hfrl list presets``), the ``paper`` (a key
+names it. A preset's ``critic_warmup_iterations`` (the papers' 50, for runs of thousands of iterations)
+takes at most a quarter of the run's ``num_iterations``, said in one line
+(:func:`hfrl.runs.experiment.fit_preset_warmup`); one given on the command line or in ``--config`` is kept. Each file holds a ``description`` (its line in ``hfrl list presets``), the ``paper`` (a key
 of ``hfrl/trainers/papers.bib``) and the ``settings``. docs/algorithms.md §16.
 
     from hfrl.trainers.presets import preset_settings
