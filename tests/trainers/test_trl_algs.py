@@ -146,7 +146,8 @@ def test_configs_are_trls_with_cpu_defaults(tmp_path):
     for ours, theirs in ((GRPOConfig, trl.GRPOConfig), (RLOOConfig, trl.RLOOConfig), (SFTConfig, trl.SFTConfig),
                          (DPOConfig, trl.DPOConfig), (RewardConfig, trl.RewardConfig)):  # fmt: skip
         extra = {f.name for f in dataclasses.fields(ours)} - {f.name for f in dataclasses.fields(theirs)}
-        assert issubclass(ours, theirs) and extra <= {"max_prompt_length", "truncation_side", "reference_free"}
+        assert issubclass(ours, theirs) and extra <= {"max_prompt_length", "truncation_side", "reference_free",
+                                                         "overwrite_output_dir"}  # fmt: skip
         with warnings.catch_warnings():
             warnings.simplefilter("error", FutureWarning)  # TRL's default under transformers' current name
             args = ours(output_dir=str(tmp_path), report_to="none")
