@@ -65,10 +65,11 @@ def test_the_site_builds_strict_with_every_reference_page(site):
     for name in ("model", "args", "reward_funcs", "train_dataset", "peft_config", "ref_model", "metrics"):
         assert f"<code>{name}</code>" in ppo, name
     assert "frozen copy of the starting" in _text(ppo)  # ref_model's description, merged from OnlineTrainer
-    # the right-hand table of contents lists public names only
-    toc = trainers[trainers.index("md-sidebar--secondary") :]
-    entries = [_text(e).strip() for e in re.findall(r'<span class="md-ellipsis">(.*?)</span>', toc, re.S)]
-    assert entries and not [e for e in entries if e.startswith("_")], [e for e in entries if e.startswith("_")]
+    # the right-hand table of contents lists public names only (vllm_generation_factory, not _trl_vllm_generation)
+    for name, page in pages.items():
+        toc = page[page.index("md-sidebar--secondary") :]
+        entries = [_text(e).strip() for e in re.findall(r'<span class="md-ellipsis">(.*?)</span>', toc, re.S)]
+        assert entries and not [e for e in entries if e.startswith("_")], (name, [e for e in entries if e[:1] == "_"])
     # nothing is fetched from elsewhere: no web fonts, no CDN (KaTeX is vendored)
     fetched = [
         p for p in site.rglob("*.html") if "fonts.googleapis.com" in p.read_text() or "cdn.jsdelivr" in p.read_text()
