@@ -5,9 +5,11 @@ are the one source of truth, but importing them imports torch, which takes secon
 with a typo would wait that long for its one-line error. So the first command that needs their fields
 builds them from the classes (:func:`build`: a few seconds, once) into the user cache,
 ``schema/KEY.json`` under :func:`hfrl.utils.cache.cache_root` (``~/.cache/huggingface/hfrl/schema/``),
-and every later command reads that file (milliseconds, no torch). ``hfrl train`` checks names, types
-and numbers against it, and ``hfrl list fields`` and ``hfrl train --help`` list it, before torch is
-imported.
+and every later command reads that file (milliseconds, no torch). ``hfrl train`` checks names, types,
+choices (the registries' names, the libraries': :func:`declared_choices`) and numbers against it, and
+the rules between fields (:mod:`hfrl.trainers.field_rules`, with the estimators' and policy losses'
+facts it records: :data:`FACTS`), and ``hfrl list fields`` and ``hfrl train --help`` list it, before
+torch is imported.
 
 ``KEY`` is a hash of what the fields are built from (:func:`current_key`): the source of every
 ``.py`` file of ``hfrl/trainers/`` (the configs, their bounds, the trainers naming their config
@@ -598,7 +600,10 @@ def registry_facts(kind: str) -> dict[str, dict[str, Any]]:
     out = {}
     for name in registry:
         cls = resolve(name)
-        facts = {**(getattr(cls, "defaults", None) or {}), **{k: getattr(cls, k) for k in FACTS[kind] if hasattr(cls, k)}}
+        facts = {
+            **(getattr(cls, "defaults", None) or {}),
+            **{k: getattr(cls, k) for k in FACTS[kind] if hasattr(cls, k)},
+        }
         out[name] = {k: facts.get(k) if k == "loss_aggregation" else bool(facts.get(k)) for k in FACTS[kind]}
     return out
 
