@@ -526,6 +526,8 @@ def option_rows(alg: str) -> list[tuple[str, str]]:
     for name, f in config_schema(alg).fields.items():
         if name in inherited and inherited[name] == f:
             continue  # TrainingArguments' own, unchanged: listed once below
+        if name == "overwrite_output_dir":
+            continue  # the Python API's; hfrl train has its own flag of that name (cli/train.py)
         listed = f.choices and len(f.choices) <= 8 and f.also != CODE  # a registry's help lists its names itself
         choices = f" One of: {', '.join(f.choices or ())}." if listed else ""
         rows.append((f"--{name}", f"{f.help}{choices} (default: {f.default!r})"))
