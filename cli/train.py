@@ -379,6 +379,11 @@ def _run_dir(task: str | None, alg: str | None, model: str | None = None) -> str
     runs = numbered_runs(base)
     if not runs:
         raise ValueError(f"--resume: no run in {base} to resume; train without --resume, or pass --output-dir DIR")
+    from hfrl.runs.run_folder import stopped_before_checkpoint, stopped_early
+
+    stopped = [p for p in runs if stopped_before_checkpoint(p)]
+    if stopped:  # killed before its first checkpoint: the same command without --resume starts it again there
+        raise ValueError(stopped_early(stopped[0]))
     raise ValueError(
         f"--resume: no checkpoint-* folder in {', '.join(str(p) for p in runs[:3])}; train with --save_every N "
         "(or --save_steps N) first, or pass --output-dir DIR"

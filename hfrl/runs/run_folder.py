@@ -29,6 +29,10 @@ never lost, never mixed.
   in the name: only a number keeps every new run apart whatever differs (a learning rate, a seed),
   and the first run of a task keeps the short name. ``--resume`` without a folder continues the newest
   of these that holds a checkpoint (:func:`resumable_runs`).
+- **A run stopped before its first checkpoint** (killed: its ``config.yaml`` and the log of its first
+  iterations, nothing to resume, evaluate or chat with: :func:`stopped_before_checkpoint`) does not keep
+  its folder: the next run started there (the same command again, or the default folder's next run)
+  replaces it as ``--overwrite_output_dir`` would, said in one line; ``--resume`` says so.
 
 Only the main process (rank 0 of ``accelerate launch``) holds the folder; the others write only
 what the Trainer has them write. A rank is read from the environment only when a launcher set it
@@ -77,6 +81,21 @@ def numbered_runs(base: str | os.PathLike) -> list[Path]:
         if match and (path / CONFIG_NAME).is_file():
             found.append((int(match.group(1) or 1), path))
     return [path for _, path in sorted(found)]
+
+
+def stopped_before_checkpoint(path: str | os.PathLike) -> bool:
+    """Whether ``path`` holds an ``hfrl train`` run that stopped (a kill, a lost machine) before its first
+    checkpoint: its config.yaml (hfrl's) and logs only, no checkpoint, trainer state or model."""
+    path = Path(path)
+    return run_marks(path) == [CONFIG_NAME] and is_hfrl_run(path)
+
+
+def stopped_early(path: str | os.PathLike) -> str:
+    """``--resume``'s line for a run that :func:`stopped_before_checkpoint`."""
+    return (
+        f"--resume: {path} holds a run that stopped before its first checkpoint, so there is nothing to resume; "
+        "run the same command without --resume to start it again in that folder"
+    )
 
 
 def resumable_runs(base: str | os.PathLike) -> list[Path]:
@@ -214,6 +233,7 @@ class RunFolder:
         self.overwrite, self.resume, self.from_file = overwrite, resume, from_file
         self.number = number and not overwrite and not resume
         self.started = False
+        self.restart = False  # the folder holds a run stopped before its first checkpoint: started again here
         self._fd: int | None = None
         self._created: Path | None = None
         self._before: set[str] = set()
@@ -227,8 +247,10 @@ class RunFolder:
         # choose as the main one does: it writes the run's files only after the Trainer is built, once
         # every process has passed the launch's rendezvous (and so chosen).
         for path in numbered(self.asked):
-            if path.exists() and (not path.is_dir() or run_marks(path)):
-                continue
+            if path.is_dir():
+                restore_replaced(path)  # a killed --overwrite_output_dir start: the folder holds the old run
+            if path.exists() and (not path.is_dir() or (run_marks(path) and not stopped_before_checkpoint(path))):
+                continue  # a run stopped before its first checkpoint gives its folder to the next
             self.path = path
             if not self.main:
                 return self
@@ -257,8 +279,15 @@ class RunFolder:
             self._release()
             raise
         self._before = set(os.listdir(self.path))
-        if self.overwrite and not self.resume and run_marks(self.path):
-            self._move_aside()
+        if (self.overwrite or self.restart) and not self.resume and run_marks(self.path):
+            self._move_aside()  # deleted once the new run has started; a failed start puts it back
+        if self.restart:
+            import logging
+
+            logging.getLogger(__name__).warning(
+                f"{self.path}: the run there stopped before its first checkpoint (nothing of it to resume): "
+                "this run starts in its place"
+            )
         return self
 
     def _lock(self) -> None:
@@ -287,7 +316,9 @@ class RunFolder:
         if self.resume:
             return
         marks = run_marks(self.path)
-        if marks and not self.overwrite:
+        self.restart = bool(marks) and not self.overwrite and not self.from_file
+        self.restart = self.restart and stopped_before_checkpoint(self.path)
+        if marks and not self.overwrite and not self.restart:
             raise ValueError(another_run(self.path, marks))
         present = sorted(os.listdir(self.path))
         if self.overwrite and present and not is_hfrl_run(self.path):
@@ -380,4 +411,6 @@ __all__ = [
     "restore_replaced",
     "resumable_runs",
     "run_marks",
+    "stopped_before_checkpoint",
+    "stopped_early",
 ]

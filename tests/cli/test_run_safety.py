@@ -144,6 +144,45 @@ def test_resume_after_a_killed_overwrite_continues_the_old_run(old_run, tmp_path
     assert [e["iteration"] for e in logged if "reward" in e] == [1, 2, 3]  # the old run's two, then one more
 
 
+def stopped_run(old_run: Path, folder: Path) -> Path:
+    """A run killed before its first checkpoint (--save_every 5, killed at iteration 2): its config.yaml
+    and the log of the iterations it ran, nothing else."""
+    folder.mkdir(parents=True)
+    shutil.copy(old_run / "config.yaml", folder)
+    shutil.copy(old_run / "iterations.jsonl", folder)
+    return folder
+
+
+def test_a_run_stopped_before_its_first_checkpoint_starts_again_in_its_folder(
+    old_run, tmp_path, capsys, caplog, monkeypatch
+):
+    """--resume says the run stopped before its first checkpoint (it said: train with --save_every N first),
+    and the same command without --resume starts it again in that folder (it said the folder held another
+    run, or went on to runs/numbers-ppo-2)."""
+    monkeypatch.chdir(tmp_path)
+    stub = stopped_run(old_run, Path("runs/numbers-ppo"))
+    said = (
+        "error: --resume: runs/numbers-ppo holds a run that stopped before its first checkpoint, so there is "
+        "nothing to resume; run the same command without --resume to start it again in that folder"
+    )
+    command = ["train", "--task", "numbers", "--model", "tiny"]
+    for where in ([], ["-o", "runs/numbers-ppo"]):
+        code, out, err = run_cli([*command, *where, "--resume"], capsys)
+        assert code == 2 and error_line(err) == said, out + err
+    with caplog.at_level("WARNING", logger="hfrl.runs.run_folder"):
+        code, out, err = run_cli([*command, "--num_iterations", "1", *FAST], capsys)
+    assert code == 0, err
+    assert "runs/numbers-ppo: the run there stopped before its first checkpoint (nothing of it to resume): " \
+           "this run starts in its place" in caplog.text  # fmt: skip
+    assert not Path("runs/numbers-ppo-2").exists() and not (stub / ".hfrl-replaced").exists()
+    assert (stub / "model.safetensors").is_file()
+    logged = [json.loads(line) for line in (stub / "iterations.jsonl").read_text().splitlines()]
+    assert [e["iteration"] for e in logged if "reward" in e] == [1]  # the new run's log, not the stopped one's
+    named = stopped_run(old_run, tmp_path / "named")  # a folder named with -o: the same
+    code, out, err = run_cli([*command, "-o", str(named), "--num_iterations", "1", *FAST], capsys)
+    assert code == 0 and (named / "model.safetensors").is_file(), err
+
+
 def test_overwrite_replaces_only_an_hfrl_run(tmp_path, capsys):
     project = tmp_path / "project"
     (project / "src").mkdir(parents=True)
