@@ -17,6 +17,10 @@ from hfrl.core import auto_classes as _auto_classes
 
 _auto_classes.install()
 
+from hfrl.utils.quiet import quiet_deepspeed_cpu_note as _quiet_deepspeed  # noqa: E402 - stdlib only
+
+_quiet_deepspeed()  # before anything imports deepspeed (a launch's configs do): not a run's first line
+
 __version__ = "0.1.0"
 
 

@@ -3,7 +3,9 @@
 - **Warnings** (:func:`quiet_dependency_warnings`): TRL 1.16 and PEFT call transformers'
   ``gradient_checkpointing_enable`` / ``_disable`` and ``is_gradient_checkpointing``, which
   transformers 5 deprecates in favour of the ``activation_checkpointing`` names: GRPO, RLOO, A-LoL and
-  LoRA runs printed FutureWarnings about code that is not the user's. Only those messages are filtered.
+  LoRA runs printed FutureWarnings about code that is not the user's; DeepSpeed's ZeRO-3 calls
+  ``torch.distributed.all_gather_into_tensor`` / ``reduce_scatter_tensor``, which torch deprecates
+  (hundreds of lines a run). Only those messages are filtered.
 - **Log lines** (:func:`dropped_mask_note_quiet`, around a generation hfrl drives: TRL's GRPO / RLOO):
   transformers' "We strongly recommend passing in an ``attention_mask``", which its own ``generate``
   triggers after dropping an all-ones mask, at a decoding step whose one new token is the pad token.
@@ -51,10 +53,15 @@ UPSTREAM_NOTES = ("We strongly recommend passing in an `attention_mask`",)
 DEEPSPEED_NOTES = ("Setting accelerator to CPU. If you have GPU or other accelerator, we were unable to detect it.",)
 
 
+DEPRECATED_BY_TORCH = ("torch.distributed.all_gather_into_tensor", "torch.distributed.reduce_scatter_tensor")
+
+
 def quiet_dependency_warnings() -> None:
-    """Ignore transformers' deprecation warnings about the checkpointing methods TRL and PEFT call."""
-    for name in DEPRECATED_BY_TRANSFORMERS:
-        warnings.filterwarnings("ignore", message=f"`{name}` is deprecated", category=FutureWarning)
+    """Ignore transformers' deprecation warnings about the checkpointing methods TRL and PEFT call, and
+    torch's about the collectives DeepSpeed's ZeRO-3 calls (two a call, per process: a 10-iteration run
+    printed 646 lines of them)."""
+    for name in DEPRECATED_BY_TRANSFORMERS + DEPRECATED_BY_TORCH:
+        warnings.filterwarnings("ignore", message=f"`{re.escape(name)}` is deprecated", category=FutureWarning)
 
 
 class _UpstreamNotes(logging.Filter):
@@ -193,6 +200,7 @@ def quiet() -> None:
 
 __all__ = [
     "DEEPSPEED_NOTES",
+    "DEPRECATED_BY_TORCH",
     "DEPRECATED_BY_TRANSFORMERS",
     "QUIET_BARS",
     "dropped_mask_note_quiet",

@@ -97,3 +97,26 @@ def test_the_percent_escape_is_undone_where_help_is_read(escape):
         x: int = dataclasses.field(default=1, metadata={"help": f"~20{escape} slower"})
 
     assert fields_of(Config)["x"].help == "~20% slower"
+
+
+def test_deepspeeds_cpu_note_and_torchs_collective_deprecations_are_filtered():
+    """What every ZeRO-3 process printed (issue 56.1 and 56.5): DeepSpeed's CPU note, from import hfrl on
+    (a launch's config imports deepspeed before any trainer), and torch's FutureWarning for each
+    collective ZeRO-3 calls, filtered by quiet(). Other warnings pass."""
+    import warnings
+
+    import hfrl  # noqa: F401 - its import installs the DeepSpeed filter
+    from hfrl.utils.quiet import DEEPSPEED_NOTES, quiet_dependency_warnings
+
+    def record(message: str) -> logging.LogRecord:
+        return logging.LogRecord("DeepSpeed", logging.WARNING, "real_accelerator.py", 213, message, None, None)
+
+    assert not logging.getLogger("DeepSpeed").filter(record(DEEPSPEED_NOTES[0]))
+    assert logging.getLogger("DeepSpeed").filter(record("Setting ds_accelerator to cpu (override)"))
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        quiet_dependency_warnings()
+        for name in ("all_gather_into_tensor", "reduce_scatter_tensor"):
+            warnings.warn(f"`torch.distributed.{name}` is deprecated. Please use x instead.", FutureWarning, 1)
+        warnings.warn("`torch.distributed.something_else` is deprecated.", FutureWarning, 1)
+    assert [str(w.message) for w in seen] == ["`torch.distributed.something_else` is deprecated."]

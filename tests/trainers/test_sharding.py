@@ -125,7 +125,11 @@ def test_ppo_with_a_value_head_shards_under_zero2_and_zero3_matches_ddp_and_resu
     (resumed / "model.safetensors").unlink()
     proc = bench.launch("deepspeed_zero3", ["--resume"], resumed)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    assert "resuming from" in proc.stdout + proc.stderr
+    said = proc.stdout + proc.stderr
+    assert "resuming from" in said
+    # torch's deprecations of the collectives ZeRO-3 calls (two a call, per process) are filtered
+    # (hfrl.utils.quiet); DeepSpeed's CPU note is left only to accelerate's launcher, which is not hfrl
+    assert "FutureWarning" not in said and said.count("Setting accelerator to CPU") <= 1, said[-3000:]
     assert bench.largest_gap(bench.weights(resumed), bench.weights(run)) == 0.0
     # the sharded optimizer state is in the checkpoint DeepSpeed wrote (one file per process)
     assert len(list((run / last.name).rglob("*optim_states.pt"))) == 2
