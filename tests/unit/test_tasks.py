@@ -155,8 +155,10 @@ def test_the_critic_free_section_follows_the_runs_estimator():
     with pytest.raises(UnknownNameError, match=r"\(in task 't', section 'critic_free'\) 'top_mask'"):
         task_config(task, "ppo", ppo)
     # numbers ships one: the README's task with --advantage_estimator rloo
-    run = resolve_run(task="numbers", alg="ppo", model="tiny", overrides={"advantage_estimator": "rloo"})
+    run = resolve_run(
+        task="numbers", alg="ppo", model="tiny", overrides={"advantage_estimator": "rloo", "num_generations": 4}
+    )  # rloo's groups: checked
     assert run["ent_coef"] == 0.0 and run["learning_rate"] == 2e-3
     assert resolve_run(task="numbers", alg="ppo", model="tiny")["ent_coef"] == 0.01
-    flagged = {"advantage_estimator": "rloo", "ent_coef": 0.02}  # the user's flag wins
+    flagged = {"advantage_estimator": "rloo", "num_generations": 4, "ent_coef": 0.02}  # the user's flag wins
     assert resolve_run(task="numbers", alg="ppo", model="tiny", overrides=flagged)["ent_coef"] == 0.02
