@@ -6,9 +6,10 @@ so that ``hfrl train --task T --alg ppo --preset vapo`` is the task's tuning wit
 techniques; a config file or the command line still wins over the preset, which wins over the task.
 The run's ``config.yaml`` records the preset's name beside the values it set, and the model card
 names it. A preset's ``critic_warmup_iterations`` (the papers' 50, for runs of thousands of iterations)
-takes at most a quarter of the run's ``num_iterations``, said in one line
-(:func:`hfrl.runs.experiment.fit_preset_warmup`); one given on the command line or in ``--config`` is kept. Each file holds a ``description`` (its line in ``hfrl list presets``), the ``paper`` (a key
-of ``hfrl/trainers/papers.bib``) and the ``settings``. docs/algorithms.md §16.
+takes at most half of the run's ``num_iterations``, said in one line
+(:func:`hfrl.runs.experiment.fit_preset_warmup`); one given on the command line or in ``--config`` is
+kept. Each file holds a ``description`` (its line in ``hfrl list presets``), the ``paper`` (a key of
+``hfrl/trainers/papers.bib``) and the ``settings``. docs/algorithms.md §16.
 
     from hfrl.trainers.presets import preset_settings
     PPOConfig(output_dir="runs/demo", **preset_settings("vapo"))

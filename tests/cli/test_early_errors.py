@@ -127,14 +127,14 @@ def test_every_input_error_is_one_line_before_torch(results, name, message):
 
 
 def test_a_preset_warmup_is_fitted_to_a_short_run():
-    """--preset vapo's 50 warm-up iterations on a 20-iteration run: a quarter of the run, said in one line;
+    """--preset vapo's 50 warm-up iterations on a 20-iteration run: half the run, said in one line;
     a warm-up the command line gives is kept (and refused when it leaves the policy nothing: above)."""
     from hfrl.runs.experiment import resolve_run
 
     run = resolve_run("numbers", "ppo", "tiny", overrides={"preset": "vapo", "num_iterations": 20})
-    assert run["critic_warmup_iterations"] == 5
+    assert run["critic_warmup_iterations"] == 10
     assert run.notes == (
-        "preset vapo: critic_warmup_iterations 50 -> 5, a quarter of num_iterations 20 "
+        "preset vapo: critic_warmup_iterations 50 -> 10, half of num_iterations 20 "
         "(set --critic_warmup_iterations to choose)",
     )
     long = resolve_run("numbers", "ppo", "tiny", overrides={"preset": "vapo"})  # numbers' 500 iterations
