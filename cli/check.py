@@ -292,12 +292,12 @@ def check_vllm(report: Report) -> None:
     report.add(f"vLLM (--use_vllm): {dist} {version(dist)}")
     for line in requires(dist) or []:
         req = Requirement(line)
-        if req.name in ("torch", "transformers") and not req.marker:
+        if req.name in ("torch", "transformers") and (req.marker is None or req.marker.evaluate()):
             try:
                 have = version(req.name)
             except PackageNotFoundError:
                 continue
-            if not req.specifier.contains(have.split("+")[0], prereleases=True):
+            if not req.specifier.contains(have, prereleases=True):  # 2.13.0+cpu: "==2.13.0+cpu", "==2.13.0" alike
                 report.add(
                     f"{req.name} {have}: outside {dist}'s window {req.specifier}",
                     f"{req.name} {have} is outside {dist} {version(dist)}'s window: pip install "
