@@ -66,33 +66,78 @@ def generation_kwargs(settings: dict[str, Any]) -> dict[str, Any]:
     return {"max_new_tokens": settings[cap_name], **kwargs}
 
 
-# A chat template is code from the model's folder: its rendering gets a time budget (a template with
-# nested loops of 100,000 never ends) and its text a size limit (a prompt of more characters than any
-# context window holds tokens cannot be meant).
+# A chat template is code from the model's folder: it is rendered in a forked child (hfrl.utils.forked:
+# Linux) that is killed past its time budget and whose memory is capped, and its text gets a size limit
+# (a prompt of more characters than any context window holds tokens cannot be meant). In-process, a
+# SIGALRM budget stopped loops, but not one C-level operation: {{ 'x' * 2000000000 }} or a 10 GB string
+# built in a loop ran for minutes, and a sandbox that checks each operation ('*', '~', str.ljust, the
+# filters...) would have to know every one of them; a process boundary needs to know none.
 CHAT_TEMPLATE_SECONDS = 5.0
 CHAT_TEMPLATE_MAX_CHARS = 4 << 20  # 4 Mi characters: ~10^6 tokens, the longest context windows
 TEMPLATE_FIX = (
     "fix chat_template in its tokenizer_config.json or chat_template.jinja (or chat with --format plain / eou)"
 )
+_TEMPLATE_WORKER: list[Any] = []  # (weak reference to the tokenizer, its chat template, ForkedWorker): one at a time
+
+
+def _template_worker(tokenizer: Any) -> Any:
+    """The :class:`~hfrl.utils.forked.ForkedWorker` that renders ``tokenizer``'s chat template (a new one
+    for another tokenizer or template: the child holds the tokenizer it was forked with)."""
+    import weakref
+
+    from hfrl.utils.forked import ForkedWorker
+
+    template = getattr(tokenizer, "chat_template", None)
+    if _TEMPLATE_WORKER:
+        ref, held, worker = _TEMPLATE_WORKER[0]
+        if ref() is tokenizer and held == template:
+            return worker
+        worker.close(kill=True)
+        _TEMPLATE_WORKER.clear()
+
+    def render(messages: list) -> str:  # in the child
+        return tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
+
+    worker = ForkedWorker(render, max_result_bytes=4 * CHAT_TEMPLATE_MAX_CHARS + 4096)  # UTF-8: <= 4 bytes a character
+    _TEMPLATE_WORKER.append((weakref.ref(tokenizer), template, worker))
+    return worker
 
 
 def apply_chat_template(tokenizer: Any, messages: list) -> str:
     """The prompt text of chat ``messages`` by ``tokenizer``'s chat template, within
-    :data:`CHAT_TEMPLATE_SECONDS` (:func:`hfrl.utils.bounded.time_budget`, on a Unix main thread) and
-    :data:`CHAT_TEMPLATE_MAX_CHARS`; a template that does not parse, raises, loops or runs too long is
-    one line (a ``ValueError``) naming the model and what to change."""
+    :data:`CHAT_TEMPLATE_SECONDS` and :data:`CHAT_TEMPLATE_MAX_CHARS`, rendered in a forked child with
+    capped memory (:class:`hfrl.utils.forked.ForkedWorker`; elsewhere than Linux in this process under
+    :func:`hfrl.utils.bounded.time_budget`, which stops loops but not one long operation); a template that
+    does not parse, raises, loops, runs too long or builds a huge text is one line (a ``ValueError``)
+    naming the model and what to change."""
     from jinja2 import TemplateError
 
     from hfrl.utils.bounded import time_budget
+    from hfrl.utils.forked import WorkerFailed, WorkerTimeout, can_fork
 
     where = getattr(tokenizer, "name_or_path", "") or "the model"
     slow = (
-        f"the chat template of {where} did not finish within {CHAT_TEMPLATE_SECONDS:g} s (a loop that never ends?); "
-        f"{TEMPLATE_FIX}"
+        f"the chat template of {where} did not finish within {CHAT_TEMPLATE_SECONDS:g} s (a loop that never ends, "
+        f"a huge text?); {TEMPLATE_FIX}"
     )
+    big = f"the chat template of {where} made a prompt over the limit of {CHAT_TEMPLATE_MAX_CHARS:,} characters"
     try:
-        with time_budget(CHAT_TEMPLATE_SECONDS, slow):
-            text = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
+        if can_fork():
+            text = _template_worker(tokenizer).call(messages, CHAT_TEMPLATE_SECONDS)
+        else:
+            with time_budget(CHAT_TEMPLATE_SECONDS, slow):
+                text = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
+    except WorkerTimeout:
+        raise ValueError(slow) from None
+    except WorkerFailed as err:  # what the template raised in the child, by name
+        if err.kind == "ResultTooLarge":
+            raise ValueError(f"{big}; {TEMPLATE_FIX}") from None
+        problem = str(err) or (
+            "the text it builds does not fit in memory" if err.kind == "MemoryError" else "no message"
+        )
+        raise ValueError(
+            f"the chat template of {where} cannot be applied ({err.kind}: {problem}); {TEMPLATE_FIX}"
+        ) from None
     except (TemplateError, OverflowError, RecursionError, MemoryError) as err:  # bad syntax, raise, huge range...
         problem = str(err).strip().splitlines()[0] if str(err).strip() else "no message"
         raise ValueError(

@@ -114,6 +114,7 @@ def _generate_batch(
     """One ``generate`` call of :func:`generate_completions`: ``num_generations`` completions of each
     prompt, the prompts encoded once when ``share_prefill`` (:func:`shared_prefill`)."""
     ids, mask = trim_padding(query_ids, query_mask)
+    check_positions(lm, ids.shape[1], generation_kwargs.get("max_new_tokens"))
     kwargs = {"use_cache": True, "pad_token_id": pad_token_id, **fit_min_length(lm, ids.shape[1], generation_kwargs)}
     # generate(custom_generate=...) runs a repo's or folder's code only with the user's own opt-in
     kwargs["trust_remote_code"] = generation_kwargs.get("trust_remote_code", code_trusted())
@@ -180,6 +181,28 @@ def fit_min_length(lm: Any, prompt_width: int, generation_kwargs: dict) -> dict:
                 "clipped to it"
             )
     return {**generation_kwargs, "min_length": longest}
+
+
+def check_positions(lm: Any, prompt_tokens: int, max_new_tokens: int | None) -> None:
+    """A one-line ``ValueError`` when a prompt of ``prompt_tokens`` and ``max_new_tokens`` new tokens need
+    more positions than ``lm`` has learned embeddings for (GPT-2's ``n_positions``: past it ``generate``
+    indexes out of its position table, a 130-line ``IndexError``). Rotary models (a ``rope_*`` setting)
+    are not refused: transformers generates past their ``max_position_embeddings``, warning."""
+    config = getattr(lm, "config", None)
+    positions = getattr(config, "max_position_embeddings", None)
+    rotary = any(getattr(config, key, None) is not None for key in ("rope_theta", "rope_scaling", "rope_parameters"))
+    if not isinstance(positions, int) or rotary or not max_new_tokens:
+        return
+    seq2seq = bool(getattr(config, "is_encoder_decoder", False))
+    needed = max_new_tokens + 1 if seq2seq else prompt_tokens + max_new_tokens  # the decoder's start token
+    if needed > positions:
+        prompt = "" if seq2seq else f" after a prompt of {prompt_tokens} tokens"
+        name = getattr(config, "name_or_path", "") or type(lm).__name__
+        raise ValueError(
+            f"max_new_tokens {max_new_tokens}{prompt} needs {needed} positions, more than the {positions} the model "
+            f"{name} has (max_position_embeddings); lower max_new_tokens (hfrl train --max_new_tokens, hfrl chat "
+            "--max-new-tokens) or max_prompt_length"
+        )
 
 
 @torch.no_grad()
