@@ -216,8 +216,8 @@ def load_task(name: str, /, **kwargs: Any) -> Task:
     builder, kwargs = _checked_builder(name, kwargs)
     if isinstance(builder, Task):
         return builder
-    quiet_dataset_bars()  # datasets' "Generating train split" bars of a task's own files
-    task = builder(**kwargs)
+    with quiet_dataset_bars():  # datasets' "Generating train split" bars of a task's own files
+        task = builder(**kwargs)
     if not isinstance(task, Task):
         raise ValueError(f"task builder {name!r} returned {type(task).__name__}, not an hfrl.tasks.Task")
     return task

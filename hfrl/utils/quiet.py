@@ -20,7 +20,7 @@
   boxed "LOAD REPORT ... score.weight | MISSING" table for it; a report of nothing but a new
   classification head (and the causal LM's unused ``lm_head``) is one hfrl line instead. Any other
   report (a weight missing from the body) is shown as transformers writes it.
-- **datasets' bars** (:func:`quiet_dataset_bars`, when a task loads): "Generating train split" (and
+- **datasets' bars** (:func:`quiet_dataset_bars`, while a task loads): "Generating train split" (and
   "Map") bars for each file of a task's data, the fixtures' included: a few lines of bars per run before
   its start line. ``HF_DATASETS_DISABLE_PROGRESS_BARS=0`` keeps them.
 - **Progress bars** (:func:`quiet_loading_bars`): transformers' ``Loading weights`` and ``Writing model
@@ -151,14 +151,21 @@ def new_head_report_as_one_line() -> None:
         log.addFilter(_NEW_HEAD)
 
 
-def quiet_dataset_bars() -> None:
-    """Turn ``datasets``' progress bars off (``datasets.disable_progress_bars``), unless the user set
-    ``HF_DATASETS_DISABLE_PROGRESS_BARS`` (which ``datasets`` lets win)."""
-    if "HF_DATASETS_DISABLE_PROGRESS_BARS" in os.environ:
-        return
+@contextlib.contextmanager
+def quiet_dataset_bars() -> Iterator[None]:
+    """Inside: ``datasets``' progress bars off (``datasets.disable_progress_bars``), on again after if they
+    were; as they are where the user set ``HF_DATASETS_DISABLE_PROGRESS_BARS`` (which ``datasets`` lets win).
+    The Hub's download bars (``huggingface_hub``'s) are not ``datasets``' and stay."""
     import datasets
 
+    if "HF_DATASETS_DISABLE_PROGRESS_BARS" in os.environ or datasets.utils.are_progress_bars_disabled():
+        yield
+        return
     datasets.disable_progress_bars()
+    try:
+        yield
+    finally:
+        datasets.enable_progress_bars()
 
 
 @contextlib.contextmanager

@@ -51,6 +51,7 @@ def test_a_tasks_own_files_load_without_datasets_bars(tmp_path, monkeypatch, cap
     load_task("iwslt2017", data_dir=str(FIXTURES / "iwslt2017"))
     err = capfd.readouterr().err
     assert "Generating" not in err and "split" not in err, err
+    assert not datasets.utils.are_progress_bars_disabled()  # only while the task loads: the user's own stay
 
 
 def test_help_text_shows_percent_signs_once(capsys):
