@@ -117,8 +117,8 @@ def apply_chat_template(tokenizer: Any, messages: list) -> str:
 
     where = getattr(tokenizer, "name_or_path", "") or "the model"
     slow = (
-        f"the chat template of {where} did not finish within {CHAT_TEMPLATE_SECONDS:g} s (a loop that never ends, "
-        f"a huge text?); {TEMPLATE_FIX}"
+        f"the chat template of {where} did not finish within {CHAT_TEMPLATE_SECONDS:g} s (a loop that never ends?); "
+        f"{TEMPLATE_FIX}"
     )
     big = f"the chat template of {where} made a prompt over the limit of {CHAT_TEMPLATE_MAX_CHARS:,} characters"
     try:
