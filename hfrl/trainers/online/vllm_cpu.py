@@ -36,8 +36,8 @@ from typing import Any
 import torch
 from trl.generation.vllm_generation import VLLMGeneration
 
+from hfrl.core.models import plain_model_dir
 from hfrl.core.policies import is_peft_model
-from hfrl.trainers.online.vllm_rollout import engine_model_path
 
 SYNC_CHECK_TEXT = "The quick brown fox jumps over the lazy dog. 1 2 3 4 5 6 7 8 9 10"
 # nats: the engine's mean |log-prob - the policy's| on the sample that a float32 engine stays well under
@@ -172,8 +172,9 @@ class SyncCheck:
 
 class CPUVLLMGeneration(VLLMGeneration):
     """TRL's ``VLLMGeneration`` (its ``generate``) on vLLM's CPU engine, colocated: an eager engine from
-    :func:`engine_model_path`, the weights synced through vLLM's reload path and checked
-    (:class:`SyncCheck`), the engine shut down at exit (the module docstring says why each)."""
+    the model's folder (:func:`~hfrl.core.models.plain_model_dir`), the weights synced through vLLM's
+    reload path and checked (:class:`SyncCheck`), the engine shut down at exit (the module docstring says
+    why each)."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -194,7 +195,7 @@ class CPUVLLMGeneration(VLLMGeneration):
         os.environ.update(RANK="0", LOCAL_RANK="0", WORLD_SIZE="1")
         ensure_master_addr_port()
         self.llm = LLM(
-            model=engine_model_path(self.model),
+            model=plain_model_dir(str(self.model.name_or_path)),  # a .gguf model: its checked dequantised folder
             dtype=next(self.model.parameters()).dtype,  # the policy's: the importance weights stay near 1
             enforce_eager=True,  # vLLM's reload path needs the eager model; it also starts 2-3x faster
             max_model_len=self.max_model_length,

@@ -129,10 +129,9 @@ def engine_model_path(model: Any) -> str:
     """The folder a colocated engine loads ``model`` from: its ``name_or_path``, or for a GGUF file the
     dequantised HF folder of hfrl's cache (:func:`hfrl.core.models.plain_model_dir`; vLLM reads a folder's
     config.json here, not the GGUF file)."""
-    from hfrl.core.models import is_gguf, plain_model_dir
+    from hfrl.core.models import plain_model_dir
 
-    path = str(getattr(model, "name_or_path", "") or model.config._name_or_path)
-    return plain_model_dir(path) if is_gguf(path) else path
+    return plain_model_dir(model.name_or_path)  # else the path itself
 
 
 @contextlib.contextmanager
