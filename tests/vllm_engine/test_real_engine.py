@@ -6,7 +6,8 @@ of ``hfrl train``, which starts its own. Skipped, with the reason, without vLLM 
 
     VLLM_CPU_KVCACHE_SPACE=1 VLLM_CPU_OMP_THREADS_BIND=0 OMP_NUM_THREADS=1 python -m pytest -q tests/vllm_engine
 
-(.ci/vllm builds the venv: pyproject.toml's vllm-cpu extra says how.)
+(.ci/vllm builds the venv: pyproject.toml's vllm-cpu extra says how.) The folder is not ``tests/vllm``: pytest
+puts ``tests/`` on ``sys.path`` (its conftest), where a ``vllm`` folder would shadow the vllm package.
 """
 
 from __future__ import annotations
