@@ -100,6 +100,15 @@ def check_policy_loss(values: Mapping[str, Any], loss: Any, estimator: Any) -> N
         or _fact(estimator, "loss_aggregation")
         or "token-mean"
     )
+    reads = _fact(loss, "reads")  # None: a loss of your own code, not imported yet (__post_init__ asks it)
+    if reads is not None:
+        unread = [key for key in ("cliprange_low", "cliprange_high", "clip_ratio_c") if values.get(key) is not None]
+        unread = [key for key in unread if key not in reads]
+        if unread:
+            raise ValueError(
+                f"policy_loss {name} does not read {unread[0]} (it reads: {', '.join(reads)}): leave {unread[0]} "
+                "unset, or choose a loss that reads it (hfrl list fields --alg ppo says which)"
+            )
     whole = _fact(loss, "needs_whole_sequences", False)
     if (whole or aggregation != "token-mean") and values.get("minibatch_unit", "sequences") != "sequences":
         why = f"policy_loss {name}" if whole else f"loss_aggregation {aggregation}"

@@ -380,14 +380,17 @@ def _valid_field(info: Any) -> bool:
 
 def _valid_facts(table: Any, names: tuple[str, ...]) -> bool:
     """Whether ``table`` holds registered classes' facts (:data:`FACTS`): ``names`` only, each a boolean
-    (``loss_aggregation``: an aggregation's name or None)."""
+    (``loss_aggregation``: an aggregation's name or None; ``reads``: a list of field names)."""
     if not isinstance(table, dict):
         return False
     for facts in table.values():
         if not (isinstance(facts, dict) and facts.keys() <= set(names)):
             return False
         for name, value in facts.items():
-            if not (isinstance(value, bool) or (name == "loss_aggregation" and isinstance(value, (str, type(None))))):
+            if name == "reads":  # setting names, nothing that could name code
+                if not (isinstance(value, list) and all(isinstance(v, str) and v.isidentifier() for v in value)):
+                    return False
+            elif not (isinstance(value, bool) or (name == "loss_aggregation" and isinstance(value, (str, type(None))))):
                 return False
     return True
 
@@ -586,7 +589,7 @@ def build() -> dict[str, Any]:
 # a run reads (hfrl.trainers.field_rules), recorded when the schema is built: no torch once it is cached
 FACTS: dict[str, tuple[str, ...]] = {
     "estimators": ("needs_critic", "unit_scale", "needs_groups", "loss_aggregation"),
-    "policy_losses": ("needs_whole_sequences", "needs_groups", "surrogate", "loss_aggregation"),
+    "policy_losses": ("needs_whole_sequences", "needs_groups", "surrogate", "loss_aggregation", "reads"),
 }
 
 
@@ -606,8 +609,18 @@ def registry_facts(kind: str) -> dict[str, dict[str, Any]]:
             **(getattr(cls, "defaults", None) or {}),
             **{k: getattr(cls, k) for k in FACTS[kind] if hasattr(cls, k)},
         }
-        out[name] = {k: facts.get(k) if k == "loss_aggregation" else bool(facts.get(k)) for k in FACTS[kind]}
+        out[name] = {k: _fact_value(k, facts.get(k)) for k in FACTS[kind]}
     return out
+
+
+def _fact_value(name: str, value: Any) -> Any:
+    """A fact as the schema stores it: an aggregation's name (or None), the settings a loss reads (a list
+    of names), else a boolean."""
+    if name == "loss_aggregation":
+        return value
+    if name == "reads":
+        return [str(v) for v in value or ()]
+    return bool(value)
 
 
 def estimator_facts() -> dict[str, dict[str, Any]]:

@@ -56,6 +56,10 @@ CASES = [
      "it, or per_device_train_batch_size x gradient_accumulation_steps (x processes) to a multiple of it"),
     ("rollout_minibatch", [*TRAIN, "--num_generations", "3", "--rollout_batch_size", "5", "--mini_batch_size", "4"],
      "rollout_batch_size (5) x num_generations (3) must be a multiple of mini_batch_size (4); change one of them"),
+    ("loss_reads", [*TRAIN, "--policy_loss", "gspo", "--clip_ratio_c", "3"],
+     "policy_loss gspo does not read clip_ratio_c (it reads: cliprange, cliprange_low, cliprange_high, "
+     "loss_aggregation): leave clip_ratio_c unset, or choose a loss that reads it (hfrl list fields --alg ppo "
+     "says which)"),
     ("group_estimator", [*TRAIN, "--advantage_estimator", "rloo"],
      "advantage_estimator rloo compares the completions of each prompt: set num_generations >= 2 (e.g. 4), got 1"),
     ("whole_sequences", [*TRAIN, "--policy_loss", "gspo", "--minibatch_unit", "tokens"],

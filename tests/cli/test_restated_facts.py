@@ -68,3 +68,22 @@ def test_num_generations_help_lists_the_registry_group_estimators():
     help_text = next(f for f in dataclasses.fields(OnlineConfig) if f.name == "num_generations").metadata["help"]
     groups = [name for name in ESTIMATORS if estimator_class(name).needs_groups]
     assert groups and f"({', '.join(groups)})" in help_text
+
+
+def test_each_policy_loss_declares_the_settings_it_reads_and_refuses_the_others(tmp_path):
+    import pytest
+
+    from hfrl import PPOConfig
+    from hfrl.core.policy_losses import POLICY_LOSSES, policy_loss_class
+    from hfrl.core.policy_losses.base import LOSS_SETTINGS
+
+    for name in POLICY_LOSSES:  # every loss says what it reads, of the config's loss settings
+        assert set(policy_loss_class(name).reads) <= set(LOSS_SETTINGS), name
+    assert PPOConfig(output_dir=str(tmp_path), clip_ratio_c=3.0).loss_settings().clip_ratio_c == 3.0  # ppo_clip's
+    with pytest.raises(
+        ValueError, match=r"^policy_loss a2c does not read cliprange_low \(it reads: loss_aggregation\)"
+    ):
+        PPOConfig(output_dir=str(tmp_path), policy_loss="a2c", cliprange_low=0.1)
+    # the one name of the setting, in the config and the losses' settings alike
+    settings = PPOConfig(output_dir=str(tmp_path), loss_aggregation="seq-mean-token-mean").loss_settings()
+    assert settings.loss_aggregation == "seq-mean-token-mean"

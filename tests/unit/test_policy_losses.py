@@ -54,7 +54,7 @@ def test_gspo_clips_the_length_normalised_sequence_ratio():
     # seq-mean-token-mean: ((1.0004 + 1.0004) / 2 + (-2) / 1) / 2 = -0.4998 -> loss 0.4998
     loss, stats, grad = loss_of("gspo", [[0.1, 0.3], [0.0, 9.0]], [[0.0, 0.0], [0.0, 0.0]], [[1.0, 1.0], [-2.0, -2.0]],
                                 [[1, 1], [1, 0]], **{"cliprange_low": 3e-4, "cliprange_high": 4e-4,
-                                                     "aggregation": "seq-mean-token-mean"})  # fmt: skip
+                                                     "loss_aggregation": "seq-mean-token-mean"})  # fmt: skip
     assert loss == pytest.approx(0.4998, abs=1e-6)
     assert stats["clipfrac"].item() == 0.5  # one completion of two
     # row 0 is clipped: no gradient; row 1's token: d/dlogp of -(-2 s) / 2 at s = 1 -> 1 (its own gradient, not s_i's)

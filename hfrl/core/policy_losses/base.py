@@ -43,12 +43,17 @@ class LossSettings:
     cliprange_low: float = 0.2  # the ratio's lower clip, 1 - eps_low
     cliprange_high: float = 0.2  # its upper clip, 1 + eps_high (DAPO's clip-higher: eps_high > eps_low)
     clip_ratio_c: float | None = None  # dual-clip's bound c > 1 on -rho A for negative advantages (Ye et al. 2020)
-    aggregation: str = "token-mean"  # how per-token terms become one number (aggregation.AGGREGATIONS)
+    loss_aggregation: str = "token-mean"  # how per-token terms become one number (aggregation.AGGREGATIONS)
     max_tokens: int | None = None  # max_new_tokens: seq-mean-token-sum-norm's constant
 
     @property
     def clip_bounds(self) -> tuple[float, float]:
         return 1.0 - self.cliprange_low, 1.0 + self.cliprange_high
+
+
+#: the online configs' settings of a policy loss (the union; each loss declares what it ``reads``)
+CLIP_SETTINGS = ("cliprange", "cliprange_low", "cliprange_high")
+LOSS_SETTINGS = (*CLIP_SETTINGS, "clip_ratio_c", "loss_aggregation")
 
 
 class PolicyLoss:
@@ -68,6 +73,9 @@ class PolicyLoss:
     defaults: ClassVar[dict[str, Any]] = {}
     #: its paper, a key of hfrl/trainers/papers.bib (the model card cites it); None: the trainer's
     paper: ClassVar[str | None] = None
+    #: the config's loss settings it reads (of :data:`LOSS_SETTINGS`): a run that sets another is refused
+    #: (hfrl.trainers.field_rules.check_policy_loss), and ``hfrl list fields`` says which loss reads which
+    reads: ClassVar[tuple[str, ...]] = ("loss_aggregation",)
 
     def __init__(self, settings: LossSettings | None = None) -> None:
         self.settings = settings or LossSettings()
@@ -76,8 +84,8 @@ class PolicyLoss:
         raise NotImplementedError
 
     def aggregate(self, values: Tensor, mask: Tensor) -> Tensor:
-        """``values`` ``(B, T)`` over ``mask`` as the settings' ``aggregation`` says."""
-        return aggregate(values, mask, self.settings.aggregation, self.settings.max_tokens)
+        """``values`` ``(B, T)`` over ``mask`` as the settings' ``loss_aggregation`` says."""
+        return aggregate(values, mask, self.settings.loss_aggregation, self.settings.max_tokens)
 
 
 def taken_logprobs(out: PolicyOutputs) -> Tensor:
@@ -87,4 +95,4 @@ def taken_logprobs(out: PolicyOutputs) -> Tensor:
     return out.logprobs
 
 
-__all__ = ["LossSettings", "PolicyLoss", "PolicyOutputs", "taken_logprobs"]
+__all__ = ["CLIP_SETTINGS", "LOSS_SETTINGS", "LossSettings", "PolicyLoss", "PolicyOutputs", "taken_logprobs"]

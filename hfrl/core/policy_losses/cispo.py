@@ -16,7 +16,7 @@ import torch
 from torch import Tensor
 
 from hfrl.core.advantages import masked_mean
-from hfrl.core.policy_losses.base import PolicyLoss, PolicyOutputs, taken_logprobs
+from hfrl.core.policy_losses.base import CLIP_SETTINGS, PolicyLoss, PolicyOutputs, taken_logprobs
 from hfrl.core.rollout import Rollout
 
 
@@ -25,6 +25,7 @@ class CISPO(PolicyLoss):
 
     defaults: ClassVar[dict[str, Any]] = {"cliprange_low": 1.0, "cliprange_high": 0.28}
     paper = "minimax2025minimax"
+    reads = (*CLIP_SETTINGS, "loss_aggregation")  # the clip of the detached weight
 
     def __call__(self, out: PolicyOutputs, batch: Rollout) -> tuple[Tensor, dict[str, Tensor]]:
         logprobs = taken_logprobs(out)

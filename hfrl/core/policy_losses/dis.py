@@ -22,7 +22,7 @@ import torch
 from torch import Tensor
 
 from hfrl.core.advantages import masked_mean
-from hfrl.core.policy_losses.base import PolicyLoss, PolicyOutputs, taken_logprobs
+from hfrl.core.policy_losses.base import CLIP_SETTINGS, PolicyLoss, PolicyOutputs, taken_logprobs
 from hfrl.core.rollout import Rollout
 
 
@@ -32,6 +32,7 @@ class DIS(PolicyLoss):
     defaults: ClassVar[dict[str, Any]] = {"cliprange_low": 0.3, "cliprange_high": 5.0}
     surrogate = True  # its value is an importance-weighted estimate of the improvement, as TRPO's
     paper = "sao2026single"
+    reads = (*CLIP_SETTINGS, "loss_aggregation")  # the trusted ratio's band
 
     def __call__(self, out: PolicyOutputs, batch: Rollout) -> tuple[Tensor, dict[str, Tensor]]:
         logprobs = taken_logprobs(out)

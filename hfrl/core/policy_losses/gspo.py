@@ -16,7 +16,7 @@ import torch
 from torch import Tensor
 
 from hfrl.core.advantages import masked_mean
-from hfrl.core.policy_losses.base import PolicyLoss, PolicyOutputs, taken_logprobs
+from hfrl.core.policy_losses.base import CLIP_SETTINGS, PolicyLoss, PolicyOutputs, taken_logprobs
 from hfrl.core.rollout import Rollout
 
 
@@ -32,6 +32,7 @@ class GSPO(PolicyLoss):
         "loss_aggregation": "seq-mean-token-mean",
     }
     paper = "zheng2025group"
+    reads = (*CLIP_SETTINGS, "loss_aggregation")  # the sequence ratio's clip
 
     def __call__(self, out: PolicyOutputs, batch: Rollout) -> tuple[Tensor, dict[str, Tensor]]:
         logprobs, mask = taken_logprobs(out), batch.response_mask.to(batch.advantages.dtype)

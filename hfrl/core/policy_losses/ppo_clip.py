@@ -13,7 +13,7 @@ from torch import Tensor
 
 from hfrl.core.advantages import masked_mean
 from hfrl.core.policy_losses.aggregation import aggregate
-from hfrl.core.policy_losses.base import LossSettings, PolicyLoss, PolicyOutputs, taken_logprobs
+from hfrl.core.policy_losses.base import CLIP_SETTINGS, LossSettings, PolicyLoss, PolicyOutputs, taken_logprobs
 from hfrl.core.rollout import Rollout
 
 
@@ -30,7 +30,7 @@ def clipped_surrogate(
     if settings.clip_ratio_c is not None:  # -max(-objective, -c A) for A < 0: objective >= c A
         dual = torch.max(objective, settings.clip_ratio_c * advantages)
         objective = torch.where(advantages < 0, dual, objective)
-    loss = -aggregate(objective, mask, settings.aggregation, settings.max_tokens)
+    loss = -aggregate(objective, mask, settings.loss_aggregation, settings.max_tokens)
     with torch.no_grad():
         stats = {
             "clipfrac": masked_mean(((ratio < low) | (ratio > high)).float(), mask),
@@ -48,6 +48,7 @@ class PPOClip(PolicyLoss):
     surrogate = True  # an importance-weighted estimate of the improvement: TRPO can step on it
 
     paper = "schulman2017proximal"
+    reads = (*CLIP_SETTINGS, "clip_ratio_c", "loss_aggregation")  # dual-clip is this loss's alone
 
     def __call__(self, out: PolicyOutputs, batch: Rollout) -> tuple[Tensor, dict[str, Tensor]]:
         return clipped_surrogate(taken_logprobs(out), batch.logprobs, batch.advantages, batch.train_mask, self.settings)

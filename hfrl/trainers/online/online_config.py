@@ -26,6 +26,15 @@ def _group_estimators() -> list[str]:
     return [name for name in ESTIMATORS if estimator_class(name).needs_groups]
 
 
+def _read_by(setting: str) -> str:
+    """`` Read by the policy losses ppo_clip, gspo.``: the registered losses that declare ``setting`` among
+    what they read (their class's ``reads``); another loss refuses it (hfrl.trainers.field_rules)."""
+    from hfrl.core.policy_losses import policy_loss_class
+
+    names = [name for name in POLICY_LOSSES if setting in policy_loss_class(name).reads]
+    return f" Read by the policy losses {', '.join(names)}."
+
+
 MINIBATCH_UNITS = ("sequences", "tokens")
 WHITEN_SCOPES = ("rollout", "minibatch")
 INVALID_REWARDS = ("error", "drop")
@@ -315,23 +324,28 @@ class OnlineConfig(RLConfig):
             + registry_help(POLICY_LOSSES, "ppo_clip")
         },
     )
-    cliprange: float = field(default=0.2, metadata={"help": "The ratio's clip range epsilon (PPO: 0.2)."})
+    cliprange: float = field(
+        default=0.2, metadata={"help": "The ratio's clip range epsilon (PPO: 0.2)." + _read_by("cliprange")}
+    )
     cliprange_low: float | None = field(
         default=None,
-        metadata={"help": "The ratio's lower clip, 1 - eps_low (default: the policy loss's own, else cliprange)."},
+        metadata={
+            "help": "The ratio's lower clip, 1 - eps_low (default: the policy loss's own, else cliprange)."
+            + _read_by("cliprange_low")
+        },
     )
     cliprange_high: float | None = field(
         default=None,
         metadata={
             "help": "The ratio's upper clip, 1 + eps_high; above cliprange_low it is DAPO's clip-higher (e.g. 0.28). "
-            "Default: the policy loss's own, else cliprange."
+            "Default: the policy loss's own, else cliprange." + _read_by("cliprange_high")
         },
     )
     clip_ratio_c: float | None = field(
         default=None,
         metadata={
             "help": "Dual-clip (Ye et al. 2020): for a negative advantage the ratio's term is at least c x A "
-            "(c > 1, e.g. 3). None: off."
+            "(c > 1, e.g. 3). None: off." + _read_by("clip_ratio_c")
         },
     )
     loss_aggregation: str | None = field(
@@ -341,7 +355,7 @@ class OnlineConfig(RLConfig):
             "help": "How the policy loss's per-token terms become one number: token-mean (every token alike), "
             "seq-mean-token-mean (each completion alike: GRPO, GSPO), seq-mean-token-sum, seq-mean-token-sum-norm "
             "(Dr. GRPO's constant, completions x max_new_tokens). Default: the policy loss's own, else the "
-            "estimator's (dr_grpo: seq-mean-token-sum-norm), else token-mean.",
+            "estimator's (dr_grpo: seq-mean-token-sum-norm), else token-mean." + _read_by("loss_aggregation"),
         },
     )
 
@@ -494,7 +508,7 @@ class OnlineConfig(RLConfig):
             cliprange_low=_first(self.cliprange_low, own.get("cliprange_low"), self.cliprange),
             cliprange_high=_first(self.cliprange_high, own.get("cliprange_high"), self.cliprange),
             clip_ratio_c=self.clip_ratio_c,
-            aggregation=aggregation,
+            loss_aggregation=aggregation,
             max_tokens=int(max_tokens),
         )
 
