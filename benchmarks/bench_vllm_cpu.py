@@ -10,8 +10,15 @@ eager, float32), times its start-up, one sync of the policy's weights (vLLM's re
 then ``--prompts`` prompts x ``--tokens`` new tokens sampled by the engine and by transformers'
 ``generate`` (SDPA, float32), ``--repeats`` times each, interleaved (completions forced to full length:
 ``min_tokens`` / ``min_new_tokens``), and prints one JSON line (the engine's start-up after its folder is
-made: a ``.gguf`` model's dequantised copy, timed apart). The PPO seconds per iteration with and
-without vLLM (issue 53 item 3) are not measured here yet.
+made: a ``.gguf`` model's dequantised copy, timed apart).
+
+``--ppo N`` instead runs ``hfrl train --task numbers --alg ppo`` for N iterations twice, with and without
+``--use_vllm`` (``--prompts`` completions of ``--tokens`` tokens an iteration), and prints each run's
+seconds per iteration by phase (generate, sync, score, update: the run's iterations.jsonl; the first
+iteration, with the engine's first sync, apart) and its wall time:
+
+    VLLM_CPU_KVCACHE_SPACE=1 VLLM_CPU_OMP_THREADS_BIND=0 OMP_NUM_THREADS=1 \
+        .venv-vllm/bin/python benchmarks/bench_vllm_cpu.py --model smollm2 --prompts 8 --tokens 16 --ppo 3
 """
 
 from __future__ import annotations
@@ -28,7 +35,10 @@ def main() -> None:
     parser.add_argument("--prompts", type=int, default=16)
     parser.add_argument("--tokens", type=int, default=16)
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--ppo", type=int, default=0, help="PPO iterations with and without vLLM (0: generation)")
     args = parser.parse_args()
+    if args.ppo:
+        return ppo(args)
 
     import torch
     from accelerate import Accelerator
@@ -80,6 +90,39 @@ def main() -> None:
         "hf_generate_tok_s": [round(tokens / t, 1) for t in times["hf"]],
     }))  # fmt: skip
     engine.shutdown()
+
+
+def ppo(args: argparse.Namespace) -> None:
+    """Seconds per PPO iteration by phase, with and without vLLM (the module docstring)."""
+    import subprocess
+    import sys
+    import tempfile
+    from pathlib import Path
+
+    phases = ("time/generate", "time/sync_weights", "time/score", "time/update")
+    for use_vllm in ("true", "false"):
+        out = Path(tempfile.mkdtemp()) / "run"
+        start = time.perf_counter()
+        subprocess.run(
+            [sys.executable, "-m", "hfrl.cli", "train", "--task", "numbers", "--alg", "ppo", "--model", args.model,
+             "--use_vllm", use_vllm, "--num_iterations", str(args.ppo), "--rollout_batch_size", str(args.prompts),
+             "--mini_batch_size", str(min(args.prompts, 4)), "--max_new_tokens", str(args.tokens),
+             "--report_to", "none", "-o", str(out)],
+            check=True, capture_output=True,
+        )  # fmt: skip
+        wall = time.perf_counter() - start
+        rows = [json.loads(line) for line in (out / "iterations.jsonl").read_text().splitlines()]
+        rows = [row for row in rows if "time/generate" in row]
+        per_phase = {
+            phase.removeprefix("time/"): {
+                "first": round(rows[0].get(phase, 0.0), 2),
+                "then_mean": round(sum(r.get(phase, 0.0) for r in rows[1:]) / max(len(rows) - 1, 1), 2),
+            }
+            for phase in phases
+        }
+        print(json.dumps({"model": args.model, "use_vllm": use_vllm, "iterations": len(rows),
+                          "completions": args.prompts, "tokens": args.tokens, "wall_s": round(wall, 1),
+                          "seconds": per_phase}))  # fmt: skip
 
 
 if __name__ == "__main__":  # vLLM's engine core may spawn a process: the guard keeps it from rerunning this
