@@ -209,7 +209,9 @@ def test_every_pretrained_and_generate_call_passes_trust_remote_code():
     ``trust_remote_code``. The exceptions: PEFT's adapter loading, which opens no code door, hfrl's
     own ``ChatSession.from_pretrained`` (it loads through :func:`hfrl.runs.run_dir.Run.load`) and TRL's
     ``VLLMGeneration.generate`` (``self.engine``: its model was loaded with ``trust_remote_code`` when
-    :meth:`hfrl.trainers.online.vllm_rollout.VLLMRollouts.for_trainer` built it)."""
+    :meth:`hfrl.trainers.online.vllm_rollout.VLLMRollouts.for_trainer` built it), and the CPU engine's sync
+    check (``llm``: the ``vllm.LLM`` that :class:`hfrl.trainers.online.vllm_cpu.CPUVLLMGeneration` built with
+    ``trust_remote_code``)."""
     import ast
 
     root = Path(__file__).resolve().parents[2]
@@ -224,7 +226,7 @@ def test_every_pretrained_and_generate_call_passes_trust_remote_code():
                 if node.func.attr not in ("from_pretrained", "generate", "pipeline"):
                     continue
                 owner = ast.unparse(node.func.value)
-                if owner in ("PeftModel", "PeftConfig", "ChatSession", "self.engine"):
+                if owner in ("PeftModel", "PeftConfig", "ChatSession", "self.engine", "llm"):
                     continue
                 keywords = {k.arg for k in node.keywords}
                 if "trust_remote_code" not in keywords and None not in keywords:  # **kwargs: checked where built
