@@ -12,7 +12,8 @@ are checked before the data and torch load (:mod:`hfrl.trainers.field_rules`).
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable, Sequence
+import dataclasses
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -51,23 +52,24 @@ class Task:
     description: str = ""
     default_base_model: str | None = None  # the base of default_model when that is a bare PEFT adapter
 
-    def config_for(self, alg: str, sections: type | Sequence[str] | None = None) -> dict[str, Any]:
-        """The task's settings for ``alg``: its ``configs`` sections in order, then ``alg``'s own, each
-        over the one before. ``sections``: the algorithm's config class (``task.config_for("ppo",
-        PPOConfig)``: the sections it inherits, :func:`task_sections`, e.g. ``defaults``, ``online``,
-        ``ppo``), or the section names. (:func:`hfrl.runs.experiment.task_config` also checks every
-        key is a field and applies the ``critic_free`` section.)"""
+    def config_for(
+        self, alg: str, sections: type | Sequence[str] | None = None, chosen: Mapping[str, Any] | None = None
+    ) -> dict[str, Any]:
+        """The task's settings for ``alg`` (:func:`merge_sections`, the one merge ``hfrl train`` uses too).
+        ``sections``: the algorithm's config class (``task.config_for("ppo", PPOConfig)``: the sections it
+        inherits, :func:`task_sections`, e.g. ``defaults``, ``online``, ``ppo``, and the ``defaults`` kept to
+        its fields), or the section names. ``chosen``: the settings you give over them, which decide the
+        estimator's section (``{"advantage_estimator": "rloo"}``: the task's ``critic_free`` one)."""
         if sections is None:
             raise TypeError(
                 f"config_for({alg!r}) needs the algorithm's config class for the task sections it inherits: "
                 f"task.config_for({alg!r}, PPOConfig) (or the section names)"
             )
+        fields = None
         if isinstance(sections, type):
+            fields = {f.name for f in dataclasses.fields(sections)} if dataclasses.is_dataclass(sections) else None
             sections = task_sections(sections)
-        merged: dict[str, Any] = {}
-        for name in (*sections, *([alg] if alg not in sections else [])):
-            merged.update(self.configs.get(name) or {})
-        return merged
+        return merge_sections(self.configs, alg, sections, chosen=chosen, fields=fields)
 
 
 @dataclass(frozen=True)
@@ -258,6 +260,64 @@ def task_from_yaml(
         description=declared.description,
         default_base_model=declared.default_base_model,
     )
+
+
+#: the section that an online run whose estimator trains no critic reads over its algorithm's own
+CRITIC_FREE_SECTION = "critic_free"
+
+
+def _needs_critic(name: str) -> bool | None:
+    """Whether the registered estimator ``name`` trains a critic (its class says); None for your own."""
+    from hfrl.core.estimators import ESTIMATORS, estimator_class
+
+    return bool(estimator_class(name).needs_critic) if name in ESTIMATORS else None
+
+
+def merge_sections(
+    configs: Mapping[str, Any],
+    alg: str,
+    sections: Sequence[str],
+    *,
+    chosen: Mapping[str, Any] | None = None,
+    fields: Collection[str] | None = None,
+    translate: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
+    read: Callable[[str], dict[str, Any]] | None = None,
+    needs_critic: Callable[[str], bool | None] = _needs_critic,
+) -> dict[str, Any]:
+    """A task's ``configs`` sections merged for ``alg``, each over the one before: ``defaults`` (translated by
+    the trainer's ``translate`` when it names things otherwise, and kept to ``fields``: it is shared by
+    algorithms whose configs differ), the config class's ``sections`` (``defaults`` < ``online`` < ``ppo`` <
+    ``nlpo``), ``alg``'s own when it is none of those (an A-LoL variant, TRL's ``grpo``), the
+    ``critic_free`` section when the run's estimator (``chosen``'s, else the merged one, else gae) trains no
+    critic, then the section of its ``policy_loss`` when the task has one. The one merge: the Python API
+    (:meth:`Task.config_for`) and ``hfrl train`` (:func:`hfrl.runs.experiment.task_config`, which passes
+    ``read`` to check each key and ``needs_critic`` from the schema, without torch) both call it.
+
+    >>> configs = {"defaults": {"a": 1, "max_new_tokens": 8}, "ppo": {"ent_coef": 0.01}}
+    >>> configs["critic_free"] = {"ent_coef": 0.0}
+    >>> merge_sections(configs, "ppo", ("defaults", "online", "ppo"), fields={"max_new_tokens", "ent_coef"})
+    {'max_new_tokens': 8, 'ent_coef': 0.01}
+    >>> merge_sections(configs, "ppo", ("defaults", "ppo"), chosen={"advantage_estimator": "rloo"},
+    ...                needs_critic=lambda name: name == "gae")["ent_coef"]
+    0.0
+    """
+    read = read or (lambda name: dict(configs.get(name) or {}))
+    defaults = dict(configs.get("defaults") or {})
+    if translate is not None:
+        defaults = translate(defaults)
+    merged = {k: v for k, v in defaults.items() if fields is None or k in fields}
+    chain = [name for name in sections if name != "defaults"]
+    chain += [alg] if alg not in chain else []
+    for name in chain:
+        merged.update(read(name))
+    if (fields is None or "advantage_estimator" in fields) and configs.get(CRITIC_FREE_SECTION):
+        estimator = (chosen or {}).get("advantage_estimator", merged.get("advantage_estimator", "gae"))
+        if needs_critic(str(estimator)) is False:
+            merged.update(read(CRITIC_FREE_SECTION))
+    loss = merged.get("policy_loss")
+    if isinstance(loss, str) and loss not in chain and configs.get(loss):
+        merged.update(read(loss))
+    return merged
 
 
 def task_sections(config_class: type) -> tuple[str, ...]:

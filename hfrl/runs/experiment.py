@@ -17,7 +17,7 @@ from typing import Any
 from hfrl.core.model_args import MODEL_KEYS
 from hfrl.runs.config_values import RUN_KEYS, check_fields, check_run_keys, coerce_numbers
 from hfrl.runs.run_config import CONFIG_NAME, config_text, load_yaml, read_config_file, task_kwargs
-from hfrl.tasks.base import Task, TaskSpec
+from hfrl.tasks.base import Task, TaskSpec, merge_sections
 from hfrl.trainers import algorithm_trainer
 from hfrl.trainers.checkpoints import RESUMABLE, RUN_DEFINITION
 from hfrl.trainers.field_rules import reward_columns_problem
@@ -52,15 +52,12 @@ def config_fields(config_class: type) -> set[str]:
     return {f.name for f in dataclasses.fields(config_class) if f.init}
 
 
-#: the task section an online algorithm reads when its advantage estimator trains no critic (docs/algorithms.md §13)
-CRITIC_FREE_SECTION = "critic_free"
-
-
 def task_config(
     task_obj: Task | TaskSpec, alg: str, schema: ConfigSchema, chosen: Mapping[str, Any] | None = None
 ) -> tuple[dict[str, Any], dict[str, Any]]:
-    """(run-level keys, config fields) that the task declares for ``alg``: its YAML ``configs``
-    sections merged along the config classes, each over the one before (``schema.sections``:
+    """(run-level keys, config fields) that the task declares for ``alg``: the one merge of its YAML
+    ``configs`` (:func:`hfrl.tasks.base.merge_sections`, which ``Task.config_for`` calls too), with each
+    key checked to be a field. The sections along the config classes, each over the one before (``schema.sections``:
     ``defaults`` < ``online`` < ``ppo`` < ``nlpo``; ``defaults`` < ``offline`` < ``a_lol_seq``), then the
     algorithm's own section when its name is none of those (an A-LoL variant; TRL's ``grpo``), then the
     ``critic_free`` section when the run's ``advantage_estimator`` (the user's, in ``chosen``, else the
@@ -74,20 +71,11 @@ def task_config(
     TRL's trainers name things differently). Every key of the other sections must be a field.
     """
     fields = schema.names
-    configs = task_obj.configs
-    merged = {k: v for k, v in schema.translate_defaults(dict(configs.get("defaults") or {})).items()
-              if k in fields or k in RUN_KEYS}  # fmt: skip
-    chain = [name for name in schema.sections if name != "defaults"]
-    chain += [alg] if alg not in chain else []
-    for section in chain:
-        merged.update(_section(task_obj, section, fields, schema))
-    if "advantage_estimator" in fields and configs.get(CRITIC_FREE_SECTION):
-        estimator = (chosen or {}).get("advantage_estimator", merged.get("advantage_estimator", "gae"))
-        if estimator_needs_critic(str(estimator)) is False:
-            merged.update(_section(task_obj, CRITIC_FREE_SECTION, fields, schema))
-    loss = merged.get("policy_loss")
-    if isinstance(loss, str) and loss not in chain and configs.get(loss):
-        merged.update(_section(task_obj, loss, fields, schema))
+    merged = merge_sections(
+        task_obj.configs, alg, schema.sections, chosen=chosen, fields={*fields, *RUN_KEYS},
+        translate=schema.translate_defaults, read=lambda section: _section(task_obj, section, fields, schema),
+        needs_critic=estimator_needs_critic,  # the schema's cached facts: no torch
+    )  # fmt: skip
     return {k: merged.pop(k) for k in RUN_KEYS if k in merged}, merged
 
 

@@ -120,14 +120,17 @@ def test_the_spec_checks_arguments_as_the_builder_does():
 
 def test_config_for_takes_the_algorithms_config_class():
     """``task.config_for("ppo", PPOConfig)`` (the docs' Python form) is what ``--alg ppo`` starts from: the
-    sections the config class inherits, not ``defaults`` alone; without them, one line saying what to pass."""
+    sections the config class inherits, not ``defaults`` alone, and of ``defaults`` (shared by algorithms whose
+    configs differ) only the class's fields; without them, one line saying what to pass."""
     from hfrl import NLPOConfig, PPOConfig
-    from tasks.base import Task
+    from hfrl.tasks.base import Task
 
-    task = Task("t", None, [], configs={"defaults": {"a": 1}, "online": {"b": 2}, "ppo": {"c": 3}, "nlpo": {"d": 4}})
-    assert task.config_for("ppo", PPOConfig) == task.config_for("ppo", config_schema("ppo").sections)
-    assert task.config_for("ppo", PPOConfig) == {"a": 1, "b": 2, "c": 3}
-    assert task.config_for("nlpo", NLPOConfig) == {"a": 1, "b": 2, "c": 3, "d": 4}
+    configs = {"defaults": {"a": 1, "max_new_tokens": 8}, "online": {"b": 2}, "ppo": {"c": 3}, "nlpo": {"d": 4}}
+    task = Task("t", None, [], configs=configs)
+    assert task.config_for("ppo", PPOConfig) == {"max_new_tokens": 8, "b": 2, "c": 3}
+    assert task.config_for("nlpo", NLPOConfig) == {"max_new_tokens": 8, "b": 2, "c": 3, "d": 4}
+    # section names alone: no class to keep defaults to
+    assert task.config_for("ppo", config_schema("ppo").sections) == {"a": 1, "max_new_tokens": 8, "b": 2, "c": 3}
     with pytest.raises(TypeError, match=r"^config_for\('ppo'\) needs the algorithm's config class .*PPOConfig"):
         task.config_for("ppo")
 
