@@ -26,7 +26,7 @@ REWARDS: dict[str, Entry] = {
     # composition (composite.py)
     "weighted": Entry("hfrl.rewards.composite:WeightedSum", range="the weighted sum of its rewards'"),
     # task rewards: HH's reward model (A-LoL)
-    "openassistant_reward": Entry("hfrl.tasks.hh:OpenAssistantReward", range="[0, 1]", needs=("model",)),
+    "openassistant_reward": Entry("hfrl.rewards.oasst:OpenAssistantReward", range="[0, 1]", needs=("model",)),
     # Leftover-Lunch dialogue attributes (dialogue.py) and the COMET critic (comet_critic.py)
     "cola_fluency": Entry("hfrl.rewards.dialogue:CoLAFluency", range="[0, 1]", needs=("model",)),
     "dialogrpt_depth": Entry("hfrl.rewards.dialogue:DialogRPTDepth", range="[0, 1]", needs=("model",)),

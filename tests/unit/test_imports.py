@@ -268,3 +268,28 @@ def test_core_and_rewards_stay_below_the_run_layer():
         if a.startswith(prefix) and any(b == f or b.startswith(f + ".") for f in forbidden)
     ]
     assert not bad, f"layering: {bad}"
+
+
+def test_registries_name_their_own_layer_or_below():
+    """A registry's dotted path is an import made later: the rewards' registry named
+    ``hfrl.tasks.hh:OpenAssistantReward``, a layer above it (issue 54). Every entry of the registries in the
+    layers under the tasks names a module of its own layer or a lower one."""
+    from hfrl.core.estimators import ESTIMATORS
+    from hfrl.core.policy_losses import POLICY_LOSSES
+    from hfrl.metrics import METRICS
+    from hfrl.rewards import REWARDS
+
+    registries = {
+        "hfrl.core.estimators": ESTIMATORS,
+        "hfrl.core.policy_losses": POLICY_LOSSES,
+        "hfrl.metrics": METRICS,
+        "hfrl.rewards": REWARDS,
+    }
+    upward = []
+    for owner, registry in registries.items():
+        for name, entry in registry.items():
+            path = str(getattr(entry, "path", None) or getattr(entry, "where", None) or entry)
+            module = path.partition(":")[0]
+            if layer_of(module) is not None and layer_of(module) > layer_of(owner):  # type: ignore[operator]
+                upward.append(f"{owner}[{name!r}] -> {module}")
+    assert not upward, f"registry entries naming a higher layer: {upward}"
