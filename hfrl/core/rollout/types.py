@@ -114,8 +114,8 @@ class Rollout:
 
 @dataclass
 class Completions:
-    """One sampled completion per prompt, and what generation kept of each step (shapes: the
-    module's table)."""
+    """The sampled completions (``num_generations`` per prompt, a prompt's in a row: ``groups`` says which
+    prompt each answers) and what generation kept of each step (shapes: the module's table)."""
 
     query_ids: torch.Tensor  # prompt ids
     query_mask: torch.Tensor  # 1 on prompt tokens
