@@ -489,20 +489,22 @@ def plain_model_dir(name: str) -> str:
     path = resolve_model(name)
     if not is_gguf(path):
         return path
-    from hfrl.utils.cache import cached_model_ok, discard, file_sha256, put_in_place, write_manifest
+    from hfrl.utils.cache import discard, ensure_built, file_sha256, put_in_place, write_manifest
 
     folder, file = _gguf_source(path)
     out = gguf_copy_path(os.path.join(folder, file))
     made_from = {"gguf_sha256": file_sha256(os.path.join(folder, file))}
-    if cached_model_ok(out, made_from):
-        return str(out)
+
+    def build() -> None:
+        tmp = out.with_name(f".{out.name}.tmp{os.getpid()}")
+        discard(tmp)
+        load_model(path).save_pretrained(tmp)
+        load_tokenizer(path).save_pretrained(tmp)
+        write_manifest(tmp, made_from)
+        put_in_place(tmp, out, made_from)  # over a folder not made from this file (planted, copied, stale, damaged)
+
     out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(f".{out.name}.tmp{os.getpid()}")
-    discard(tmp)
-    load_model(path).save_pretrained(tmp)
-    load_tokenizer(path).save_pretrained(tmp)
-    write_manifest(tmp, made_from)
-    put_in_place(tmp, out, made_from)  # over a folder not made from this file (planted, copied, stale, damaged)
+    ensure_built(out, made_from, build)  # the processes of a launch: the first builds, none reads it half built
     return str(out)
 
 

@@ -182,14 +182,14 @@ def tiny_model_path(name: str = "tiny", cache_dir: str | os.PathLike | None = No
     """
     if name not in TINY_MODELS:
         raise ValueError(f"unknown built-in model {name!r}; built-in models are {', '.join(TINY_MODELS)}")
-    from hfrl.utils.cache import cache_root, cached_model_ok
+    from hfrl.utils.cache import cache_root, ensure_built
 
     root = Path(cache_dir) if cache_dir else cache_root()
     out = root / f"{name}-{_VERSION}"
     made_from = {"built_in": out.name}  # the recipe, by its name and version
     # a folder of the cache is data: checked on each use (a few hundred KB hashed), built again when it is
-    # missing, not what hfrl wrote (planted, changed, a config naming code) or from before manifests
-    if not cached_model_ok(out, made_from):
-        out.parent.mkdir(parents=True, exist_ok=True)
-        _build(name, out, made_from)
+    # missing, not what hfrl wrote (planted, changed, a config naming code) or from before manifests; under
+    # the folder's lock, by the first process of a launch, so that none reads it half built or half replaced
+    out.parent.mkdir(parents=True, exist_ok=True)
+    ensure_built(out, made_from, lambda: _build(name, out, made_from))
     return str(out)

@@ -17,7 +17,8 @@ import hashlib
 import json
 import os
 import shutil
-from collections.abc import Mapping
+import time
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 
 
@@ -126,6 +127,72 @@ def cached_model_ok(folder: str | os.PathLike, made_from: Mapping[str, str]) -> 
         except (OSError, ValueError):  # hashed above, so written by hfrl: unreadable now means changed
             return False
     return True
+
+
+@contextlib.contextmanager
+def building(out: str | os.PathLike) -> Iterator[None]:
+    """Hold the lock of the cache folder ``out`` (an exclusive ``flock`` on a file named by the hash of its
+    path, in the system's temporary folder: nothing is left beside the folder) while it is checked and, if
+    need be, built: the processes of one ``accelerate launch`` on a fresh cache build it
+    once and read it whole (without it one process replaced the folder that another was loading: "Unrecognized
+    model ... Should have a `model_type` key"). Where ``fcntl`` is missing (Windows) it holds nothing."""
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - Windows
+        yield
+        return
+    import tempfile
+
+    key = hashlib.sha256(str(Path(out).resolve()).encode()).hexdigest()[:24]
+    lock = Path(tempfile.gettempdir(), "hfrl-locks", f"{key}.lock")
+    try:
+        lock.parent.mkdir(parents=True, exist_ok=True)
+        handle = open(lock, "a")  # noqa: SIM115 - closed below, after the lock's block
+    except OSError:  # another user's lock folder, a read-only /tmp: the check alone, as before locks
+        yield
+        return
+    with handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def _process_rank() -> int:
+    """This process's rank in an initialised torch process group, else 0 (torch is not imported here)."""
+    import sys
+
+    dist = sys.modules.get("torch.distributed")
+    if dist is None or not dist.is_available() or not dist.is_initialized():
+        return 0
+    return int(dist.get_rank())
+
+
+def ensure_built(
+    out: str | os.PathLike,
+    made_from: Mapping[str, str],
+    build: Callable[[], None],
+    wait_s: float = 900.0,
+    rank: int | None = None,
+) -> None:
+    """The model folder ``out`` as :func:`cached_model_ok` accepts it: checked under its lock
+    (:func:`building`) and built by ``build`` when it is not. In an initialised process group only rank 0
+    builds, the others wait for its folder: transformers' ``save_pretrained`` writes no weights off rank 0
+    (``should_save_on_this_rank``), so another rank's build held a tokenizer and no model ("Unrecognized
+    model ... Should have a `model_type` key", an ``accelerate launch`` on a fresh cache)."""
+    rank = _process_rank() if rank is None else rank
+    deadline = time.monotonic() + wait_s
+    while True:
+        with building(out):
+            if cached_model_ok(out, made_from):
+                return
+            if rank == 0:
+                build()
+                return
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"process {rank} waited {wait_s:.0f} s for process 0 to build {out}; is it running?")
+        time.sleep(0.5)
 
 
 def put_in_place(tmp: str | os.PathLike, out: str | os.PathLike, made_from: Mapping[str, str]) -> None:

@@ -59,3 +59,33 @@ def test_a_checked_tiny_model_folder_is_not_built_again(tmp_path, monkeypatch):
     first = tiny.tiny_model_path("tiny", cache_dir=tmp_path)
     monkeypatch.setattr(tiny, "_build", lambda *a, **k: pytest.fail("built again"))
     assert tiny.tiny_model_path("tiny", cache_dir=tmp_path) == first
+
+
+def test_only_the_first_process_of_a_launch_builds_a_cache_folder(tmp_path):
+    """transformers' save_pretrained writes no weights off rank 0 of a process group: a folder another rank
+    built held a tokenizer and no model, and an accelerate launch on a fresh cache stopped ("Unrecognized
+    model"). Another rank waits for rank 0's folder and never builds; rank 0 builds it once."""
+    import threading
+
+    import pytest
+
+    from hfrl.utils.cache import ensure_built, write_manifest
+
+    out, made_from, built = tmp_path / "model", {"built_in": "model"}, []
+
+    def build() -> None:
+        out.mkdir()
+        (out / "config.json").write_text('{"model_type": "gpt2"}')
+        write_manifest(out, made_from)
+        built.append(1)
+
+    with pytest.raises(RuntimeError, match=r"^process 1 waited 0 s for process 0 to build"):
+        ensure_built(out, made_from, lambda: built.append("rank 1"), wait_s=0.2, rank=1)
+    waiting = threading.Thread(target=ensure_built, args=(out, made_from, lambda: built.append("rank 1")),
+                               kwargs={"wait_s": 30, "rank": 1})  # fmt: skip
+    waiting.start()
+    ensure_built(out, made_from, build, rank=0)
+    waiting.join(timeout=30)
+    assert not waiting.is_alive() and built == [1]  # rank 1 took rank 0's folder; nobody built twice
+    ensure_built(out, made_from, build, rank=0)
+    assert built == [1]  # a checked folder is used as it is
