@@ -33,7 +33,7 @@ from datasets import Dataset  # noqa: E402
 from transformers import AutoModelForCausalLM, AutoTokenizer  # noqa: E402
 from trl.generation.vllm_generation import VLLMGeneration  # noqa: E402
 
-from hfrl import A2CConfig, A2CTrainer, NLPOConfig, NLPOTrainer, PPOTrainer  # noqa: E402
+from hfrl import A2CConfig, A2CTrainer, NLPOConfig, NLPOTrainer, PPOTrainer, TRPOConfig, TRPOTrainer  # noqa: E402
 from hfrl.testing import digit_reward  # noqa: E402
 from hfrl.trainers.online import vllm_cpu, vllm_rollout  # noqa: E402
 from hfrl.trainers.online.vllm_cpu import CPUVLLMGeneration, SyncCheck  # noqa: E402
@@ -201,6 +201,25 @@ def test_lora_a2c_with_a_critic_free_estimator_trains_on_the_engine(shared, tiny
     assert all(not torch.equal(p, before[n]) for n, p in trainer.model.named_parameters() if p.requires_grad)
     logs = [h for h in trainer.state.log_history if "reward" in h]
     assert len(logs) == 2 and all(h["vllm/logprob_gap_mean"] < 1e-3 for h in logs)
+
+
+def test_trpo_steps_outside_the_optimizer_and_the_next_sync_carries_them(shared, tiny_vllm_dir, make_config):
+    """TRPO moves the policy in its own natural-gradient step, not by the Trainer's optimizer (which holds
+    the critic): the second iteration's engine must still hold the stepped weights."""
+    args = make_config(TRPOConfig, use_vllm=True, num_generations=2, rollout_batch_size=4, target_kl=0.05)
+    trainer = TRPOTrainer(model=tiny_vllm_dir, args=args, reward_funcs=digit_reward, train_dataset=prompts())
+    policy = trainer.accelerator.unwrap_model(trainer.model).policy
+    before = {n: p.detach().clone() for n, p in policy.named_parameters()}
+    trainer.train()
+    logs = [h for h in trainer.state.log_history if "reward" in h]
+    assert len(logs) == 2 and all(set(h) >= VLLM_KEYS | {"trpo/kl", "loss/value"} for h in logs)
+    assert logs[0]["trpo/accepted"] == 1.0 and 0 < logs[0]["trpo/kl"] <= 0.05
+    # the step moved the policy, and iteration 2 sampled from the moved one: vLLM's log-probs are the policy's
+    assert any(not torch.equal(p, before[n]) for n, p in policy.named_parameters())
+    assert all(h["vllm/logprob_gap_mean"] < 1e-3 and h["vllm/is_weight_clipped_frac"] == 0 for h in logs)
+    assert shared.check.gap < 1e-3 and shared.check.last is not None
+    mask = trainer.rollout.response_mask.bool()
+    assert torch.allclose(trainer.rollout.is_weights[mask], torch.ones(int(mask.sum())), atol=1e-3)
 
 
 # ---- what is refused, one line each -----------------------------------------------------------------------
