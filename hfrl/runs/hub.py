@@ -7,11 +7,14 @@ its model card.
     from hfrl.runs.hub import export_run, push_run
 
 What goes out, and nothing else: the model (config, generation config, weights) or the PEFT adapter
-(or, with ``merge``, the adapter merged into its base), the tokenizer, ``README.md`` (the card,
-rendered for the destination), ``reward_curve.png``, ``config.yaml`` (without secrets) and the
-evaluation results ``eval/*.json``. Not the value head, optimizer state, ``training_args.bin`` (a
-pickle that may hold ``hub_token``) or checkpoints. Push needs the network and a token from the usual
-huggingface_hub sources (``HF_TOKEN``, ``hf auth login``); no file is sent that contains the token.
+(or, with ``merge``, the adapter merged into its base), the tokenizer, the critic of a run that has one
+(``value_head.safetensors`` and, for ``separate_critic``, ``critic/``: :mod:`hfrl.runs.critic_artifact`;
+``--critic_from`` starts a new run's critic from it), ``README.md`` (the card, rendered for the
+destination, with a section on what the critic predicts), ``reward_curve.png``, ``config.yaml``
+(without secrets) and the evaluation results ``eval/*.json``. Not optimizer state,
+``training_args.bin`` (a pickle that may hold ``hub_token``) or checkpoints. Push needs the network
+and a token from the usual huggingface_hub sources (``HF_TOKEN``, ``hf auth login``); no file is sent
+that contains the token.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from hfrl.runs.critic_artifact import critic_files, run_critic_section
 from hfrl.runs.run_config import CONFIG_NAME, EVAL_DIR, config_text
 from hfrl.runs.run_dir import Run, open_run
 from hfrl.utils.folders import regular_file
@@ -60,6 +64,8 @@ def collect_files(
     else:
         assert run.path is not None  # _local_run
         files.update({p.name: regular_file(p, run.path) for p in run.model_files() + run.tokenizer_files()})
+    assert run.path is not None
+    files.update(critic_files(run.path))  # the value head (and a separate critic's backbone), as trained
     card_kwargs = dict(card_kwargs or {})
     history = card_kwargs.get("log_history")
     history = history if history is not None else run.log_history()
@@ -78,7 +84,8 @@ def collect_files(
             "curve": CURVE_NAME if curve is not None else None,
         },
     )
-    files["README.md"] = str(card).encode()
+    section = run_critic_section(run.path, repo_id or model_ref or str(run.path), history, card_kwargs.get("rewards"))
+    files["README.md"] = with_section(str(card), section).encode()
     if run.has_config_file:
         files[CONFIG_NAME] = config_text(run.config).encode()
     eval_dir = run.path / EVAL_DIR if run.path is not None else None
@@ -86,6 +93,42 @@ def collect_files(
         assert run.path is not None
         files.update({f"{EVAL_DIR}/{p.name}": regular_file(p, run.path) for p in sorted(eval_dir.glob("*.json"))})
     return files
+
+
+def with_section(card: str, section: str | None, before: str = "\n## Framework versions") -> str:
+    """The card's text with ``section`` (Markdown) inserted before its ``before`` heading (at the end
+    when it has none); the card unchanged for None."""
+    if not section:
+        return card
+    at = card.find(before)
+    if at < 0:
+        return card.rstrip("\n") + "\n\n" + section
+    return card[:at].rstrip("\n") + "\n\n" + section + card[at:]
+
+
+def write_critic_section(
+    run_dir: str | os.PathLike, history: list[dict[str, Any]] | None = None, rewards: list[str] | None = None
+) -> None:
+    """The end of a run with a critic: on a task of worked solutions (``arith_chains``), the critic's
+    value at each step against final correctness (:mod:`hfrl.runs.value_at_step`, saved as
+    ``value_at_step.json``), then the critic's section in the run folder's ``README.md``. Nothing for
+    a run without a critic; a table that cannot be made is reported, never a lost card."""
+    import logging
+
+    from hfrl.runs.value_at_step import TASKS, write_value_at_step
+    from hfrl.trainers.online.critic_from import VALUE_HEAD_NAME
+
+    folder = Path(run_dir)
+    card = folder / "README.md"
+    if not (folder / VALUE_HEAD_NAME).is_file() or not card.is_file():
+        return
+    if open_run(folder, names_as_text=True).task in TASKS:
+        try:
+            write_value_at_step(folder)
+        except Exception as err:  # noqa: BLE001 - the model and its card are saved; the table is secondary
+            logging.getLogger(__name__).warning(f"the value-at-step table of {folder} could not be made: {err}")
+    section = run_critic_section(folder, str(folder), history, rewards)
+    card.write_text(with_section(card.read_text(encoding="utf-8"), section), encoding="utf-8")
 
 
 def assert_no_secret(files: dict[str, Path | bytes], secret: str | None = None) -> None:
@@ -172,4 +215,4 @@ def push_run(
         raise
 
 
-__all__ = ["assert_no_secret", "collect_files", "export_run", "push_run"]
+__all__ = ["assert_no_secret", "collect_files", "export_run", "push_run", "with_section", "write_critic_section"]

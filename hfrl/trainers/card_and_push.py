@@ -91,13 +91,19 @@ def base_model_name(model: Any) -> str | None:
 def write_run_card(trainer: CardTrainer, tags: str | list[str] | None, **given: Any) -> None:
     """``README.md`` (and ``reward_curve.png``) in the run directory (``hfrl.cards``): what the trainer
     knows (its ``_card_kwargs``: :func:`card_kwargs`, or a trainer's own, such as A-LoL's naming the run's
-    algorithm of the family), ``given`` (transformers' and TRL's card arguments, renamed) over it."""
+    algorithm of the family), ``given`` (transformers' and TRL's card arguments, renamed) over it. A run
+    with a critic gets its section (:func:`hfrl.runs.hub.write_critic_section`: on ``arith_chains``, the
+    value at each step)."""
     from hfrl.cards import write_card
 
     known = trainer._card_kwargs()
     base = given.pop("base_model", None) or known.pop("base_model", None)
     known.pop("base_model", None)
-    write_card(run_dir(trainer), tags=[tags] if isinstance(tags, str) else tags, base_model=base, **given, **known)
+    folder = run_dir(trainer)
+    write_card(folder, tags=[tags] if isinstance(tags, str) else tags, base_model=base, **given, **known)
+    from hfrl.runs.hub import write_critic_section
+
+    write_critic_section(folder, known.get("log_history"), known.get("rewards"))  # what the critic predicts
 
 
 def push_run_folder(

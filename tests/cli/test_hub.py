@@ -22,6 +22,7 @@ ADAPTER = {"adapter_config.json", "adapter_model.safetensors"}
 TOKENIZER = {"tokenizer.json", "tokenizer_config.json"}
 CARD = {"README.md", "reward_curve.png", "config.yaml"}
 EVALS = {"eval/test.json", "eval/test-base.json"}  # the shared full run is evaluated after and before
+CRITIC = {"value_head.safetensors"}  # a PPO run's critic goes with it (tests/unit/test_critic_artifact.py)
 
 
 class FakeHub:
@@ -115,10 +116,10 @@ def test_push_full_run_sends_exactly_model_card_image_config(full_run, hub, caps
     (created,) = hub.created
     assert (created["organization"], created["name"]) == ("me", "numbers-ppo")
     assert created.get("visibility") == "private" or created.get("private") is True
-    assert set(hub.files) == MODEL | TOKENIZER | CARD | EVALS
+    assert set(hub.files) == MODEL | TOKENIZER | CARD | EVALS | CRITIC
     assert hub.commits[0]["other"] == []  # no LFS pointer, no deletion: every file's bytes are above
     assert hub.validated == 1  # the card passed the (fake) Hub's metadata check
-    for name in MODEL | TOKENIZER | EVALS:
+    for name in MODEL | TOKENIZER | EVALS | CRITIC:
         assert hub.files[name] == (run / name).read_bytes(), name
     assert hub.files["reward_curve.png"].startswith(b"\x89PNG")
     card = ModelCard(hub.files["README.md"].decode())
@@ -132,7 +133,8 @@ def test_push_full_run_sends_exactly_model_card_image_config(full_run, hub, caps
 def test_push_adapter_sends_the_adapter_not_the_base(adapter_run, hub, capsys):
     code, out, err = run_cli(["push", str(adapter_run), "--repo-id", "me/lora-ppo"], capsys)
     assert code == 0, err
-    assert set(hub.files) == ADAPTER | TOKENIZER | {"README.md", "reward_curve.png"}  # Python run: no config.yaml
+    # a Python run: no config.yaml
+    assert set(hub.files) == ADAPTER | TOKENIZER | CRITIC | {"README.md", "reward_curve.png"}
     card = ModelCard(hub.files["README.md"].decode())
     assert card.data.library_name == "peft"
     assert "PeftModel.from_pretrained(base, 'me/lora-ppo')" in card.text
@@ -144,7 +146,7 @@ def test_push_merge_sends_a_full_model_that_loads(adapter_run, hub, capsys, tmp_
 
     code, _, err = run_cli(["push", str(adapter_run), "--repo-id", "me/lora-merged", "--merge"], capsys)
     assert code == 0, err
-    assert set(hub.files) == MODEL | TOKENIZER | {"README.md", "reward_curve.png"}
+    assert set(hub.files) == MODEL | TOKENIZER | CRITIC | {"README.md", "reward_curve.png"}
     for name, data in hub.files.items():
         (tmp_path / name).write_bytes(data)
     assert AutoModelForCausalLM.from_pretrained(tmp_path).config.model_type == "gpt2"
@@ -171,7 +173,7 @@ def test_trainer_push_to_hub_goes_through_hfrl(tiny_causal_dir, hub, tmp_path, m
     trainer.train()
     info = trainer.push_to_hub()
     assert info.commit_url.startswith("https://huggingface.co/me/py-run/commit/")
-    assert set(hub.files) == MODEL | TOKENIZER | {"README.md", "reward_curve.png"}  # no training_args.bin
+    assert set(hub.files) == MODEL | TOKENIZER | CRITIC | {"README.md", "reward_curve.png"}  # no training_args.bin
     assert "hfrl" in ModelCard(hub.files["README.md"].decode()).data.tags
     assert_no_token_anywhere(hub, (tmp_path / "py-run" / "README.md").read_text())
 
@@ -201,7 +203,7 @@ def test_push_to_hub_during_training_sends_checkpoints_through_hfrl(tiny_causal_
     trainer.save_model()
     assert [c["header"]["summary"] for c in hub.commits] == ["Training in progress, iteration 1", "Model save"]
     for commit in hub.commits:
-        assert set(commit["files"]) == MODEL | TOKENIZER | {"README.md", "reward_curve.png"}
+        assert set(commit["files"]) == MODEL | TOKENIZER | CRITIC | {"README.md", "reward_curve.png"}
     assert_no_token_anywhere(hub)
 
 
@@ -248,7 +250,7 @@ def test_export_full_run(full_run, tmp_path, capsys):
     code, stdout, err = run_cli(["export", str(full_run), "--out", str(out)], capsys)
     assert code == 0, err
     names = {p.relative_to(out).as_posix() for p in out.rglob("*") if p.is_file()}
-    assert names == MODEL | TOKENIZER | CARD | EVALS
+    assert names == MODEL | TOKENIZER | CARD | EVALS | CRITIC
     assert (out / "model.safetensors").read_bytes() == (full_run / "model.safetensors").read_bytes()
     assert AutoModelForCausalLM.from_pretrained(out).config.model_type == "gpt2"
     assert f"model={str(out.resolve())!r}" in (out / "README.md").read_text()

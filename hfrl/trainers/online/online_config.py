@@ -304,6 +304,14 @@ class OnlineConfig(RLConfig):
             "separate_critic)."
         },
     )
+    critic_from: str | None = field(
+        default=None,
+        metadata={
+            "help": "Start the critic from a trained one: a run folder, an hfrl export or a Hub id namespace/name "
+            "holding value_head.safetensors (and critic/ for separate_critic); safetensors only, no code run "
+            "(hfrl.trainers.online.critic_from). Its hidden size, layout (separate or shared) and LoRA must match."
+        },
+    )
     positive_lm_coef: float = field(
         default=0.0,
         metadata={

@@ -148,6 +148,10 @@ class OnlineTrainer(EvaluationMixin, TrainerMixin, Trainer):
         )
         # No value head at all for the critic-free estimators: nothing built, scored, trained or saved.
         wrapped = ActorCritic(policy, separate_critic=args.separate_critic, critic=estimator.needs_critic)
+        if args.critic_from:  # a trained critic to start from: checked to fit, then loaded (data only)
+            from hfrl.trainers.online.critic_from import load_critic
+
+            load_critic(wrapped, args.critic_from)
         if args.critic_freeze_attention:  # SAO's frozen-attention critic (the config checked it is separate)
             freeze_attention(cast(torch.nn.Module, wrapped.critic))
         self.is_encoder_decoder = wrapped.is_encoder_decoder
