@@ -9,7 +9,8 @@ TRL's leave it out of the sum over reward functions. Every reward is also a metr
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import inspect
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from hfrl.utils.registry import Entry, built, is_code_path, resolve, spec_parts, unknown
@@ -31,10 +32,14 @@ REWARDS: dict[str, Entry] = {
     "cola_fluency": Entry("hfrl.rewards.dialogue:CoLAFluency", range="[0, 1]", needs=("model",)),
     "dialogrpt_depth": Entry("hfrl.rewards.dialogue:DialogRPTDepth", range="[0, 1]", needs=("model",)),
     "dialogrpt_updown": Entry("hfrl.rewards.dialogue:DialogRPTUpdown", range="[0, 1]", needs=("model",)),
-    "faithcritic": Entry("hfrl.rewards.dialogue:FaithCritic", ("knowledge",), "[0, 1]", ("model",)),
+    "faithcritic": Entry(  # the knowledge column, else the prompt's Knowledge: segment
+        "hfrl.rewards.dialogue:FaithCritic", range="[0, 1]", needs=("model",), optional_inputs=("knowledge",)
+    ),
     "offensive_safety": Entry("hfrl.rewards.dialogue:OffensiveSafety", range="[0, 1]", needs=("model",)),
     "tfidf_diversity": Entry("hfrl.rewards.dialogue:TfidfDiversity", range="[0, 1]"),
-    "comet_critic": Entry("hfrl.rewards.comet_critic:CometCritic", range="[0, 1]", needs=("model",)),
+    "comet_critic": Entry(  # the head and relation columns, else parsed from the prompt
+        "hfrl.rewards.comet_critic:CometCritic", range="[0, 1]", needs=("model",), optional_inputs=("head", "relation")
+    ),
 }
 
 
@@ -133,13 +138,64 @@ def load_reward(spec: str | dict[str, Any] | Callable) -> Callable:
 
 def _takes_any(metric: str) -> bool:
     """Whether a metric's class takes ``**kwargs`` (its arguments cannot be listed)."""
-    import inspect
-
     from hfrl.metrics import METRICS
     from hfrl.utils.registry import import_path, path_of
 
     params = inspect.signature(import_path(path_of(METRICS[metric]))).parameters.values()
     return any(p.kind is p.VAR_KEYWORD for p in params)
+
+
+def reward_inputs(func: Callable) -> tuple[str, tuple[str, ...]] | None:
+    """``(id, the dataset columns it needs)`` of a reward built from the registries (a registered
+    function, class or metric id: its entry's ``inputs``; a weighted sum: its rewards'), or None for
+    a reward of your own (only its code knows what it reads).
+
+    >>> reward_inputs(load_reward("exact_answer")), reward_inputs(load_reward({"id": "rouge"}))
+    (('exact_answer', ('answer',)), ('rouge', ('references',)))
+    >>> reward_inputs(lambda prompts, completions, **columns: [1.0] * len(completions)) is None
+    True
+    """
+    from hfrl.metrics import METRICS
+    from hfrl.rewards.from_metrics import MetricReward
+
+    owner = func if inspect.isfunction(func) else type(func)
+    path = f"{owner.__module__}:{owner.__qualname__}"
+    name = next((name for name, entry in REWARDS.items() if entry.path == path), None)
+    if name == "weighted":  # hfrl.rewards.composite.WeightedSum: what its rewards read
+        parts = [reward_inputs(r) for r in getattr(func, "rewards", [])]
+        return name, tuple(dict.fromkeys(c for part in parts if part is not None for c in part[1]))
+    if name is not None:
+        return name, REWARDS[name].inputs
+    metric = getattr(func, "metric_id", None) if isinstance(func, MetricReward) else None
+    if metric in METRICS:
+        return metric, METRICS[metric].inputs
+    return None
+
+
+def missing_inputs_problem(reward_funcs: Sequence[Callable], columns: Sequence[str], where: str) -> str | None:
+    """The first reward of ``reward_funcs`` that needs a column the data lacks, in one line that names
+    the reward, the column(s) and ``where`` (``the train split of task 'numbers'``), or None. Rewards of
+    your own are not checked (:func:`reward_inputs`).
+
+    >>> print(missing_inputs_problem([load_reward("exact_answer")], ["prompt"], "the train split of task 'x'"))
+    reward exact_answer reads column 'answer', which the train split of task 'x' lacks: add it or choose another reward
+    """
+    for func in reward_funcs:
+        known = reward_inputs(func)
+        if known is not None and known[0] == "weighted":  # its rewards by their own ids
+            problem = missing_inputs_problem(getattr(func, "rewards", []), columns, where)
+            if problem:
+                return problem.replace(" reads", " (in weighted) reads", 1)
+            continue
+        missing = [c for c in known[1] if c not in columns] if known is not None else []
+        if known is not None and missing:
+            listed = ", ".join(repr(c) for c in missing)
+            return (
+                f"reward {known[0]} reads column{'s' if len(missing) > 1 else ''} {listed}, which {where} "
+                f"lack{'' if len(missing) > 1 else 's'}: add {'them' if len(missing) > 1 else 'it'} "
+                "or choose another reward"
+            )
+    return None
 
 
 def reward_list(reward_funcs: Any, weights: Any = None) -> tuple[list[Callable], list[float]]:
@@ -165,4 +221,13 @@ def reward_weights_problem(weights: Any, rewards: int) -> str | None:
     return f"reward_weights has {len(weights)} entries for {rewards} reward functions: give one weight per reward"
 
 
-__all__ = ["check_spec", "load_reward", "reward_ids", "reward_list", "reward_weights_problem", "spec_problem"]
+__all__ = [
+    "check_spec",
+    "load_reward",
+    "missing_inputs_problem",
+    "reward_ids",
+    "reward_inputs",
+    "reward_list",
+    "reward_weights_problem",
+    "spec_problem",
+]

@@ -54,7 +54,8 @@ def _arguments(obj: Any) -> list[str]:
 def _item(name: str, entry: Entry, kind: str, extra_arguments: tuple[str, ...] = ()) -> Item:
     obj = import_path(entry.path)
     arguments = _arguments(obj) if inspect.isclass(obj) else []
-    return Item(name, kind, describe(obj), [*arguments, *extra_arguments], list(entry.inputs), entry.range,
+    inputs = [*entry.inputs, *(f"{column} (when present)" for column in entry.optional_inputs)]
+    return Item(name, kind, describe(obj), [*arguments, *extra_arguments], inputs, entry.range,
                 list(entry.needs))  # fmt: skip
 
 

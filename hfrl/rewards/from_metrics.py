@@ -52,6 +52,7 @@ class MetricReward:
             )
         args, reward_key = _legacy(metric, args, reward_key)
         self.__name__ = metric.rpartition(":")[2] if ":" in metric else metric  # the reward's name in the logs
+        self.metric_id = metric  # its registry entry says what it reads (hfrl.rewards.reward_inputs)
         self.metric = load_metric({"id": metric, "args": args})
         self.default_key = entry.reward if entry is not None else ""
         self.reward_key, self.missing = reward_key, missing

@@ -380,6 +380,20 @@ def _check_prompt_count(task: Task, fields: dict[str, Any]) -> None:
         )
 
 
+def _check_reward_inputs(task: Task, name: str, schema: ConfigSchema) -> None:
+    """The columns the rewards read (their registry entries' ``inputs``), checked on the train split
+    when the rewards score it: a config with ``reward_weights`` (the online and offline RL algorithms;
+    SFT, DPO and a reward model keep the rewards for evaluation only)."""
+    from hfrl.rewards import missing_inputs_problem
+
+    train = task.dataset.get("train") if hasattr(task.dataset, "get") else None
+    if train is None or "reward_weights" not in schema.names:
+        return
+    problem = missing_inputs_problem(task.reward_funcs, train.column_names, f"the train split of task {name!r}")
+    if problem:
+        raise ValueError(problem)
+
+
 def build_trainer(run: dict[str, Any], **trainer_kwargs: Any):
     """The trainer for a resolved run: task dataset, rewards and metrics, model, config."""
     from hfrl.core.model_args import model_loading, split_model_fields
@@ -390,7 +404,9 @@ def build_trainer(run: dict[str, Any], **trainer_kwargs: Any):
     task = getattr(run, "task", None)  # built while resolving (your own builder), when its arguments still hold
     if task is None or getattr(run, "task_kwargs", None) != kwargs:
         task = load_task(run_keys["task"], **kwargs)
-    _check_prompt_count(task, {**config_schema(run_keys["alg"]).defaults(), **fields})  # before torch is imported
+    schema = config_schema(run_keys["alg"])
+    _check_prompt_count(task, {**schema.defaults(), **fields})  # before torch is imported
+    _check_reward_inputs(task, run_keys["task"], schema)  # so are the rewards' columns
     trainer_class = algorithm_trainer(run_keys["alg"])
     peft_config, init_kwargs = model_loading(
         run_keys["model"], split_model_fields(fields, config_fields(trainer_class.config_class))

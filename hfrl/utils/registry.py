@@ -108,8 +108,10 @@ def _load_file(file: str) -> Any:
 @dataclass(frozen=True)
 class Entry:
     """A registry entry that says what it needs: ``path`` (``module:attr``, imported only when used),
-    the dataset ``inputs`` it reads besides prompts and completions (``references``, ``table``...),
-    the ``range`` of its per-sample score, what it ``needs`` that a plain install lacks (``wordnet``,
+    the dataset ``inputs`` it reads besides prompts and completions (``references``, ``table``...; a run
+    whose train split lacks one is refused: :func:`hfrl.rewards.missing_inputs_problem`), the
+    ``optional_inputs`` it reads when the data has them (else it falls back, on the prompt), the
+    ``range`` of its per-sample score, what it ``needs`` that a plain install lacks (``wordnet``,
     ``model``: a download, ``java``...), and for a metric, the per-sample score a reward takes
     (``reward``: ``""`` for its only one, or a name; None: not a reward) and how (``reward_transform``).
     Its description and arguments are its class's docstring and signature (:func:`describe`)."""
@@ -120,6 +122,7 @@ class Entry:
     needs: tuple[str, ...] = ()
     reward: str | None = None
     reward_transform: str | None = None
+    optional_inputs: tuple[str, ...] = ()
 
 
 def path_of(entry: str | Entry) -> str:

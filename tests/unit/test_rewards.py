@@ -10,7 +10,7 @@ import pickle
 import pytest
 import torch
 
-from hfrl.rewards import REWARDS, load_reward
+from hfrl.rewards import REWARDS, load_reward, reward_ids, reward_inputs
 from hfrl.rewards.combine import compute_rewards
 from hfrl.rewards.synthetic import IncreasingNumbers, contains_date, increasing_numbers_score
 from hfrl.utils.registry import UnknownNameError
@@ -174,33 +174,47 @@ def _spec(reward_id, classifier_dir, critic_dir):
         "bleurt": {"checkpoint": os.path.join(FIXTURES, "bleurt_tiny"), "device": "cpu"},
         "learned_classifier": {"model": classifier_dir, "label": 0, "device": "cpu"},
         "learned_judge": {"model": classifier_dir, "label": 0, "device": "cpu"},
+        "reward_model": {"model": classifier_dir, "label": 0, "device": "cpu"},
         "intent_accuracy": {"model": classifier_dir, "device": "cpu"},
         "evaluate": {"path": os.path.join(FIXTURES, "word_match"), "references": "first"},
     }.get(reward_id, {})
 
 
-@pytest.mark.parametrize("reward_id", sorted(REWARDS))
-def test_every_reward_on_a_batch_with_an_empty_completion(reward_id, classifier_dir, critic_dir):
-    reward = load_reward({"id": reward_id, "args": _spec(reward_id, classifier_dir, critic_dir)})
-    assert getattr(reward, "__name__", None), "TRL names reward functions by __name__"
-    pickle.loads(pickle.dumps(reward))  # picklable: settings only, models in a per-process cache
-    prompts = ["generate a sentence with: dog frisbee.", "hello <EOU>", "michael"]
-    completions = ["the dog caught the frisbee", "", "michael dahlquist was a drummer"]
-    columns = {
-        "references": [["a dog caught a frisbee"], ["hi there"], ["michael dahlquist was a drummer"]],
-        "table": [TABLE, TABLE, TABLE],
-        "intent": [[1], [2], [3]],
-        "head": ["PersonX throws a frisbee"] * 3,  # the COMET critic's (head, relation)
-        "relation": ["xWant"] * 3,
-        "answer": ["4", "0", "7"],  # the arith_chains checker's
-    }
+PROMPTS = ["generate a sentence with: dog frisbee.", "hello <EOU>", "michael"]
+COMPLETIONS = ["the dog caught the frisbee", "", "michael dahlquist was a drummer. Answer: 7"]
+# A value of each column that a registered reward reads; which reward reads which is its registry entry's
+# inputs and optional_inputs (hfrl.rewards.reward_inputs), not a list kept here.
+COLUMN_VALUES = {
+    "references": [["a dog caught a frisbee"], ["hi there"], ["michael dahlquist was a drummer"]],
+    "table": [TABLE, TABLE, TABLE],
+    "intent": [[1], [2], [3]],
+    "head": ["PersonX throws a frisbee"] * 3,  # the COMET critic's (head, relation)
+    "relation": ["xWant"] * 3,
+    "answer": ["4", "0", "7"],  # the arith_chains checker's
+    "knowledge": ["Dogs chase frisbees in parks."] * 3,  # FaithCritic's
+}
+
+
+def _declared(reward_id, reward):
+    """The columns the registry says ``reward`` reads: its inputs (a weighted sum's: its rewards') and
+    optional inputs."""
+    known = reward_inputs(reward)
+    assert known is not None, f"{reward_id}: built from the registry, its inputs are known"
+    declared = [*known[1], *reward_ids()[reward_id].optional_inputs]
+    unknown_values = [c for c in declared if c not in COLUMN_VALUES]
+    assert not unknown_values, f"give {unknown_values} a value in COLUMN_VALUES (reward {reward_id} reads them)"
+    return declared
+
+
+def _scored(reward_id, reward, columns):
+    """The reward's values on the batch, or a skip where the machine lacks what it needs."""
     if reward_id == "spice":
         from hfrl.metrics.captioning import spice_missing
 
         if spice_missing():
             with pytest.raises(RuntimeError, match="SPICE needs Java"):
-                reward(prompts=prompts, completions=completions, **columns)
-            return
+                reward(prompts=PROMPTS, completions=COMPLETIONS, **columns)
+            pytest.skip("SPICE needs Java and CoreNLP")
     if reward_id == "meteor":
         from hfrl.metrics.wordnet import load_wordnet
 
@@ -210,9 +224,39 @@ def test_every_reward_on_a_batch_with_an_empty_completion(reward_id, classifier_
             if os.environ.get("CI"):
                 raise
             pytest.skip(str(err))
-    values = reward(prompts=prompts, completions=completions, **columns)
+    return reward(prompts=PROMPTS, completions=COMPLETIONS, **columns)
+
+
+@pytest.mark.parametrize("reward_id", sorted(REWARDS))
+def test_every_reward_on_a_batch_with_an_empty_completion(reward_id, classifier_dir, critic_dir):
+    """Given only the columns its registry entry declares (a column it needs and did not declare fails)."""
+    reward = load_reward({"id": reward_id, "args": _spec(reward_id, classifier_dir, critic_dir)})
+    assert getattr(reward, "__name__", None), "TRL names reward functions by __name__"
+    pickle.loads(pickle.dumps(reward))  # picklable: settings only, models in a per-process cache
+    values = _scored(reward_id, reward, {c: COLUMN_VALUES[c] for c in _declared(reward_id, reward)})
     assert len(values) == 3
     assert all(isinstance(v, float) and math.isfinite(v) for v in values), values  # the empty one included
+
+
+@pytest.mark.parametrize("reward_id", sorted(reward_ids()))
+def test_every_reward_reads_exactly_the_columns_its_registry_entry_declares(reward_id, classifier_dir, critic_dir):
+    """Each declared column is read (without it the reward fails or scores otherwise), and no other
+    column is (every other column of COLUMN_VALUES given too leaves the scores as they were)."""
+    reward = load_reward({"id": reward_id, "args": _spec(reward_id, classifier_dir, critic_dir)})
+    declared = _declared(reward_id, reward)
+    given = {c: COLUMN_VALUES[c] for c in declared}
+    values = _scored(reward_id, reward, given)
+    for column in declared:
+        try:
+            without = reward(
+                prompts=PROMPTS, completions=COMPLETIONS, **{c: v for c, v in given.items() if c != column}
+            )
+        except (TypeError, ValueError, KeyError):
+            continue  # a column it needs: refused without it
+        assert without != values, f"reward {reward_id} declares column {column!r} but scores the same without it"
+    others = {c: v for c, v in COLUMN_VALUES.items() if c not in declared}
+    everything = reward(prompts=PROMPTS, completions=COMPLETIONS, **given, **others)
+    assert everything == values, f"reward {reward_id} reads a column it does not declare, one of {sorted(others)}"
 
 
 def test_missing_reference_gives_no_score_or_the_chosen_value():
