@@ -131,7 +131,9 @@ def value_at_step(
         ]
         query_ids, query_mask = pad(ids, tokenizer.pad_token_id, "left")
         with eval_mode(lm), torch.no_grad():
-            sampled = generate_completions(lm, query_ids, query_mask, kwargs, tokenizer.pad_token_id)
+            sampled = generate_completions(
+                lm, query_ids, query_mask, kwargs, tokenizer.pad_token_id, tokenizer=tokenizer
+            )  # the tokenizer: a task's stop strings need it
             _, values = model(
                 sampled.query_ids, sampled.query_mask, sampled.response_ids, sampled.response_mask, values_only=True
             )
