@@ -4,16 +4,58 @@ Heavy imports are lazy: ``import hfrl`` is cheap; ``from hfrl import PPOTrainer`
 exports are hfrl's own trainers and their configs, derived from the trainers' declarations
 (:mod:`hfrl.trainers.declared`, read from their source when first asked for). ``import hfrl`` also
 registers hfrl's own model types (OpenAssistant's GPT-NeoX reward models) with transformers' Auto
-classes, as soon as that costs no torch import (:mod:`hfrl.core.auto_classes`).
+classes, as soon as that costs no torch import (:mod:`hfrl.core.auto_classes`). In a checkout that is not
+installed, it finds ``hfrl.tasks``, ``hfrl.cli`` and ``hfrl.cards`` in the root's folders, as pyproject maps them
+(``_CheckoutFinder``; tested in tests/unit/test_checkout_import.py).
 """
 
 from __future__ import annotations
 
 import functools
 import importlib
+import importlib.abc
+import importlib.machinery
+import sys
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from hfrl.core import auto_classes as _auto_classes
+#: pyproject's ``[tool.setuptools.package-dir]``: packages of hfrl whose source is a folder of the
+#: repository root, not of hfrl/ (tests/unit/test_checkout_import.py keeps the two equal)
+PACKAGE_DIRS = {"hfrl.cli": "cli", "hfrl.tasks": "tasks", "hfrl.cards": "cards"}
+
+
+class _CheckoutFinder(importlib.abc.MetaPathFinder):
+    """Finds ``hfrl.tasks`` (and ``hfrl.cli``, ``hfrl.cards``) in the repository root of a checkout that
+    is not installed (``python -c "import hfrl.tasks"`` at the root, before ``pip install -e .``), as
+    setuptools' package-dir maps them; an installed wheel holds them inside hfrl/, and an editable
+    install's own finder maps them first."""
+
+    def __init__(self, root: Path, names: set[str]) -> None:
+        self.root, self.names = str(root), names
+
+    def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> importlib.machinery.ModuleSpec | None:
+        if fullname not in self.names:
+            return None
+        return importlib.machinery.PathFinder.find_spec(fullname, [self.root])  # root/tasks as hfrl.tasks
+
+
+def _find_checkout_packages() -> None:
+    """Add :class:`_CheckoutFinder` when hfrl/ is a checkout's (beside pyproject.toml) and hfrl/ lacks
+    the mapped folders; nothing for a wheel's hfrl/, which holds them."""
+    here = Path(__file__).resolve().parent
+    root = here.parent
+    names = {
+        name
+        for name, folder in PACKAGE_DIRS.items()
+        if not (here / name.rpartition(".")[2]).exists() and (root / folder / "__init__.py").is_file()
+    }
+    if names and (root / "pyproject.toml").is_file():
+        sys.meta_path.append(_CheckoutFinder(root, names))
+
+
+_find_checkout_packages()
+
+from hfrl.core import auto_classes as _auto_classes  # noqa: E402 - after the finder (stdlib only above)
 
 _auto_classes.install()
 
