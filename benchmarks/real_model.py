@@ -1427,6 +1427,12 @@ def figure_text(settings: dict[str, Any], several: bool) -> str:
                 "model's on the same prompts"
                 + (f"; evaluations every {every} iterations are in the JSON's `curve`, their time outside the "
                    "training minutes." if every else "."))  # fmt: skip
+    if "eval_set" not in settings and settings["task"] == "arith_chains":  # an earlier version's runs
+        text += (
+            " These rows were measured by an earlier version of the script; a run made with the command above "
+            "is measured by the mean over the last third of training (evaluations every few iterations) on "
+            "up to 256 held-out problems, and is reported in a table of its own."
+        )
     if settings.get("eval_note"):
         text += f" Capped: {settings['eval_note']}."
     if several:

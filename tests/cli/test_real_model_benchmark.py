@@ -1,7 +1,8 @@
 """benchmarks/real_model.py keeps running end to end (the tiny model stands in for SmolLM2, tiny
 classifiers for the fitted reward and judge, the shipped slice of movie_snippets for its data): with
 ``--workers 2`` and two seeds each run is its own process, all merge into one JSON and one report with
-the gains the issue asks for, and ``--algs ppo --modes full --seed 0`` re-runs one cell."""
+the gains the issue asks for, and ``--algs ppo --modes full --seed 0`` re-runs one cell. The figure's own
+tests (the last third's mean, old rows labelled, the re-run spread) are tests/cli/test_real_model_figure.py."""
 
 from __future__ import annotations
 
@@ -75,23 +76,48 @@ def test_two_workers_two_seeds_merge_and_one_cell_reruns(tmp_path):
     assert (tmp_path / "c-settings.png").is_file()
 
 
+@pytest.mark.slow
 def test_a_task_whose_reward_reads_a_column_runs(tmp_path):
     """arith_chains' reward (exact_answer) reads the rows' ``answer``: the evaluation passes the test rows'
-    columns to the reward by name, as the trainers do (no independent judge: judge_gain is empty)."""
-    out = tmp_path / "r.json"
-    command = [
+    columns to the reward by name, as the trainers do (no independent judge: judge_gain is empty). Its
+    figure is the mean over the last third: with ``--eval-every 1`` over 4 iterations hfrl's PPO and TRL's
+    GRPO are evaluated after iterations 1, 2, 3 and at the end, the gain averages iterations 3 and 4, and
+    the evaluations' seconds are the run's ``curve_eval_seconds``. The same PPO run without them
+    (``--figure final --eval-every 0``) trains on the same samples: its rewards and KL per iteration are
+    equal (the evaluations fork the RNG)."""
+    common = [
         sys.executable, str(SCRIPT), "--model", "tiny", "--threads", "1", "--task", "arith_chains",
-        "--prompts", "8", "--new-tokens", "4", "--iterations", "1", "--eval-prompts", "4", "--algs", "ppo",
-        "--modes", "full", "--seed", "0",
-        "--json", str(out), "--results", str(tmp_path / "R.md"), "--plot", str(tmp_path / "c.png"),
+        "--prompts", "8", "--new-tokens", "4", "--iterations", "4", "--eval-prompts", "4", "--modes", "full",
+        "--seed", "0", "--results", str(tmp_path / "R.md"), "--plot", str(tmp_path / "c.png"),
     ]  # fmt: skip
     env = {**os.environ, "OMP_NUM_THREADS": "1", "TMPDIR": str(tmp_path)}
-    done = subprocess.run(command, capture_output=True, text=True, env=env)
+    out = tmp_path / "r.json"
+    done = subprocess.run([*common, "--algs", "ppo,grpo", "--eval-every", "1", "--json", str(out)],
+                          capture_output=True, text=True, env=env)  # fmt: skip
     assert done.returncode == 0, done.stderr[-2000:]
     results = json.loads(out.read_text())
-    assert results["settings"]["reward"] == "exact_answer" and results["settings"]["judge"] is None
-    run = results["runs"]["ppo-full-s0"]
-    assert run["final"]["reward"] == 0.0 and run["reward_gain"] == 0.0  # 4 tokens cannot hold "Answer: N"
+    settings = results["settings"]
+    assert settings["reward"] == "exact_answer" and settings["judge"] is None
+    assert (settings["figure"], settings["eval_every"], settings["eval_prompts"]) == ("last-third", 1, 4)
+    assert settings["task_args"] == {"eval_size": 128}  # the task's 128 is more than the 4 asked for
+    base = results["base"]["0"]["reward"]
+    for name in ("ppo-full-s0", "grpo-full-s0"):
+        run = results["runs"][name]
+        assert run["figure"] == "mean over last third, 4 problems" and run["final"]["reward"] == 0.0
+        curve = run["curve"]
+        assert [p["iteration"] for p in curve] == [1, 2, 3, 4] and curve[-1]["reward"] == run["final"]["reward"]
+        figure = (curve[2]["reward"] + curve[3]["reward"]) / 2
+        assert run["reward_gain"] == round(figure - base, 6) == 0.0  # 4 tokens cannot hold "Answer: N"
+        assert run["curve_eval_seconds"] == pytest.approx(sum(p["seconds"] for p in curve[:3]))
+        assert run["eval_seconds"] == pytest.approx(run["curve_eval_seconds"] + curve[3]["seconds"])
+    plain = tmp_path / "plain.json"
+    done = subprocess.run([*common, "--algs", "ppo", "--figure", "final", "--eval-every", "0", "--json", str(plain)],
+                          capture_output=True, text=True, env=env)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    alone = json.loads(plain.read_text())["runs"]["ppo-full-s0"]
+    assert alone["curve"] == [] and alone["figure"] == "final-checkpoint, 4 problems"
+    evaluated = results["runs"]["ppo-full-s0"]["iterations"]
+    assert [(r["reward"], r["kl"]) for r in alone["iterations"]] == [(r["reward"], r["kl"]) for r in evaluated]
 
 
 def _run(alg: str, seed: int, gain: float, seconds: float, config: dict, ppl: float = 1.0) -> dict:
