@@ -17,7 +17,8 @@ class TRPOConfig(OnlineConfig):
     gradient (``cg_max_steps``, ``cg_damping``) on Fisher-vector products of ``KL(pi_old || pi)``,
     the largest step with KL ``target_kl``, then a backtracking line search (``line_search_shrinking_factor``,
     ``line_search_max_iter``) that accepts a step when the KL stays within ``target_kl`` and the
-    surrogate ``mean(rho * A)`` improves. Then the critic alone regresses the returns for
+    objective improves: minus the policy loss (``policy_loss``; TRPO's ``surrogate``: ``mean(rho * A)``),
+    minus ``beta * k3`` with ``kl_in_loss``. Then the critic alone regresses the returns for
     ``num_ppo_epochs`` epochs (sb3-contrib: 10) in minibatches of ``mini_batch_size`` with the Trainer's
     optimizer at ``learning_rate`` (sb3-contrib: 1e-3). With a shared backbone the critic trains the value
     head only (the policy's features are not moved outside the trust region); ``separate_critic`` trains

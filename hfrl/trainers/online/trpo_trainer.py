@@ -68,10 +68,11 @@ class _Fisher:
 class TRPOTrainer(OnlineTrainer):
     """TRPO, on the online core's hooks: :meth:`policy_step` makes the natural-gradient step over the
     whole rollout once per iteration (over the trainable policy parameters only: all of them, or a
-    PEFT adapter's); every minibatch then regresses the critic (:meth:`loss`) with the Trainer's
-    optimizer, which holds only the critic's parameters (the forward runs the critic alone: the
-    update's loss is its value loss, :class:`hfrl.core.losses.UpdateLoss`). Without a critic (a
-    critic-free advantage estimator) an iteration is its policy step alone."""
+    PEFT adapter's); every minibatch then regresses the critic (``compute_loss``) with the Trainer's
+    optimizer, which holds only the critic's parameters (with ``minibatch_trains_policy`` off,
+    ``policy_outputs`` runs the critic alone, so the update's loss, :class:`hfrl.core.losses.UpdateLoss`,
+    is its value loss). Without a critic (a critic-free advantage estimator) an iteration is its policy
+    step alone."""
 
     algs = {"trpo": "online: a natural-gradient step inside a KL trust region, then the critic if any (TRPO)."}
     config_class = TRPOConfig
