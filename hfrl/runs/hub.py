@@ -119,16 +119,30 @@ def write_critic_section(
     from hfrl.trainers.online.critic_from import VALUE_HEAD_NAME
 
     folder = Path(run_dir)
-    card = folder / "README.md"
-    if not (folder / VALUE_HEAD_NAME).is_file() or not card.is_file():
+    if not (folder / VALUE_HEAD_NAME).is_file() or not (folder / "README.md").is_file():
         return
     if open_run(folder, names_as_text=True).task in TASKS:
         try:
             write_value_at_step(folder)
         except Exception as err:  # noqa: BLE001 - the model and its card are saved; the table is secondary
             logging.getLogger(__name__).warning(f"the value-at-step table of {folder} could not be made: {err}")
-    section = run_critic_section(folder, str(folder), history, rewards)
-    card.write_text(with_section(card.read_text(encoding="utf-8"), section), encoding="utf-8")
+    add_critic_section(folder, history, rewards)
+
+
+def add_critic_section(
+    run_dir: str | os.PathLike, history: list[dict[str, Any]] | None = None, rewards: list[str] | None = None
+) -> None:
+    """The critic's section (:func:`hfrl.runs.critic_artifact.run_critic_section`, with the saved
+    value-at-step table) in the run folder's ``README.md``, as just rendered (``hfrl eval`` renders it
+    again); nothing for a run without a critic or a card."""
+    from hfrl.cards.render import local_ref
+
+    folder = Path(run_dir)
+    card = folder / "README.md"
+    ref = local_ref(str(folder))  # as the card's usage snippet names the run: no path of this machine
+    section = run_critic_section(folder, ref, history, rewards) if card.is_file() else None
+    if section:
+        card.write_text(with_section(card.read_text(encoding="utf-8"), section), encoding="utf-8")
 
 
 def assert_no_secret(files: dict[str, Path | bytes], secret: str | None = None) -> None:
@@ -215,4 +229,12 @@ def push_run(
         raise
 
 
-__all__ = ["assert_no_secret", "collect_files", "export_run", "push_run", "with_section", "write_critic_section"]
+__all__ = [
+    "assert_no_secret",
+    "collect_files",
+    "export_run",
+    "push_run",
+    "add_critic_section",
+    "with_section",
+    "write_critic_section",
+]

@@ -222,7 +222,11 @@ def evaluate(
 
         # the run's card shows the new results (its table and model-index); the rewards of a task of the
         # user's own code are named by the task object loaded here (the card reads no code)
-        write_card(run.path, rewards=[reward_name(f) for f in task_obj.reward_funcs] if own_task else None)
+        rewards = [reward_name(f) for f in task_obj.reward_funcs] if own_task else None
+        write_card(run.path, rewards=rewards)
+        from hfrl.runs.hub import add_critic_section
+
+        add_critic_section(run.path, rewards=rewards)  # what the critic predicts, as the trainer wrote it
     return EvalReport(metrics, report, metrics_path, predictions_path)
 
 

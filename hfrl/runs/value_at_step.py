@@ -94,7 +94,6 @@ def value_at_step(
     from hfrl.rewards.arithmetic import exact_answer
     from hfrl.runs.run_config import task_kwargs
     from hfrl.runs.run_dir import open_run
-    from hfrl.runs.run_eval import load_split
     from hfrl.tasks import load_task
     from hfrl.trainers.evaluation import encode_prompt, eval_mode, eval_settings, generation_kwargs
     from hfrl.trainers.online.critic_from import CRITIC_DIR, VALUE_HEAD_NAME, load_critic
@@ -111,7 +110,10 @@ def value_at_step(
     if run.is_seq2seq:
         raise ValueError(f"value at step: {run_dir} is a seq2seq run; the table reads a causal policy's critic")
     task = load_task(run.task, **task_kwargs(run.config))
-    data = load_split(task, split, max_samples)
+    if split not in task.dataset:
+        raise ValueError(f"value at step: task {run.task} has no split {split!r}; one of {', '.join(task.dataset)}")
+    data = task.dataset[split]
+    data = data.select(range(min(max_samples, len(data)))) if max_samples is not None else data
     alg = run.alg or "ppo"
     settings = eval_settings(task.config_for(alg, config_schema(alg).sections), run.config)
 
