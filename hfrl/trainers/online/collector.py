@@ -40,6 +40,7 @@ from hfrl.rewards.combine import compute_rewards
 from hfrl.trainers.evaluation import NOT_REWARD_COLUMNS, PROMPT_IDS
 from hfrl.trainers.finite_guard import non_finite_error
 from hfrl.trainers.online.iteration_record import IterationRecord
+from hfrl.trainers.online.lora_rollouts import merge_refusal, merged_for_rollout
 from hfrl.trainers.online.online_config import OnlineConfig
 
 if TYPE_CHECKING:
@@ -173,17 +174,21 @@ class RolloutCollector:
         encoded once for them, :func:`hfrl.core.rollout.generate_completions`). A rollout's (``rollout``)
         samples through the action space and keeps what generation computed: the sets sampled from when
         the action space records them, the policy's log-probs and hidden states when
-        ``logprobs_from_generation`` (and the critic shares the policy's backbone). With ``use_vllm``, a
-        rollout's are vLLM's (:meth:`~hfrl.trainers.online.vllm_rollout.VLLMRollouts.sample`)."""
+        ``logprobs_from_generation`` (and the critic shares the policy's backbone). Without them, a LoRA
+        policy's rollout samples with the adapter merged (``merge_lora_for_rollouts``, :meth:`merges_lora`):
+        the scoring forward computes the unmerged policy's numbers. With ``use_vllm``, a rollout's are
+        vLLM's (:meth:`~hfrl.trainers.online.vllm_rollout.VLLMRollouts.sample`)."""
         from trl.models.utils import unwrap_model_for_generation
 
         if rollout and self.vllm is not None:
             return self.vllm.sample(query_ids, query_mask, num_generations=num_generations, step=step)
         args = self.args
+        model: ActorCritic = self.accelerator.unwrap_model(model_wrapped)
         capture = None
         if rollout and self.captures:
-            model: ActorCritic = self.accelerator.unwrap_model(model_wrapped)
             capture = CaptureSettings(self.temperature, hidden=model.has_critic)  # hidden: a critic's values
+        # merged only where the scoring forward computes the (unmerged) policy's numbers anyway: no capture
+        merge = rollout and capture is None and self.merges_lora(model.policy)
         with unwrap_model_for_generation(
             model_wrapped,
             self.accelerator,
@@ -191,7 +196,11 @@ class RolloutCollector:
         ) as unwrapped:
             was_training = unwrapped.training
             unwrapped.eval()
-            with self.accelerator.autocast(), self._diverged_weights_named(step):
+            with (
+                self.accelerator.autocast(),
+                self._diverged_weights_named(step),
+                merged_for_rollout(unwrapped.policy, merge),
+            ):
                 completions = generate_completions(
                     unwrapped.policy, query_ids, query_mask, generation_kwargs, self.tokenizer.pad_token_id,
                     batch_size=args.generation_batch_size,
@@ -200,6 +209,16 @@ class RolloutCollector:
                 )  # fmt: skip
             unwrapped.train(was_training)
         return completions
+
+    def merges_lora(self, policy: Any) -> bool:
+        """Whether a rollout of ``policy`` samples with its LoRA adapter merged (``merge_lora_for_rollouts``,
+        :func:`hfrl.trainers.online.lora_rollouts.merge_refusal`)."""
+        if not self.args.merge_lora_for_rollouts:
+            return False
+        state = self.accelerator.state
+        plugin = getattr(state, "deepspeed_plugin", None)
+        sharded = getattr(state, "fsdp_plugin", None) is not None or getattr(plugin, "zero_stage", 0) == 3
+        return merge_refusal(policy, sharded) is None
 
     @contextlib.contextmanager
     def _diverged_weights_named(self, step: int) -> Iterator[None]:

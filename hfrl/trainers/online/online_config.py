@@ -116,6 +116,16 @@ class OnlineConfig(RLConfig):
             "so the first ratio is not exactly 1."
         },
     )
+    merge_lora_for_rollouts: bool = field(
+        default=True,
+        metadata={
+            "help": "With a LoRA adapter (--use_peft) and no log-probs kept from generation "
+            "(logprobs_from_generation false, or a separate critic), merge the adapter into the base weights for "
+            "the rollouts' generate and restore them bit for bit after (hfrl.trainers.online.lora_rollouts): one "
+            "linear per layer instead of three; the scoring forward still scores the unmerged policy. Not with "
+            "NLPO's mask adapter, a quantized base, ZeRO-3 or FSDP."
+        },
+    )
 
     # ---- vLLM rollouts (TRL's VLLMGeneration; GRPOConfig's names; hfrl.trainers.online.vllm_rollout) ----
     use_vllm: bool = field(
