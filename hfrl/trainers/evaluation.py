@@ -255,7 +255,9 @@ def completer(
     def complete(batch: Any) -> list[str]:
         ids = [encode_prompt(tokenizer, p, max_prompt_length, truncation_side) for p in batch["prompt"]]
         query_ids, query_mask = pad(ids, tokenizer.pad_token_id, side)
-        sampled = generate_completions(lm, query_ids.to(device), query_mask.to(device), kwargs, tokenizer.pad_token_id)
+        sampled = generate_completions(
+            lm, query_ids.to(device), query_mask.to(device), kwargs, tokenizer.pad_token_id, tokenizer=tokenizer
+        )
         return tokenizer.batch_decode(sampled.response_ids, skip_special_tokens=True)
 
     return complete

@@ -21,6 +21,9 @@ TRL's evaluation does not compute hfrl's task metrics (``hfrl eval`` does, on th
 
 from __future__ import annotations
 
+import contextlib
+import functools
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -74,6 +77,7 @@ class _PromptTruncation:
             raise ValueError(f"truncation_side must be 'left' or 'right', got {self.truncation_side!r}")
         _hfrl_defaults(self)
         _clip_min_new_tokens(self)
+        _stop_strings_for_vllm(self)
         super().__post_init__()  # type: ignore[misc]  # TRL's config, next in the MRO
 
 
@@ -89,6 +93,37 @@ def _clip_min_new_tokens(args: Any) -> None:
             f"min_new_tokens {least} (generation_kwargs) is above max_completion_length {most}: clipped to {most}"
         )
         args.generation_kwargs = {**kwargs, "min_new_tokens": most}
+
+
+def _stop_strings_for_vllm(args: Any) -> None:
+    """A task's ``stop_strings`` (transformers' name, in ``generation_kwargs``) under vLLM's name ``stop``, the
+    stop string kept in the text, when TRL samples with vLLM (its ``generation_kwargs`` go to ``SamplingParams``)."""
+    kwargs = dict(getattr(args, "generation_kwargs", None) or {})
+    if getattr(args, "use_vllm", False) and "stop_strings" in kwargs:
+        from hfrl.core.rollout.stop import stop_strings
+
+        stops = list(stop_strings(kwargs))
+        del kwargs["stop_strings"]
+        args.generation_kwargs = {**kwargs, "stop": stops, "include_stop_str_in_output": True}
+
+
+@contextlib.contextmanager
+def _generate_with_tokenizer(model: Any, tokenizer: Any, needed: bool) -> Iterator[None]:
+    """TRL's transformers path calls ``generate`` without the tokenizer (trl 1.16, ``GRPOTrainer``), which
+    transformers needs for ``stop_strings``: bind it to the model's ``generate`` for the call (a PEFT model
+    passes it on to its base model's)."""
+    if not needed:
+        yield
+        return
+    own = vars(model).get("generate")
+    model.generate = functools.partial(model.generate, tokenizer=tokenizer)
+    try:
+        yield
+    finally:
+        if own is None:
+            del model.generate
+        else:
+            model.generate = own
 
 
 # TRL derives each of these two from the other in ``__post_init__`` and refuses both set: a run's
@@ -310,7 +345,9 @@ class _OnlineAdapter(_TRLAdapter):
         """TRL's generation, without transformers' note about the attention mask its ``generate`` dropped."""
         from hfrl.utils.quiet import dropped_mask_note_quiet
 
-        with dropped_mask_note_quiet():
+        args = self.args  # type: ignore[attr-defined]
+        stops = "stop_strings" in (getattr(args, "generation_kwargs", None) or {}) and not args.use_vllm
+        with dropped_mask_note_quiet(), _generate_with_tokenizer(self.model, self.processing_class, stops):  # type: ignore[attr-defined]
             return super()._generate(prompts)  # type: ignore[misc]
 
 

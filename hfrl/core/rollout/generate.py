@@ -16,6 +16,7 @@ from transformers import PreTrainedModel
 from hfrl.core.action_space import FULL_VOCABULARY, ActionSpace
 from hfrl.core.capture import Captured, CaptureSettings, SampledSetRecorder, StepCapture, processor_last
 from hfrl.core.policies import accepts_logits_to_keep, base_lm, cache_kwarg, returned_cache, trim_padding
+from hfrl.core.rollout.stop import STOP_KEY, stop_mask, stop_strings
 from hfrl.core.rollout.types import Completions, Groups
 from hfrl.utils.trust import code_trusted
 
@@ -57,6 +58,7 @@ def generate_completions(
     capture: CaptureSettings | None = None,
     num_generations: int = 1,
     share_prefill: bool = True,
+    tokenizer: Any = None,
 ) -> Completions:
     """Sample ``num_generations`` completions per prompt with ``lm.generate`` (KV cache on), in
     batches of ``batch_size`` completions (whole groups), each trimmed of its all-padding prompt
@@ -72,8 +74,12 @@ def generate_completions(
     :class:`hfrl.core.capture.StepCapture`): the sampled tokens' log-probs under ``softmax(logits /
     temperature)`` and under the action distribution (renormalised over the recorded set), that
     distribution's entropy and, with ``capture.hidden``, the last hidden states that predicted them.
-    Completions are right-padded with ``pad_token_id``.
+    Completions are right-padded with ``pad_token_id``. A completion ends at its first EOS, or at the
+    first of ``generation_kwargs``' ``stop_strings`` in its text (:mod:`hfrl.core.rollout.stop`; they
+    need the ``tokenizer``).
     """
+    if stop_strings(generation_kwargs) and tokenizer is None:
+        raise ValueError(f"generation_kwargs {STOP_KEY} needs the tokenizer: pass tokenizer= to generate_completions")
     group = num_generations
     prompts = max(1, (batch_size or group * len(query_ids)) // group)  # prompts per generate call
     parts = []
@@ -90,6 +96,7 @@ def generate_completions(
                 capture=capture,
                 num_generations=group,
                 share_prefill=share_prefill,
+                tokenizer=tokenizer,
             )  # fmt: skip
         )
     if group > 1:
@@ -110,6 +117,7 @@ def _generate_batch(
     capture: CaptureSettings | None,
     num_generations: int = 1,
     share_prefill: bool = True,
+    tokenizer: Any = None,
 ) -> Completions:
     """One ``generate`` call of :func:`generate_completions`: ``num_generations`` completions of each
     prompt, the prompts encoded once when ``share_prefill`` (:func:`shared_prefill`)."""
@@ -118,6 +126,9 @@ def _generate_batch(
     kwargs = {"use_cache": True, "pad_token_id": pad_token_id, **fit_min_length(lm, ids.shape[1], generation_kwargs)}
     # generate(custom_generate=...) runs a repo's or folder's code only with the user's own opt-in
     kwargs["trust_remote_code"] = generation_kwargs.get("trust_remote_code", code_trusted())
+    stops = stop_strings(generation_kwargs)
+    if stops:
+        kwargs["tokenizer"] = tokenizer  # transformers' StopStringCriteria reads the vocabulary from it
     if num_generations > 1:
         if share_prefill:
             kwargs.update(shared_prefill(lm, ids, mask, num_generations))
@@ -144,6 +155,8 @@ def _generate_batch(
     response_mask = completion_mask(
         response_ids, generation_kwargs.get("eos_token_id", lm.generation_config.eos_token_id)
     )
+    if stops:
+        response_mask = response_mask * stop_mask(response_ids, tokenizer, stops)
     return Completions(
         query_ids,
         query_mask,

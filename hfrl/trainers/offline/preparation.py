@@ -246,7 +246,9 @@ def validation_targets(ctx: PrepareContext, validation: Dataset) -> tuple[list[l
     for start in range(0, len(prompt_ids), ctx.batch_size):
         ids, mask = _queries(ctx, prompt_ids[start : start + ctx.batch_size])
         with ctx.reference() as ref:
-            sampled = generate_completions(ref, ids, mask, args.value_generation_kwargs, ctx.tokenizer.pad_token_id)  # type: ignore[arg-type]
+            sampled = generate_completions(
+                ref, ids, mask, args.value_generation_kwargs, ctx.tokenizer.pad_token_id, tokenizer=ctx.tokenizer
+            )  # type: ignore[arg-type]
         completions += ctx.tokenizer.batch_decode(sampled.response_ids, skip_special_tokens=True)
         lengths += sampled.response_mask.sum(1).tolist()
     columns = reward_columns(validation.to_dict())

@@ -205,7 +205,7 @@ class RolloutCollector:
                     unwrapped.policy, query_ids, query_mask, generation_kwargs, self.tokenizer.pad_token_id,
                     batch_size=args.generation_batch_size,
                     action_space=self.action_space if rollout else FULL_VOCABULARY,
-                    capture=capture, num_generations=num_generations,
+                    capture=capture, num_generations=num_generations, tokenizer=self.tokenizer,
                 )  # fmt: skip
             unwrapped.train(was_training)
         return completions

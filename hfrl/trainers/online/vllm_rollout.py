@@ -63,10 +63,14 @@ def sampling_settings(generation_kwargs: dict[str, Any], max_new_tokens: int) ->
             settings[SAMPLING_ARGUMENTS[key]] = 0 if key == "top_k" and value is None else value
         elif key in SAMPLING_PARAMS:
             extra[SAMPLING_PARAMS[key]] = value
+        elif key == "stop_strings":  # vLLM's ``stop``, the string kept in the text as generate keeps it
+            from hfrl.core.rollout.stop import stop_strings
+
+            extra.update(stop=list(stop_strings(generation_kwargs)), include_stop_str_in_output=True)
         elif key == "do_sample" and value:
             continue  # vLLM samples
         else:
-            known = ", ".join([*SAMPLING_ARGUMENTS, *SAMPLING_PARAMS, "do_sample: true"])
+            known = ", ".join([*SAMPLING_ARGUMENTS, *SAMPLING_PARAMS, "stop_strings", "do_sample: true"])
             raise ValueError(
                 f"use_vllm: generation_kwargs {key}: {value!r} has no vLLM counterpart here (rollouts take {known}); "
                 "remove it or set use_vllm false"
