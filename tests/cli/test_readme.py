@@ -3,7 +3,9 @@ itself, in order, in one fresh folder, by the machinery the docs site's examples
 (:mod:`hfrl.testing.examples`, whose docstring has the rules: ``pip install`` and the test suite left
 out, each ``hfrl train`` shortened, the ``<!-- readme-test: skip|requires: ... -->`` markers).
 
-The blocks depend on the ones before them (the first run's folder...): run the module as a whole.
+The blocks depend on the ones before them (the first run's folder...): run the module as a whole. A
+block that trains the real model (``conftest.slow_example``) runs in the slow tier (``pytest -m slow``,
+which CI runs after the default tier); no later block reads what it writes.
 """
 
 from __future__ import annotations
@@ -11,13 +13,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from conftest import slow_example
 
 from hfrl.testing.examples import Block, Walk, code_blocks, requirement_missing
 
 ROOT = Path(__file__).resolve().parents[2]
 README = ROOT / "README.md"
-
-pytestmark = pytest.mark.slow
 
 
 def readme_blocks(text: str | None = None) -> list[Block]:
@@ -41,9 +42,14 @@ def test_the_readme_has_its_blocks():
     assert any("mkdocs serve" in c for c in commands)
     assert sum(b.lang == "python" for b in BLOCKS) >= 1
     assert all(b.marker is None or b.marker[0] in ("skip", "requires") for b in BLOCKS)
+    # the tiers: the real model's run is slow, the first run and the next commands are in every run of the tests
+    assert any(slow_example(b) and "--model smollm2" in b.code for b in BLOCKS)
+    assert not any(slow_example(b) for b in BLOCKS if "--model tiny" in b.code)
 
 
-@pytest.mark.parametrize("block", BLOCKS, ids=[b.id for b in BLOCKS])
+@pytest.mark.parametrize(
+    "block", [pytest.param(b, id=b.id, marks=[pytest.mark.slow] if slow_example(b) else []) for b in BLOCKS]
+)
 def test_readme_block(block: Block, session: Walk, monkeypatch, capsys):
     if block.marker is not None and block.marker[0] == "skip":
         pytest.skip(f"README line {block.line}: {block.marker[1]}")

@@ -7,7 +7,9 @@ for the blocks after it; ``<!-- example: skip: REASON -->`` says why a block doe
 Other blocks (``text``: output, listings) are shown, not run.
 
 The last test prints how many blocks ran, were checked, written and skipped. Run the module as a
-whole: a page's blocks depend on the ones before them.
+whole: a page's blocks depend on the ones before them. A page with a block that launches processes or
+trains the real model (``conftest.slow_example``) runs whole in the slow tier (``pytest -m slow``, which CI
+runs after the default tier); every other page runs whole in the default tier.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from conftest import one_launch_at_a_time
+from conftest import one_launch_at_a_time, slow_example
 
 from hfrl.testing.examples import RUNNABLE, Block, Walk, check_config_text, code_blocks, requirement_missing
 
@@ -26,8 +28,11 @@ DOCS = ROOT / "docs"
 PAGES = sorted(p for p in DOCS.rglob("*.md") if "hooks" not in p.relative_to(DOCS).parts)
 ITEMS = [(page, block) for page in PAGES for block in code_blocks(page.read_text(), langs=None)]
 COUNTS: Counter[str] = Counter()
+SLOW_PAGES = {page for page, block in ITEMS if slow_example(block)}  # the whole page: its blocks build on each other
 
-pytestmark = pytest.mark.slow
+
+def _tier(page: Path) -> list[pytest.MarkDecorator]:
+    return [pytest.mark.slow] if page in SLOW_PAGES else []
 
 
 def _page(page: Path) -> str:
@@ -57,9 +62,14 @@ def test_the_pages_have_their_examples():
     assert any("export HF_HUB_OFFLINE=1" in b.code for b in by_page["how-to/own-data.md"])
     assert all(b.marker is None or b.marker[0] in ("skip", "requires", "file") for _, b in ITEMS)
     assert sum(b.lang in RUNNABLE for _, b in ITEMS) >= 30
+    # the tiers: the real model's page and the launches are slow, the first run is in every run of the tests
+    assert {DOCS / "how-to/real-model.md", DOCS / "how-to/distributed.md"} <= SLOW_PAGES
+    assert DOCS / "get-started/first-run.md" not in SLOW_PAGES
 
 
-@pytest.mark.parametrize(("page", "block"), ITEMS, ids=[f"{_page(p)}:{b.id}" for p, b in ITEMS])
+@pytest.mark.parametrize(
+    ("page", "block"), [pytest.param(p, b, id=f"{_page(p)}:{b.id}", marks=_tier(p)) for p, b in ITEMS]
+)
 def test_example(page: Path, block: Block, walks, tmp_path_factory, monkeypatch, capsys):
     where = f"docs/{_page(page)} line {block.line}"
     kind, argument = block.marker or ("", "")
@@ -106,7 +116,7 @@ LEFT = {
 }  # fmt: skip
 
 
-@pytest.mark.parametrize("page", sorted(LEFT))
+@pytest.mark.parametrize("page", [pytest.param(page, marks=_tier(DOCS / page)) for page in sorted(LEFT)])
 def test_the_pages_leave_what_they_say(page: str, walks):
     walk = walks.get(DOCS / page)
     if walk is None:
