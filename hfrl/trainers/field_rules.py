@@ -20,7 +20,7 @@ from typing import Any
 #: the settings that train the critic: an estimator without one has no use for them
 CRITIC_SETTINGS = (
     "lam_critic", "lam_alpha", "critic_warmup_iterations", "critic_epochs", "critic_learning_rate",
-    "critic_freeze_attention",
+    "critic_learning_rate_ratio", "critic_freeze_attention",
 )  # fmt: skip
 
 
@@ -82,6 +82,11 @@ def check_estimator(values: Mapping[str, Any], estimator: Any) -> None:
     problem = warmup_problem(values["critic_warmup_iterations"], values["num_iterations"])
     if problem:
         raise ValueError(problem)
+    if values.get("critic_learning_rate") is not None and values.get("critic_learning_rate_ratio") is not None:
+        raise ValueError(
+            "critic_learning_rate and critic_learning_rate_ratio both set the critic's rate: set one of them (the "
+            "ratio multiplies learning_rate)"
+        )
     if values.get("critic_freeze_attention") and not values.get("separate_critic"):
         raise ValueError(
             "critic_freeze_attention freezes the critic's own attention: set separate_critic true (a shared "

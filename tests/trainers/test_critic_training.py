@@ -111,9 +111,9 @@ def test_critic_passes_train_the_critic_alone(tiny_causal_dir, make_config):
     assert steps == [True, True, False, False]  # 2 critic minibatches, then the policy's 2
 
 
-def test_the_critic_learns_at_its_own_rate(tiny_causal_dir, make_config):
-    trainer = trainer_with(tiny_causal_dir, make_config, learning_rate=1e-3, critic_learning_rate=5e-3,
-                           lr_scheduler_type="constant")  # fmt: skip
+@pytest.mark.parametrize("rate", [{"critic_learning_rate": 5e-3}, {"critic_learning_rate_ratio": 5.0}])
+def test_the_critic_learns_at_its_own_rate(tiny_causal_dir, make_config, rate):
+    trainer = trainer_with(tiny_causal_dir, make_config, learning_rate=1e-3, lr_scheduler_type="constant", **rate)
     optimizer = trainer.create_optimizer()
     model = trainer.accelerator.unwrap_model(trainer.model)
     critic = {id(p) for p in model.value_head.parameters()}
@@ -155,6 +155,10 @@ def test_saos_critic_keeps_its_attention_frozen(tiny_causal_dir, make_config):
          "critic_freeze_attention freezes the critic's own attention: set separate_critic true"),
         ({"lam_critic": 1.5}, "lam_critic"),
         ({"critic_learning_rate": 0.0}, "critic_learning_rate"),
+        ({"critic_learning_rate": 1e-3, "critic_learning_rate_ratio": 5.0},
+         "critic_learning_rate and critic_learning_rate_ratio both set the critic's rate: set one of them"),
+        ({"advantage_estimator": "rloo", "num_generations": 2, "critic_learning_rate_ratio": 5.0},
+         "critic_learning_rate_ratio trains the critic, and advantage_estimator rloo has none"),
     ],
 )  # fmt: skip
 def test_critic_settings_without_a_critic_to_train_are_one_line(settings, message, make_config):

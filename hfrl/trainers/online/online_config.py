@@ -304,7 +304,15 @@ class OnlineConfig(RLConfig):
         default=None,
         metadata={
             "help": "The critic's learning rate (value head, and the separate critic's backbone), scheduled as "
-            "learning_rate is. None: learning_rate. SAO trains it at 5x, VAPO at 2x the policy's."
+            "learning_rate is. None: learning_rate (or critic_learning_rate_ratio). SAO trains it at 5x, VAPO at 2x "
+            "the policy's."
+        },
+    )
+    critic_learning_rate_ratio: float | None = field(
+        default=None,
+        metadata={
+            "help": "The critic's learning rate as a multiple of learning_rate (ORZ: 5, 5e-6 against 1e-6), so that "
+            "a preset keeps the task's rate; set it or critic_learning_rate, not both. None: critic_learning_rate."
         },
     )
     critic_freeze_attention: bool = field(
@@ -426,6 +434,7 @@ class OnlineConfig(RLConfig):
         "critic_warmup_iterations": {"ge": 0, "cap": MAX_COUNT},
         "critic_epochs": {"ge": 0, "cap": MAX_COUNT},
         "critic_learning_rate": {"gt": 0},
+        "critic_learning_rate_ratio": {"gt": 0},
         "positive_lm_coef": {"ge": 0},
         "eval_every": {"ge": 1, "cap": MAX_COUNT},
         "save_every": {"ge": 1, "cap": MAX_COUNT},

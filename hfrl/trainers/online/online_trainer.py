@@ -374,13 +374,16 @@ class OnlineTrainer(EvaluationMixin, TrainerMixin, Trainer):
         )
 
     def create_optimizer(self, *args: Any, **kwargs: Any) -> torch.optim.Optimizer:  # transformers 5.0-5.24
-        """The Trainer's optimizer; with ``critic_learning_rate``, the critic's parameters (value head, the
+        """The Trainer's optimizer; with ``critic_learning_rate`` (or ``critic_learning_rate_ratio`` x
+        ``learning_rate``), the critic's parameters (value head, the
         separate critic's backbone) in groups of their own at that rate (the scheduler scales every group
         alike). Nothing has trained yet: the groups are split before the optimizer holds any state.
         (transformers 5.24 passes the model; 5.0, the floor, passes nothing.)"""
         optimizer = super().create_optimizer(*args, **kwargs)
         model = args[0] if args else kwargs.get("model")
         rate = self.args.critic_learning_rate
+        if rate is None and self.args.critic_learning_rate_ratio is not None:
+            rate = self.args.critic_learning_rate_ratio * self.args.learning_rate
         if rate is None or not self.has_critic:
             return optimizer
         wrapper: ActorCritic = self.accelerator.unwrap_model(model if model is not None else self.model)
