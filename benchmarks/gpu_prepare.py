@@ -14,6 +14,11 @@ parts), for transports that limit one copy's size:
     bash STAGE/assemble.sh /tmp/site && PYTHONPATH=/tmp/site:. python3 benchmarks/gpu_check.py
 
 Nothing here is imported by hfrl; the GGUF file's SHA-256 is checked after assembly.
+
+``gpu_check.py``'s rollout backends need nothing more: static cache + ``torch.compile`` uses the GPU
+image's torch (its Triton included), the RLHF rerun the HH fixture pairs of the checkout
+(``tasks/fixtures``). vLLM is not packed (its wheel and CUDA dependencies come to gigabytes): the
+``use_vllm`` run runs only where the image already has vLLM, and is skipped with one line otherwise.
 """
 
 from __future__ import annotations
