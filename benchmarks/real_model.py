@@ -38,6 +38,21 @@ brackets, and its row in the report is named by them (``ppo[preset=vapo]``, ``pp
 ``ppo+rloo[ent_coef=0]``): an ablation is a row. ``preset=NAME`` applies ``hfrl list presets``' NAME first:
 
     python benchmarks/real_model.py --threads 1 --modes lora --algs "ppo,ppo[preset=vapo,critic_epochs=1],grpo"
+
+A run's figure (``--figure``): on ``arith_chains`` the mean held-out accuracy over the last third of
+training (issue 58: one checkpoint's greedy accuracy swings by tens of points when float rounding flips a
+token), from evaluations every ``--eval-every`` iterations (about 7 a run) on ``--eval-prompts`` (256)
+test problems, the task's ``eval_size`` raised to them where its family holds that many; elsewhere
+(``movie_snippets``) the last checkpoint's, as recorded. The evaluations' time is not training time.
+Runs measured otherwise stay in the JSON under their ``figure`` label, in a table of their own.
+``--rerun`` runs a cell and seed again at this ``--threads``, kept beside its first run (``NAME-tN``),
+for the report's spread between re-runs beside the spread between seeds:
+
+    python benchmarks/real_model.py --task arith_chains --task-arg steps=2 --task-arg "operations=[add]" \\
+        --task-arg operand_max=5 --task-arg train_size=320 --new-tokens 48 --iterations 20 \\
+        --json benchmarks/results-real-arith-add.json --results benchmarks/RESULTS-real-arith-add.md \\
+        --plot benchmarks/real_model_curves-arith-add.png \\
+        --algs "ppo[lam=1.0]" --modes lora --seed 0 --threads 2 --rerun
 """
 
 from __future__ import annotations
@@ -451,7 +466,8 @@ def evaluate(lm: Any, reference: Any, tokenizer: Any, prompts: list[str], settin
     kwargs = {"max_new_tokens": settings["max_new_tokens"], **settings["eval_generation_kwargs"]}
     torch.manual_seed(seed)
     start = time.perf_counter()
-    sampled = generate_completions(lm, query_ids, query_mask, kwargs, tokenizer.pad_token_id, batch_size=16)
+    sampled = generate_completions(lm, query_ids, query_mask, kwargs, tokenizer.pad_token_id, batch_size=16,
+                                   tokenizer=tokenizer)  # a task's stop_strings (arith_chains) need it  # fmt: skip
     response_ids, response_mask = sampled.response_ids, sampled.response_mask
     seconds = time.perf_counter() - start
     completions = tokenizer.batch_decode(response_ids, skip_special_tokens=True)
@@ -785,7 +801,8 @@ def base_samples(ctx: dict, prompts: list[str], seed: int) -> list[str]:
     completions = []
     for i in range(0, len(prompts), budget.prompts):
         query_ids, query_mask = pad(ids[i : i + budget.prompts], tokenizer.pad_token_id, "left")
-        response_ids = generate_completions(base, query_ids, query_mask, kwargs, tokenizer.pad_token_id).response_ids
+        response_ids = generate_completions(base, query_ids, query_mask, kwargs, tokenizer.pad_token_id,
+                                            tokenizer=tokenizer).response_ids  # fmt: skip
         completions += tokenizer.batch_decode(response_ids, skip_special_tokens=True)
     return completions
 
@@ -799,7 +816,8 @@ def run_alol(mode: str, ctx: dict, out: str, seed: int, curve: Curve | None = No
     optimizer steps as iterations."""
     from datasets import Dataset
 
-    from hfrl import ALoLConfig, ALoLTrainer
+    from hfrl.trainers.offline.alol_config import ALoLConfig
+    from hfrl.trainers.offline.alol_trainer import ALoLTrainer
 
     budget, task, tokenizer = ctx["budget"], ctx["task"], ctx["tokenizer"]
     total = budget.prompts * budget.iterations

@@ -84,7 +84,8 @@ def test_a_task_whose_reward_reads_a_column_runs(tmp_path):
     GRPO are evaluated after iterations 1, 2, 3 and at the end, the gain averages iterations 3 and 4, and
     the evaluations' seconds are the run's ``curve_eval_seconds``. The same PPO run without them
     (``--figure final --eval-every 0``) trains on the same samples: its rewards and KL per iteration are
-    equal (the evaluations fork the RNG)."""
+    equal (the evaluations fork the RNG). ``--threads 2 --rerun`` keeps a second run of PPO's seed 0
+    beside the first, for the report's re-run spread."""
     common = [
         sys.executable, str(SCRIPT), "--model", "tiny", "--threads", "1", "--task", "arith_chains",
         "--prompts", "8", "--new-tokens", "4", "--iterations", "4", "--eval-prompts", "4", "--modes", "full",
@@ -110,6 +111,18 @@ def test_a_task_whose_reward_reads_a_column_runs(tmp_path):
         assert run["reward_gain"] == round(figure - base, 6) == 0.0  # 4 tokens cannot hold "Answer: N"
         assert run["curve_eval_seconds"] == pytest.approx(sum(p["seconds"] for p in curve[:3]))
         assert run["eval_seconds"] == pytest.approx(run["curve_eval_seconds"] + curve[3]["seconds"])
+    # a re-run of the PPO cell's seed at 2 threads: kept beside the seed's run, in the re-run spread, in no table
+    done = subprocess.run([*common, "--algs", "ppo", "--eval-every", "1", "--threads", "2", "--rerun", "--json",
+                           str(out)], capture_output=True, text=True, env=env)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    rerun = json.loads(out.read_text())["runs"]
+    assert sorted(rerun) == ["grpo-full-s0", "ppo-full-s0", "ppo-full-s0-t2"]
+    assert rerun["ppo-full-s0-t2"]["rerun"] is True and rerun["ppo-full-s0-t2"]["threads"] == 2
+    assert rerun["ppo-full-s0"] == results["runs"]["ppo-full-s0"]
+    report = (tmp_path / "R.md").read_text()
+    spread = "+0.000 (1 thread), +0.000 (2 threads) | 0.000 | - (1 seed) |"
+    assert f"| ppo-full | 0 | mean over last third, 4 problems | {spread}" in report
+    assert "| ppo-full | 1 |" in report  # one seed in the gains table: the re-run is no seed
     plain = tmp_path / "plain.json"
     done = subprocess.run([*common, "--algs", "ppo", "--figure", "final", "--eval-every", "0", "--json", str(plain)],
                           capture_output=True, text=True, env=env)  # fmt: skip

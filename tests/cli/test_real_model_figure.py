@@ -11,6 +11,7 @@ import json
 import shutil
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -145,6 +146,7 @@ def _run(alg: str, seed: int, gain: float, figure: str, threads: int = 1, **extr
 
 
 def _results(runs: dict) -> dict:
+    settings: dict[str, Any]
     settings = {"model": "smollm2", "task": "arith_chains", "reward": "exact_answer", "judges": [], "judge": None,
                 "task_args": {"steps": 2, "operations": ["add"], "operand_max": 5, "train_size": 320, "eval_size": 90},
                 "prompts": 16, "new_tokens": 48, "iterations": 20, "eval_prompts": 90, "eval_split": "test",
@@ -269,5 +271,9 @@ def test_evaluation_options_default_per_task_and_refuse_what_cannot_work(capsys)
     # the add family holds 500 problems: 320 to train leave 90 to each held-out split
     args, prompts, note = real_model.held_out("arith_chains", {"steps": 2, "operations": ["add"], "operand_max": 5,
                                                                "train_size": 320}, 256)  # fmt: skip
-    assert (args["eval_size"], prompts) == (90, 90) and note.endswith("the figure is on 90 test problems, not 256")
+    assert (
+        (args["eval_size"], prompts) == (90, 90)
+        and note is not None
+        and note.endswith("the figure is on 90 test problems, not 256")
+    )
     assert real_model.held_out("movie_snippets", {}, 64) == ({}, 64, None)
