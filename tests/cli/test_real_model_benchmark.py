@@ -17,6 +17,7 @@ import pytest
 SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "real_model.py"
 
 
+@pytest.mark.slow
 def test_two_workers_two_seeds_merge_and_one_cell_reruns(tmp_path):
     from hfrl.testing.tiny_classifiers import save_sequence_classifier
 
