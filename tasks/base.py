@@ -248,6 +248,7 @@ def task_from_yaml(
         "reward_config": reward_config,
     })  # fmt: skip
     rewards = overrides.pop("rewards", None) or declared.declared.get("rewards", [])
+    rewards = rewards if isinstance(rewards, list | tuple) else [rewards]  # one id or {id, args}: a list of one
     if overrides:
         raise TypeError(f"task_from_yaml() got unexpected keyword arguments {sorted(overrides)}")
     return Task(
