@@ -33,6 +33,7 @@ from datasets import Dataset  # noqa: E402
 from transformers import AutoModelForCausalLM, AutoTokenizer  # noqa: E402
 from trl.generation.vllm_generation import VLLMGeneration  # noqa: E402
 
+import hfrl  # noqa: E402
 from hfrl import A2CConfig, A2CTrainer, NLPOConfig, NLPOTrainer, PPOTrainer, TRPOConfig, TRPOTrainer  # noqa: E402
 from hfrl.testing import digit_reward  # noqa: E402
 from hfrl.trainers.online import vllm_cpu, vllm_rollout  # noqa: E402
@@ -237,6 +238,18 @@ def test_refusals_before_the_engine(tiny_seq2seq_dir, tiny_vllm_dir, make_config
     assert str(err.value).startswith("use_vllm: sampled_set_loss needs the set each step sampled from")
 
 
+def test_a_tensor_parallel_engine_is_refused_before_it_starts(tiny_vllm_dir):
+    with pytest.raises(ValueError) as err:
+        CPUVLLMGeneration(
+            model=AutoModelForCausalLM.from_pretrained(tiny_vllm_dir), accelerator=Accelerator(cpu=True),
+            processing_class=AutoTokenizer.from_pretrained(tiny_vllm_dir), mode="colocate", tensor_parallel_size=2,
+        )  # fmt: skip
+    assert str(err.value) == (
+        "use_vllm on the CPU runs one engine per process (tensor-parallel size 1, the one tested); "
+        "set vllm_tensor_parallel_size 1, not 2"
+    )
+
+
 def test_tiny_is_refused_naming_tiny_vllm(tiny_causal_dir):
     with pytest.raises(ValueError) as err:
         vllm_cpu.check_head_dim(AutoModelForCausalLM.from_pretrained(tiny_causal_dir).config)
@@ -265,3 +278,63 @@ def test_hfrl_train_use_vllm_exits_cleanly(tmp_path):
     assert out.returncode == 0, out.stderr[-3000:]
     for bad in ("Invalid process group", "Traceback", "Exception ignored"):
         assert bad not in out.stderr, out.stderr[-3000:]
+
+
+def launch_two(config: str, out_dir, *extra: str) -> tuple[str, list[dict]]:
+    """``accelerate launch`` of 2 processes of ``hfrl train --use_vllm true`` (PPO, 2 iterations, tiny-vllm),
+    each with its own colocated engine: the launch's output and the run's iterations.jsonl rows."""
+    import json
+
+    env = {k: v for k, v in os.environ.items() if k not in ("MASTER_ADDR", "MASTER_PORT", "RANK", "LOCAL_RANK",
+                                                            "WORLD_SIZE")}  # fmt: skip
+    env.update(VLLM_CPU_KVCACHE_SPACE="1", VLLM_CPU_OMP_THREADS_BIND="0", OMP_NUM_THREADS="1")
+    # DeepSpeed's CPU op (deepspeed_shm_comm) built for this venv's torch, not over another venv's build
+    env.setdefault("TORCH_EXTENSIONS_DIR", os.path.join(sys.prefix, "torch_extensions"))
+    configs = os.path.join(os.path.dirname(hfrl.__file__), "accelerate_configs")
+    out = subprocess.run(
+        [sys.executable, "-m", "accelerate.commands.launch", "--config_file", os.path.join(configs, config),
+         "--num_processes", "2", *extra, "-m", "hfrl.cli", "train", "--task", "numbers", "--alg", "ppo",
+         "--model", "tiny-vllm", "--use_vllm", "true", "--num_iterations", "2", "--rollout_batch_size", "8",
+         "--mini_batch_size", "4", "--max_new_tokens", "8", "--report_to", "none", "-o", str(out_dir)],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, timeout=1200,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stdout[-4000:]
+    for bad in ("Invalid process group", "Traceback", "Exception ignored", "terminate called"):
+        assert bad not in out.stdout, out.stdout[-4000:]
+    rows = [json.loads(line) for line in (out_dir / "iterations.jsonl").read_text().splitlines()]
+    return out.stdout, [row for row in rows if "reward" in row]
+
+
+@pytest.fixture(scope="module")
+def ddp_launch(tmp_path_factory) -> tuple[str, list[dict]]:
+    return launch_two("multi_cpu.yaml", tmp_path_factory.mktemp("ddp"))
+
+
+def assert_both_engines_followed(rows: list[dict]) -> None:
+    """Each process's sync check passed (else the run stops); the logged gap is over both processes' tokens:
+    after iteration 1's update a stale engine on either process would show. 0.002: numbers' min_new_tokens
+    (gpu.md)."""
+    assert [row["num_completions"] for row in rows] == [16.0, 16.0]  # 8 per process, both processes'
+    assert rows[0]["approx_kl"] > 0.01  # the policy moved before the second sync
+    assert all(row["vllm/logprob_gap_mean"] < 0.01 and row["vllm/is_weight_clipped_frac"] == 0 for row in rows)
+
+
+@pytest.mark.slow
+def test_two_ddp_processes_each_sample_on_their_own_engine(ddp_launch):
+    """2 processes, one colocated engine each (TRL's colocate mode, a tensor-parallel group of 1 per process)."""
+    log, rows = ddp_launch
+    assert "distributed: MULTI_CPU, 2 processes" in log
+    assert_both_engines_followed(rows)
+
+
+@pytest.mark.slow
+def test_zero3_gathers_the_shards_for_each_engine_and_samples_as_ddp(ddp_launch, tmp_path):
+    """ZeRO-3: the sync gathers the sharded parameters first. The same weights and engine seeds (the process
+    index) as DDP: the first rollouts are DDP's. Not in .ci/vllm by default (VLLM_ZERO3=1 adds it): DeepSpeed
+    compiles its CPU op for a fresh venv first, 1-4 min on 2 busy cores."""
+    log, rows = launch_two("deepspeed_zero3.yaml", tmp_path / "zero3", "--mixed_precision", "no")
+    assert "distributed: DeepSpeed ZeRO-3, 2 processes; per process at most 83,777 of 165,697" in log
+    assert_both_engines_followed(rows)
+    ddp = ddp_launch[1]
+    assert rows[0]["reward"] == ddp[0]["reward"]
+    assert abs(rows[0]["vllm/logprob_gap_mean"] - ddp[0]["vllm/logprob_gap_mean"]) < 1e-5
