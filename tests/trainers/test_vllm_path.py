@@ -323,8 +323,8 @@ def test_nlpo_is_refused(stand_in, tiny_causal_dir, make_config):
         (
             {"generation_kwargs": {"do_sample": True, "min_length": 5}},
             "use_vllm: generation_kwargs min_length: 5 has no vLLM counterpart here (rollouts take temperature, "
-            "top_p, top_k, min_p, repetition_penalty, max_new_tokens, min_new_tokens, do_sample: true); remove it "
-            "or set use_vllm false",
+            "top_p, top_k, min_p, repetition_penalty, max_new_tokens, min_new_tokens, stop_strings, do_sample: true); "
+            "remove it or set use_vllm false",
         ),
     ],
 )
