@@ -73,7 +73,7 @@ class RolloutCollector:
     # ---- settings ---------------------------------------------------------------------------------------
     @property
     def temperature(self) -> float:
-        return float(self.args.generation_kwargs.get("temperature") or 1.0)
+        return rollout_temperature(self.args)
 
     @property
     def generation_kwargs(self) -> dict[str, Any]:
@@ -89,9 +89,7 @@ class RolloutCollector:
     @property
     def reduce(self) -> Callable[[torch.Tensor], torch.Tensor] | None:
         """Sum over processes (None in a single process): global whitening, KL and statistics."""
-        if self.accelerator.num_processes == 1:
-            return None
-        return lambda t: self.accelerator.reduce(t.to(self.accelerator.device), reduction="sum")
+        return process_sum(self.accelerator)
 
     # ---- the iteration ----------------------------------------------------------------------------------
     def collect(
@@ -343,9 +341,23 @@ class RolloutCollector:
         return self.decode(completions.response_ids)
 
 
+def rollout_temperature(args: OnlineConfig) -> float:
+    """The rollouts' sampling temperature (``generation_kwargs``' ``temperature``, default 1): every
+    log-probability of the policy is taken at it, the update's and NLPO's mask policy's too."""
+    return float(args.generation_kwargs.get("temperature") or 1.0)
+
+
+def process_sum(accelerator: Any) -> Callable[[torch.Tensor], torch.Tensor] | None:
+    """A sum over ``accelerator``'s processes (None in a single process): what the estimators' batch
+    statistics, the collector's and TRPO's step reduce with."""
+    if accelerator.num_processes == 1:
+        return None
+    return lambda t: accelerator.reduce(t.to(accelerator.device), reduction="sum")
+
+
 def _cycle(examples: list, start: int, count: int) -> list:
     """``count`` examples taken in turn from ``examples``, starting at index ``start`` (wrapping)."""
     return [examples[(start + i) % len(examples)] for i in range(count)]
 
 
-__all__ = ["RolloutCollector"]
+__all__ = ["RolloutCollector", "process_sum", "rollout_temperature"]

@@ -19,6 +19,7 @@ from transformers import LogitsProcessor
 from hfrl.core.action_space import ActionSpace
 from hfrl.core.capture import set_sizes, unpack_sets
 from hfrl.core.masking import MaskPolicy, TopPMaskProcessor
+from hfrl.trainers.online.collector import rollout_temperature
 from hfrl.trainers.online.nlpo_config import NLPOConfig
 from hfrl.trainers.online.ppo_trainer import PPOTrainer
 from hfrl.trainers.papers import paper
@@ -108,7 +109,7 @@ class NLPOTrainer(PPOTrainer):
             args.top_mask,
             args.min_tokens_to_keep,
             always_allowed=self.tokenizer.all_special_ids,
-            temperature=self.temperature,
+            temperature=rollout_temperature(args),  # the collector's (built after the action space)
         ).to(self.accelerator.device)
         return NLPOActionSpace(mask_policy, args.mask_update_every)
 

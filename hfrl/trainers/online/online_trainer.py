@@ -4,13 +4,16 @@ The training loop is the Trainer's own; this class holds the ``Trainer`` overrid
 transformers version it was checked against) and composes what an iteration is made of:
 
 - :class:`~hfrl.trainers.online.collector.RolloutCollector`: generate -> reward -> score -> assemble, once
-  per iteration (:meth:`OnlineTrainer._prepare_inputs`, when its buffer of minibatches is used up);
+  per iteration (:meth:`OnlineTrainer._prepare_inputs`, when the iteration's passes are used up);
+- :class:`~hfrl.trainers.online.iteration_state.IterationState`: the iteration under way, its rollout, the
+  KL coefficient beta it was assembled with (the loss's), its warm-up flag and its pending passes;
 - :class:`~hfrl.trainers.online.online_state.OnlineState`: the KL controller, the action space and the
   entropy watch, in every checkpoint;
 - the update's loss, :class:`hfrl.core.losses.UpdateLoss`: the registered policy loss
   (:mod:`hfrl.core.policy_losses`, ``policy_loss``) plus the critic's, the entropy bonus and the KL term;
 - the advantage estimator (:mod:`hfrl.core.estimators`, ``advantage_estimator``), built with its settings;
-- the minibatches: ``num_ppo_epochs`` shuffled passes over the rollout (:mod:`hfrl.core.minibatches`).
+- the update (:mod:`hfrl.trainers.online.update`): the critic's passes, then ``num_ppo_epochs`` shuffled
+  passes over the rollout (:mod:`hfrl.core.minibatches`), and the critic's optimizer groups.
 
 The sampler hands the first micro-step of an iteration its ``rollout_batch_size`` prompts and the others
 placeholders (:mod:`.iteration_sampler`). One iteration's numbers fill an
@@ -23,7 +26,6 @@ own update step (:meth:`OnlineTrainer.policy_step`, with ``minibatch_trains_poli
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import time
 from collections.abc import Callable, Sequence
@@ -40,7 +42,6 @@ from hfrl.core.estimators import estimator_class
 from hfrl.core.estimators.base import AdvantageEstimator
 from hfrl.core.kl import make_kl_controller
 from hfrl.core.losses import UpdateLoss
-from hfrl.core.minibatches import rollout_minibatches
 from hfrl.core.models import fix_tokenizer, load_tokenizer_for, load_trainable
 from hfrl.core.policies import (
     ActorCritic,
@@ -52,16 +53,18 @@ from hfrl.core.policies import (
 )
 from hfrl.core.policy_losses import policy_loss_class
 from hfrl.core.policy_losses.base import PolicyLoss, PolicyOutputs
-from hfrl.core.rollout import Rollout, action_logprobs, reestimate
+from hfrl.core.rollout import Rollout, action_logprobs
 from hfrl.rewards import reward_list
 from hfrl.rewards.combine import reward_name
 from hfrl.trainers.evaluation import PROMPT_IDS, EvaluationMixin, encode_prompt, generate_and_score
 from hfrl.trainers.iteration_log import IterationProgress, SaveStateAtEnd
+from hfrl.trainers.online import update
 from hfrl.trainers.online.checkpointing import VALUE_HEAD_NAME, load_weights, save_policy
-from hfrl.trainers.online.collector import RolloutCollector
+from hfrl.trainers.online.collector import RolloutCollector, process_sum
 from hfrl.trainers.online.entropy_watch import EntropyWatch
 from hfrl.trainers.online.iteration_record import IterationRecord
 from hfrl.trainers.online.iteration_sampler import IterationSampler, PromptBatch, PromptRows
+from hfrl.trainers.online.iteration_state import IterationState, Pass
 from hfrl.trainers.online.online_config import OnlineConfig
 from hfrl.trainers.online.online_state import OnlineState
 from hfrl.trainers.trainer_mixin import TrainerMixin
@@ -172,14 +175,14 @@ class OnlineTrainer(EvaluationMixin, TrainerMixin, Trainer):
             self.reference.prepare(self.accelerator)
         # built with its settings, once the processes are known (batch statistics: their sum)
         settings: dict[str, Any] = {
-            "gamma": cast(float, args.gamma), "whiten": args.whiten_advantages, "reduce": self._reduce,
+            "gamma": cast(float, args.gamma), "whiten": args.whiten_advantages,
+            "reduce": process_sum(self.accelerator),
         }  # fmt: skip
         self.estimator: AdvantageEstimator = estimator(
             lam=args.lam, lam_critic=args.lam_critic, lam_alpha=args.lam_alpha, **settings
         )
         # the critic's warm-up trains against lambda-1 targets (VC-PPO's value pretraining)
         self.warmup_estimator = estimator(lam=args.lam, lam_critic=1.0, **settings)
-        self._warming_up = False  # whether the current iteration is one of the critic's warm-up
         kl = make_kl_controller(args.kl_coef, args.kl_target, args.kl_adapt_rate)
         self.online_state = OnlineState(kl, self._build_action_space(), EntropyWatch())
         self.collector = RolloutCollector(
@@ -190,8 +193,7 @@ class OnlineTrainer(EvaluationMixin, TrainerMixin, Trainer):
             from hfrl.trainers.online.vllm_rollout import VLLMRollouts
 
             self.collector.vllm = VLLMRollouts.for_trainer(self)
-        self._buffer: list[Rollout | Callable[[], list[Rollout]]] = []
-        self.rollout: Rollout | None = None  # the current iteration's rollout
+        self.current: IterationState | None = None  # the iteration under way (its rollout, beta, passes)
         self.iteration: IterationRecord | None = None  # the current iteration's numbers, until it is logged
         if not args.disable_tqdm:
             self.remove_callback(ProgressCallback)
@@ -230,9 +232,21 @@ class OnlineTrainer(EvaluationMixin, TrainerMixin, Trainer):
         return self.estimator.needs_critic
 
     @property
-    def temperature(self) -> float:
-        """The sampling temperature the policy's log-probs are taken at (the rollouts')."""
-        return float(self.args.generation_kwargs.get("temperature") or 1.0)
+    def rollout(self) -> Rollout | None:
+        """The current iteration's rollout (the last one's, after training); None before the first."""
+        return self.current.rollout if self.current is not None else None
+
+    @property
+    def kl_coef(self) -> float:
+        """The KL coefficient beta of the current iteration's loss: the one its rollout was assembled with
+        (:attr:`IterationState.kl_coef`). Without a rollout collected by the trainer there is none: one
+        line, never a silent 0 that would drop the KL term."""
+        if self.current is None:
+            raise RuntimeError(
+                f"{self._name}: the loss's KL coefficient (beta) comes from the iteration's rollout, and this "
+                "trainer has collected none; collect one first (trainer.collect_rollout(examples), or train())"
+            )
+        return self.current.kl_coef
 
     # ---- data: the prompts, fetched once per iteration -----------------------------------------------
     def _tokenize(self, dataset: Any) -> Any:
@@ -281,121 +295,73 @@ class OnlineTrainer(EvaluationMixin, TrainerMixin, Trainer):
 
     # ---- the iteration: a rollout, then its minibatches ---------------------------------------------
     def _prepare_inputs(self, batch: PromptBatch | list[dict[str, Any]]) -> Rollout:  # type: ignore[override]  # transformers 5.24
-        """A micro-step's minibatch; the first micro-step of an iteration collects its rollout. An entry of
-        the buffer may be a callable that makes the next minibatches when their turn comes (the policy's,
-        after the critic's passes moved the critic: :meth:`_minibatches`)."""
-        if not self._buffer:
+        """A micro-step's minibatch, the next of the iteration's passes; the first micro-step of an
+        iteration collects its rollout and makes its passes (:meth:`_minibatches`), then the policy step."""
+        current = self.current
+        if current is None or not current.pending:
             examples = batch.examples if isinstance(batch, PromptBatch) else batch
             if examples[0] is None:  # a placeholder batch (IterationSampler): only a first micro-step has prompts
                 raise RuntimeError(
                     f"{self._name}: a micro-step without prompts found no rollout to train on; training "
                     "resumes only at an iteration boundary (a checkpoint written by save_every)"
                 )
-            iteration = self.state.global_step // self.args.steps_per_iteration
-            self._warming_up = iteration < self.args.critic_warmup_iterations
             rollout = self.collect_rollout(examples)
-            self._buffer = self._minibatches(rollout)
+            current = cast(IterationState, self.current)  # made by collect_rollout
+            current.pending = self._minibatches(rollout)
             metrics = cast(IterationRecord, self.iteration).metrics
-            if self._warming_up:  # the critic alone learns: no policy step either (TRPO's)
+            if current.warming_up:  # the critic alone learns: no policy step either (TRPO's)
                 metrics["critic_warmup"] = 1.0
             else:
                 metrics.update(self.policy_step(rollout))
-        item = self._buffer.pop(0)
-        while callable(item):
-            self._buffer[:0] = item()
-            item = self._buffer.pop(0)
-        return item
+        return current.next_minibatch()
 
     def collect_rollout(self, examples: list[dict[str, Any]]) -> Rollout:
         """The iteration's rollout of ``examples`` (:meth:`RolloutCollector.collect` with the policy and the
-        iteration's KL coefficient), its record kept for the log, the KL controller stepped."""
-        estimator = self.warmup_estimator if self._warming_up else self.estimator
-        self.rollout, self.iteration = self.collector.collect(
+        iteration's KL coefficient; during the critic's warm-up, lambda-1 targets), the iteration's state
+        made from it (:attr:`current`), its record kept for the log, the KL controller stepped."""
+        iteration = self.state.global_step // self.args.steps_per_iteration
+        warming_up = iteration < self.args.critic_warmup_iterations
+        estimator = self.warmup_estimator if warming_up else self.estimator
+        rollout, self.iteration = self.collector.collect(
             self.model_wrapped, examples, self.online_state.kl.value, self.state, estimator=estimator
         )
+        self.current = IterationState(rollout, kl_coef=self.iteration.kl_coef, warming_up=warming_up)
         self.online_state.kl.step(self.iteration.metrics["kl"])
-        return self.rollout
+        return rollout
 
-    def _minibatches(self, rollout: Rollout) -> list[Rollout | Callable[[], list[Rollout]]]:
-        """Every micro-step's share of the rollout (:func:`hfrl.core.minibatches.rollout_minibatches`), of
-        whole groups when the policy loss needs them or when they let the update run each prompt once.
-
-        First ``critic_epochs`` passes that train the critic alone on the rollout's returns (all the
-        passes, during the critic's warm-up); then the policy's ``num_ppo_epochs``, made when their turn
-        comes, from the advantages estimated again with the critic those passes trained (SAO's order)."""
+    def _minibatches(self, rollout: Rollout) -> list[Pass]:
+        """The iteration's passes over ``rollout`` (:func:`hfrl.trainers.online.update.minibatches`): the
+        critic's first, then the policy's, made when their turn comes from re-estimated advantages."""
         args = self.args
-        if not (self.minibatch_trains_policy or self.has_critic):  # nothing to train: the policy step was all
-            return [rollout] * args.micro_steps_per_iteration
-        split: dict[str, Any] = {
-            "minibatches": args.rollout_completions // args.mini_batch_size,
-            "micro_batches": args.gradient_accumulation_steps,
-            "unit": args.minibatch_unit,
-            "whole_groups": self._whole_groups_per_minibatch(),
-        }
-        passes = args.critic_epochs + (args.num_ppo_epochs if self._warming_up else 0)
-        critic = [dataclasses.replace(part, critic_only=True) for part in rollout_minibatches(
-            rollout, epochs=passes, **split)] if passes and self.has_critic else []  # fmt: skip
 
-        def policy() -> list[Rollout]:
-            source = self._reestimated(rollout) if critic else rollout
-            whiten_each = self.estimator.whitens and args.whiten_scope == "minibatch"
-            return rollout_minibatches(source, epochs=args.num_ppo_epochs, whiten_each=whiten_each, **split)
+        def reestimated(source: Rollout) -> Rollout:  # the critic as its passes left it, when their turn is over
+            model: ActorCritic = self.accelerator.unwrap_model(self.model)
+            size = args.scoring_batch_size or args.mini_batch_size
+            return update.reestimated(source, model, self.estimator, batch_size=size, accelerator=self.accelerator)
 
-        if self._warming_up:
-            return list(critic)
-        return [*critic, policy] if critic else list(policy())
-
-    def _reestimated(self, rollout: Rollout) -> Rollout:
-        """The rollout with advantages from the critic as its own passes left it (one forward of the
-        critic over the rollout, without gradient), its returns unchanged (:func:`hfrl.core.rollout.reestimate`)."""
-        model: ActorCritic = self.accelerator.unwrap_model(self.model)
-        size = self.args.scoring_batch_size or self.args.mini_batch_size
-        values = []
-        with torch.no_grad(), self.accelerator.autocast():
-            for start in range(0, len(rollout), size):
-                part = rollout[start : start + size]
-                _, predicted = model(part.query_ids, part.query_mask, part.response_ids, part.response_mask,
-                                     values_only=True)  # fmt: skip
-                values.append(cast(torch.Tensor, predicted).float())
-        return reestimate(rollout, torch.cat(values), self.estimator)
-
-    def _whole_groups_per_minibatch(self) -> bool:
-        """Minibatches of whole groups: when the policy loss needs them (its ``needs_groups``), or when
-        they let the update run each prompt once (no critic, ``num_generations`` > 1, whole completions,
-        ``mini_batch_size`` a multiple of it)."""
-        args, group = self.args, self.args.num_generations
-        if self.policy_loss.needs_groups:
-            return True
-        return (
-            group > 1
-            and not self.has_critic
-            and args.minibatch_unit == "sequences"
-            and not args.mini_batch_size % group
+        return update.minibatches(
+            rollout,
+            args,
+            trains_policy=self.minibatch_trains_policy,
+            has_critic=self.has_critic,
+            warming_up=self.current is not None and self.current.warming_up,
+            whole_groups=update.whole_groups_per_minibatch(args, self.policy_loss.needs_groups, self.has_critic),
+            whitens=self.estimator.whitens,
+            reestimated=reestimated,
         )
 
     def create_optimizer(self, *args: Any, **kwargs: Any) -> torch.optim.Optimizer:  # transformers 5.0-5.24
         """The Trainer's optimizer; with ``critic_learning_rate`` (or ``critic_learning_rate_ratio`` x
-        ``learning_rate``), the critic's parameters (value head, the
-        separate critic's backbone) in groups of their own at that rate (the scheduler scales every group
-        alike). Nothing has trained yet: the groups are split before the optimizer holds any state.
-        (transformers 5.24 passes the model; 5.0, the floor, passes nothing.)"""
+        ``learning_rate``), the critic's parameters in groups of their own at that rate
+        (:func:`hfrl.trainers.online.update.split_critic_groups`). (transformers 5.24 passes the model;
+        5.0, the floor, passes nothing.)"""
         optimizer = super().create_optimizer(*args, **kwargs)
         model = args[0] if args else kwargs.get("model")
-        rate = self.args.critic_learning_rate
-        if rate is None and self.args.critic_learning_rate_ratio is not None:
-            rate = self.args.critic_learning_rate_ratio * self.args.learning_rate
+        rate = update.critic_learning_rate(self.args)
         if rate is None or not self.has_critic:
             return optimizer
         wrapper: ActorCritic = self.accelerator.unwrap_model(model if model is not None else self.model)
-        critic = {id(p) for p in wrapper.critic_modules().parameters()}
-        groups: list[dict[str, Any]] = []
-        for group in optimizer.param_groups:
-            own = [p for p in group["params"] if id(p) not in critic]
-            theirs = [p for p in group["params"] if id(p) in critic]
-            groups += [{**group, "params": own}] if own else []
-            groups += [{**group, "params": theirs, "lr": rate}] if theirs else []
-        optimizer.param_groups[:] = groups
-        return optimizer
+        return update.split_critic_groups(optimizer, wrapper.critic_modules().parameters(), rate)
 
     def training_step(
         self, model: Any, inputs: Any, num_items_in_batch: Any = None
@@ -412,8 +378,7 @@ class OnlineTrainer(EvaluationMixin, TrainerMixin, Trainer):
         """The whole loss of a minibatch on one forward (:class:`hfrl.core.losses.UpdateLoss`: the
         policy loss, the critic's, the entropy bonus and the KL term), its statistics recorded."""
         out = self.policy_outputs(model, inputs)
-        kl_coef = self.iteration.kl_coef if self.iteration is not None else 0.0
-        loss, stats = self.update_loss(out, inputs, kl_coef)
+        loss, stats = self.update_loss(out, inputs, self.kl_coef)
         self.record(stats)
         return (loss, {"values": out.values}) if return_outputs else loss
 
@@ -432,7 +397,7 @@ class OnlineTrainer(EvaluationMixin, TrainerMixin, Trainer):
         logits, values = model(
             inputs.query_ids, inputs.query_mask, inputs.response_ids, inputs.response_mask, **grouped
         )
-        logits = tempered(logits, self.temperature)
+        logits = tempered(logits, self.collector.temperature)
         mask = self.action_space.loss_mask(inputs.action_sets, logits.shape[-1])
         logprobs, entropy = action_logprobs(logits, inputs.response_ids, mask, with_entropy=bool(self.args.ent_coef))
         full = None
@@ -461,16 +426,11 @@ class OnlineTrainer(EvaluationMixin, TrainerMixin, Trainer):
         if self.iteration is not None:
             self.iteration.add_update(values)
 
-    @property
-    def _reduce(self) -> Callable[[torch.Tensor], torch.Tensor] | None:
-        """Sum over processes (None in a single process): global whitening, KL and statistics."""
-        if self.accelerator.num_processes == 1:
-            return None
-        return lambda t: self.accelerator.reduce(t.to(self.accelerator.device), reduction="sum")
-
     def global_sum(self, local: torch.Tensor) -> torch.Tensor:
-        """``local`` summed over processes (itself in one process): what every process agrees on."""
-        return self._reduce(local) if self._reduce is not None else local
+        """``local`` summed over processes (itself in one process; the collector's sum): what every
+        process agrees on."""
+        reduce = self.collector.reduce
+        return reduce(local) if reduce is not None else local
 
     def require_unsharded_policy(self, what: str) -> None:
         """One clear error instead of a silent failure where ``what`` needs the whole policy and an

@@ -97,9 +97,9 @@ class TRPOTrainer(OnlineTrainer):
         ``-mean_m(rho * A)``), minus ``beta * k3`` with ``kl_in_loss`` (aggregated as the loss aggregates;
         a constant normaliser rescales the objective, which changes no TRPO step)."""
         objective = -self.policy_loss(PolicyOutputs(logprobs, None, None), chunk.importance_weighted())[0]
-        if self.args.kl_in_loss and self.iteration is not None:
+        if self.args.kl_in_loss:  # beta: the rollout's (one line without one, never a silent 0)
             kl = kl_k3(logprobs, chunk.ref_logprobs, chunk.response_mask, self.policy_loss.aggregate)
-            objective = objective - self.iteration.kl_coef * kl
+            objective = objective - self.kl_coef * kl
         return objective
 
     def policy_step(self, rollout: Rollout) -> dict[str, float]:
@@ -118,7 +118,7 @@ class TRPOTrainer(OnlineTrainer):
 
         def forward(chunk: Rollout, with_entropy: bool = False) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
             batch = (chunk.query_ids, chunk.query_mask, chunk.response_ids, chunk.response_mask)
-            logits = tempered(completion_forward(policy, *batch)[0], self.temperature)
+            logits = tempered(completion_forward(policy, *batch)[0], self.collector.temperature)
             mask = self.action_space.loss_mask(chunk.action_sets, logits.shape[-1])
             logprobs, entropy = action_logprobs(logits, chunk.response_ids, mask, False, with_entropy)
             return logits, logprobs, cast(torch.Tensor, entropy)
