@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Iterator
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -190,18 +190,32 @@ def _sigterm_before_start() -> Iterator[Callable[[], None]]:
 
 
 def _train(
-    extra: list[str], *, named, task, alg, model, base_model, config, output_dir, seed, resume, preset, eval_test,
-    prompt_column, references_column, task_arg, threads, overwrite_output_dir, starting=lambda: None,
+    extra: list[str], *, threads: int | None, resume: bool, overwrite_output_dir: bool,
+    starting: Callable[[], None] = lambda: None, **asked: Any,
 ) -> None:  # fmt: skip
+    """The command: the launch checked, the run resolved from the command line, then trained
+    (:func:`hfrl.runs.train_run.train_run`: the folder, the trainer, SIGTERM, the closing lines)."""
+    from hfrl.runs.train_run import StoppedBySigterm, check_launch, train_run
+
+    check_launch(threads)  # rank variables, devices, --threads: one line each, before anything else
+    run = _resolve(extra, resume=resume, **asked)
+    try:
+        train_run(run, resume=resume, overwrite=overwrite_output_dir, threads=threads, starting=starting,
+                  say=typer.echo)  # fmt: skip
+    except StoppedBySigterm as stop:
+        raise typer.Exit(stop.exit_code) from None  # what a job scheduler expects of a terminated process
+
+
+def _resolve(
+    extra: list[str], *, named, task, alg, model, base_model, config, output_dir, seed, resume, preset, eval_test,
+    prompt_column, references_column, task_arg,
+) -> dict[str, Any]:  # fmt: skip
+    """The run the command line names (a new one, or the one ``--resume`` continues), checked as
+    ``hfrl check`` checks it before anything loads; what resolving changed is said."""
     from hfrl.runs import experiment
-    from hfrl.runs.run_folder import RunFolder, launch_rank
+    from hfrl.runs.train_run import resume_folder
     from hfrl.utils.trust import check_command_line
 
-    launch_rank()  # rank variables a launcher did not set are one line, before anything else
-    from hfrl.trainers.devices import check_launch_devices, check_threads
-
-    check_launch_devices()  # FSDP / DeepSpeed launched on a machine without GPUs: one line, before any folder
-    check_threads(threads)  # before torch, as every other input
     if output_dir is not None and not output_dir.strip():
         raise ValueError("--output-dir is empty: give the run's folder (default: runs/TASK-ALG)")
     task_args = parse_task_args(task_arg or [])
@@ -217,7 +231,7 @@ def _train(
     if preset:  # a run key: config.yaml records it beside the values it set
         overrides["preset"] = preset
     if resume:
-        out = output_dir or _run_dir(task, alg, model)
+        out = output_dir or resume_folder(task, alg, model, say=typer.echo)
         asked = {"task": task, "alg": alg, "model": model, "seed": seed, "task_args": task_args}
         run = experiment.resolve_resume(out, config_file=config, overrides=overrides, **asked)
     else:
@@ -228,59 +242,7 @@ def _train(
     if eval_test:
         run["eval_test"] = True
     _preflight(run)
-    default = run["output_dir"]
-    folder = RunFolder(run["output_dir"], overwrite=overwrite_output_dir, resume=resume,
-                       from_file=getattr(run, "output_dir_from", None),
-                       number=getattr(run, "output_dir_default", False))  # fmt: skip
-    with folder:  # locked; a start that fails leaves it as it was; one run per folder
-        run["output_dir"] = str(folder.path)  # a default folder that was taken gives way to the next number
-        named = run.pop("resume_from_checkpoint", None)  # a checkpoint named explicitly
-        checkpoint = (named or experiment.last_checkpoint(run["output_dir"])) if resume else named
-        trainer = experiment.build_trainer(run)
-        from hfrl.trainers.devices import set_cpu_threads
-
-        set_cpu_threads(trainer.model, threads, use_cpu=trainer.args.use_cpu or trainer.args.device.type == "cpu")
-        experiment.save_run_config(run, trainer)
-        trainer.add_callback(folder.callback)
-        main = trainer.is_world_process_zero()
-        if main:
-            from hfrl.runs.run_report import start_line
-
-            typer.echo(start_line(trainer, run, earlier=default, resumed=resume))
-        from hfrl.trainers.graceful_stop import stop_on_sigterm
-
-        starting()  # from here SIGTERM stops at an iteration's end with a checkpoint
-        with _resume_said(main), stop_on_sigterm(trainer, typer.echo if main else None) as stop:
-            trainer.train(resume_from_checkpoint=checkpoint)
-        if stop.stopped:
-            if main:
-                out, per = trainer.args.output_dir, getattr(trainer.args, "steps_per_iteration", None)
-                at = f"iteration {stop.step // per} (step {stop.step})" if per else f"step {stop.step}"
-                typer.echo(f"stopped by SIGTERM after {at}: checkpoint-{stop.step} is complete; continue the run "
-                           f"with: hfrl train -o {out} --resume")  # fmt: skip
-            raise typer.Exit(143)  # 128 + SIGTERM: what a job scheduler expects of a terminated process
-        heldout = None
-        if hasattr(trainer, "pair_accuracy"):  # a reward model: its held-out accuracy, before the card is written
-            from hfrl.runs.run_eval import heldout_pairs
-
-            heldout = heldout_pairs(trainer, run["task"])
-        trainer.save_model()
-    if main:
-        from hfrl.runs.run_report import end_lines
-
-        if run.get("eval_test"):
-            _echo_eval_table(trainer.args.output_dir, "test")
-        evaluated, splits = bool(run.get("eval_test")), getattr(trainer, "task_splits", None)
-        from hfrl.utils.trust import names_code
-
-        own_code = names_code(run) is not None  # hfrl eval on this run reads its config: --trust-code
-        reward_model = (run["task"], str(run["model"])) if hasattr(trainer, "pair_accuracy") else None
-        lines = end_lines(trainer.args.output_dir, trainer.state.log_history, evaluated, splits, own_code, reward_model)
-        for line in ([heldout] if heldout else []) + lines:
-            typer.echo(line)
-    from hfrl.trainers.devices import close_process_group
-
-    close_process_group()  # every process, after the last collective: a ZeRO-3 run could abort at exit without it
+    return run
 
 
 def reward_model_flag(overrides: dict) -> None:
@@ -314,80 +276,6 @@ def _preflight(run: dict) -> None:
         check = ["hfrl", "check", "--task", str(run["task"]), "--alg", str(run["alg"]), "--model", str(run["model"])]
         check += [f"--task-arg={k}={v}" for k, v in (run.get("task_args") or {}).items()]
         raise RuntimeError(f"cannot start: {problems[0]}{more}; `{shlex.join(check)}` lists what the run needs")
-
-
-def _echo_eval_table(output_dir: str, split: str) -> None:
-    """``--eval-test``: the before / after table of the test split, as ``hfrl eval`` prints it."""
-    import json
-    from pathlib import Path
-
-    from hfrl.runs.run_config import BASE_SUFFIX, EVAL_DIR
-    from hfrl.runs.run_eval import format_table
-
-    columns = {}
-    for name, file in (("before", f"{split}{BASE_SUFFIX}.json"), ("after", f"{split}.json")):
-        path = Path(output_dir) / EVAL_DIR / file
-        if path.is_file():
-            columns[name] = json.loads(path.read_text())
-    if columns:
-        first = next(iter(columns.values()))
-        typer.echo(f"{first.get('task')} / {split} ({first.get('num_samples')} prompts), before and after training:")
-        typer.echo(format_table(columns))
-
-
-@contextlib.contextmanager
-def _resume_said(main: bool) -> Iterator[None]:
-    """While training: the INFO line in which the trainer names the checkpoint it resumes from
-    (:mod:`hfrl.trainers.crash_safe`) is printed on the console (main process only)."""
-    import logging
-
-    logger = logging.getLogger("hfrl.trainers.crash_safe")
-    if not main:
-        yield
-        return
-    handler, level = logging.StreamHandler(), logger.level
-    handler.setFormatter(logging.Formatter("%(message)s"))
-    logger.addHandler(handler)
-    logger.setLevel(logging.INFO)
-    try:
-        yield
-    finally:
-        logger.removeHandler(handler)
-        logger.setLevel(level)
-
-
-def _run_dir(task: str | None, alg: str | None, model: str | None = None) -> str:
-    """The folder --resume continues without --output-dir: the newest run of runs/TASK-ALG (or
-    runs/TASK-ALG-N, the numbered ones) that has a checkpoint (a path read from a file never chooses
-    the folder a command writes into)."""
-    from hfrl.runs.experiment import default_output_dir
-    from hfrl.runs.run_folder import numbered_runs, resumable_runs
-
-    if not task:
-        raise ValueError("--resume: which run? pass --output-dir DIR (or --task, for runs/TASK-ALG)")
-    base = default_output_dir(task, alg or "ppo")
-    found = resumable_runs(base)
-    if model is not None:  # the runs of that model only
-        from hfrl.runs.run_config import CONFIG_NAME, read_config_file
-
-        found = [p for p in found if str(read_config_file(p / CONFIG_NAME).get("model")) == model]
-    if found:
-        if len(found) > 1:
-            others = ", ".join(str(p) for p in found[1:4])
-            typer.echo(f"--resume: {found[0]} holds the newest checkpoint (also resumable: {others}; -o DIR picks one)")
-        return str(found[0])
-    runs = numbered_runs(base)
-    if not runs:
-        raise ValueError(f"--resume: no run in {base} to resume; train without --resume, or pass --output-dir DIR")
-    from hfrl.runs.run_folder import stopped_before_checkpoint, stopped_early
-
-    stopped = [p for p in runs if stopped_before_checkpoint(p)]
-    if stopped:  # killed before its first checkpoint: the same command without --resume starts it again there
-        raise ValueError(stopped_early(stopped[0]))
-    raise ValueError(
-        f"--resume: no checkpoint-* folder in {', '.join(str(p) for p in runs[:3])}; train with --save_every N "
-        "(or --save_steps N) first, or pass --output-dir DIR"
-    )
 
 
 # TRL's example scripts' flags (trl.ModelConfig, trl.ScriptArguments) -> hfrl train's options

@@ -21,6 +21,7 @@ from hfrl.tasks.base import Task, TaskSpec, merge_sections
 from hfrl.trainers import algorithm_trainer
 from hfrl.trainers.checkpoints import RESUMABLE, RUN_DEFINITION
 from hfrl.trainers.field_rules import reward_columns_problem
+from hfrl.trainers.run_facts import RunFacts
 from hfrl.trainers.schema import ConfigSchema, config_schema, estimator_needs_critic
 from hfrl.utils.registry import UnknownNameError, is_code_path, unknown
 
@@ -395,7 +396,8 @@ def _check_reward_inputs(task: Task, name: str, schema: ConfigSchema) -> None:
 
 
 def build_trainer(run: dict[str, Any], **trainer_kwargs: Any):
-    """The trainer for a resolved run: task dataset, rewards and metrics, model, config."""
+    """The trainer for a resolved run: task dataset, rewards and metrics, model, config; its ``run_facts``
+    (:class:`~hfrl.trainers.run_facts.RunFacts`: the run's id and definition, the task's splits) set once."""
     from hfrl.core.model_args import model_loading, split_model_fields
     from hfrl.tasks import load_task
 
@@ -433,11 +435,16 @@ def build_trainer(run: dict[str, Any], **trainer_kwargs: Any):
         metrics=task.metrics,
         **trainer_kwargs,
     )
-    # recorded in each checkpoint, checked on resume: the first process's, on every process (each drew its own)
-    run["run_id"] = trainer.run_id = first_process_value(run_keys.get("run_id"))
-    trainer.run_definition = {k: run_keys.get(k) for k in RUN_DEFINITION}  # so is what defines the run
-    trainer.task_splits = list(task.dataset)  # what `hfrl eval RUN --split` can name (hfrl train's last lines)
-    trainer.task_dataset = task.dataset  # a reward model's held-out pairs (hfrl.runs.run_eval.heldout_pairs)
+    # the run's id is recorded in each checkpoint, checked on resume: the first process's, on every process (each
+    # drew its own); so is what defines the run
+    run["run_id"] = first_process_value(run_keys.get("run_id"))
+    trainer.run_facts = RunFacts(
+        run_id=run["run_id"],
+        definition={k: run_keys.get(k) for k in RUN_DEFINITION},
+        splits=tuple(task.dataset),  # what `hfrl eval RUN --split` can name (hfrl train's last lines)
+        dataset=task.dataset,  # a reward model's held-out pairs (hfrl.runs.run_eval.heldout_pairs)
+        reward_model=callable(getattr(trainer_class, "pair_accuracy", None)),
+    )
     return trainer
 
 

@@ -114,7 +114,7 @@ def heldout_pairs(trainer: Any, task: str) -> str | None:
     """A reward model's accuracy on the task's held-out preference pairs or scored texts (test, else validation), saved
     as ``eval/{split}.json`` in the run folder (the card's results and model-index); the line that
     says it, or None when the task has no held-out pairs."""
-    data = getattr(trainer, "task_dataset", None) or {}
+    data = trainer.run_facts.dataset or {}
     split = next((s for s in ("test", "validation") if s in data and len(data[s])), None)
     if split is None:
         return None

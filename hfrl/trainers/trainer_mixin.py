@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 from transformers.utils import logging
 
 from hfrl.trainers.finite_guard import NonFiniteError, is_finite, non_finite_error
+from hfrl.trainers.run_facts import RunFacts
 
 if TYPE_CHECKING:
     from huggingface_hub import CommitInfo
@@ -46,10 +47,9 @@ class TrainerMixin(_Trainer):
     reward_funcs: Any  # the trainer's reward functions (a list), named on the card
     #: files a trainer adds to every checkpoint (named when an incomplete one lacks them)
     _own_checkpoint_files: tuple[str, ...] = ()
-    #: the run's id (``hfrl train`` sets it from config.yaml), recorded in every checkpoint it writes
-    run_id: str | None = None
-    #: what defines the run on the command line (``hfrl train`` sets it: task, alg, model, rewards, task_args)
-    run_definition: dict[str, Any] | None = None
+    #: the run's facts (``hfrl train`` sets them once, :mod:`hfrl.trainers.run_facts`): its id (config.yaml's) and
+    #: what defines it on the command line, recorded in every checkpoint it writes; none from Python
+    run_facts: RunFacts = RunFacts()
     _checkpointing = False  # inside _save_checkpoint: the run directory holds no final model yet
     _folder_checked = False  # train() found output_dir free of another run (run_guard) once: this run's now
 
@@ -127,7 +127,7 @@ class TrainerMixin(_Trainer):
         self.accelerator.wait_for_everyone()  # every process's files (RNG states, shards) are written
         if args.should_save:
             _remove_deepspeed_scripts(folder)
-            identity = run_identity(args, self.run_id, self.run_definition)
+            identity = run_identity(args, self.run_facts.run_id, self.run_facts.definition)
             try:
                 complete_checkpoint(folder, run_dir, identity, limit, self.state.best_model_checkpoint)
             except Exception as err:  # noqa: BLE001 - the marker itself may not fit on the disk
@@ -152,11 +152,11 @@ class TrainerMixin(_Trainer):
 
         output_dir = str(self.args.output_dir)
         expected = [TRAINER_STATE_NAME, *self._own_checkpoint_files]
-        identity = run_identity(self.args, self.run_id, self.run_definition)
+        identity = run_identity(self.args, self.run_facts.run_id, self.run_facts.definition)
         per_iteration = getattr(self.args, "steps_per_iteration", None)
         checkpoint = checkpoint_to_resume(resume_from_checkpoint, output_dir, expected, identity, per_iteration)
         # hfrl train checked the folder itself (RunFolder) and gave the trainer its run's id
-        if checkpoint is None and self.run_id is None and not self._folder_checked:
+        if checkpoint is None and self.run_facts.run_id is None and not self._folder_checked:
             check_output_dir(output_dir, bool(getattr(self.args, "overwrite_output_dir", False)))
         self._folder_checked = True
         if self.is_world_process_zero():
