@@ -14,6 +14,9 @@ at the end of a chain of tokens that each decide it, the credit-assignment probl
     hfrl train --task arith_chains --alg ppo --model smollm2 --task-arg steps=6
     hfrl train --task arith_chains --alg ppo --model smollm2 --task-arg steps=2 --task-arg "operations=[add]" \\
         --task-arg operand_max=5 --task-arg train_size=320 --task-arg eval_size=64 --lam 1.0
+    hfrl train --task arith_chains --alg ppo --model smollm2 --task-arg family=addsub3 --max_new_tokens 64
+
+A completion stops at the blank line after its answer (the task's ``stop_strings``).
 """
 
 from __future__ import annotations
@@ -25,6 +28,14 @@ from typing import Any
 from hfrl.tasks.base import Task, read_task_yaml, task_from_yaml
 
 MAX_PROBLEMS = 10**6  # problems per split
+# Named families (``--task-arg family=NAME``), each measured on the base SmolLM2-135M-Instruct first (greedy exact
+# match on 64 training prompts, benchmarks/bench_arith_base.py): ``add2``, two additions of 1-5 (28%,
+# benchmarks/RESULTS-real-arith-add.md); ``addsub3``, three additions or subtractions of 1-3 (7.8%, sampled
+# 4.7%, 64 new tokens: benchmarks/results-arith-base-addsub3.json), whose credit sits in three steps.
+FAMILIES: dict[str, dict[str, Any]] = {
+    "add2": {"steps": 2, "operations": ("add",), "operand_max": 5},
+    "addsub3": {"steps": 3, "operations": ("add", "subtract"), "operand_max": 3},
+}
 OPERATIONS = ("add", "subtract", "multiply")
 START_MAX, OPERAND_MAX, MULTIPLIERS = 20, 9, (2, 3)  # start 1-20; add or subtract 1-9; multiply by 2-3
 INSTRUCTION = "Work out each problem one step at a time, then give the answer.\n\n"
@@ -155,13 +166,36 @@ def task_spec(format_weight: float = 0.1, **task_args: Any) -> dict[str, Any]:
     return spec
 
 
+def family_arguments(family: str | None, steps: int, operations: Any, operand_max: Any) -> tuple[int, Any, Any]:
+    """``steps``, ``operations`` and ``operand_max`` of the named ``family`` (:data:`FAMILIES`), or as given when
+    it is None; a family beside its own arguments, or an unknown one, is one line.
+
+    >>> family_arguments("addsub3", 4, OPERATIONS, OPERAND_MAX)
+    (3, ('add', 'subtract'), 3)
+    """
+    if family is None:
+        return steps, operations, operand_max
+    if family not in FAMILIES:
+        raise ValueError(f"task argument family must be one of {', '.join(FAMILIES)}, got {family!r}")
+    ops = tuple(operations) if isinstance(operations, list | tuple) else operations
+    given = [name for name, value, default in (("steps", steps, 4), ("operations", ops, OPERATIONS),
+             ("operand_max", operand_max, OPERAND_MAX)) if value != default]  # fmt: skip
+    if given:
+        raise ValueError(
+            f"task argument family={family} sets {', '.join(given)}: give the family or {given[0]}, not both"
+        )
+    chosen = FAMILIES[family]
+    return chosen["steps"], chosen["operations"], chosen["operand_max"]
+
+
 def build(
     train_size: int = 2048, eval_size: int = 128, steps: int = 4, format_weight: float = 0.1, seed: int = 0,
-    operations: Any = OPERATIONS, operand_max: Any = OPERAND_MAX, **overrides: Any,
+    operations: Any = OPERATIONS, operand_max: Any = OPERAND_MAX, family: str | None = None, **overrides: Any,
 ) -> Task:  # fmt: skip
     """Generated problems of ``steps`` operations (``seed``: the problems; ``operations`` and
-    ``operand_max``: the family); reward ``exact_answer``, plus ``answer_format`` weighted
-    ``format_weight`` (0: exact match alone)."""
+    ``operand_max``: the family, or a named ``family`` of :data:`FAMILIES` for all three); reward
+    ``exact_answer``, plus ``answer_format`` weighted ``format_weight`` (0: exact match alone)."""
+    steps, operations, operand_max = family_arguments(family, steps, operations, operand_max)
     spec = task_spec(format_weight)
     data = dataset(train_size, eval_size, steps, seed, operations, operand_max)
     return task_from_yaml(__file__, data, spec=spec, **overrides)

@@ -8,7 +8,7 @@ import random
 import pytest
 
 from hfrl.rewards.arithmetic import answer_format, exact_answer, final_answer
-from hfrl.tasks.arith_chains import dataset, problem, task_spec
+from hfrl.tasks.arith_chains import build, dataset, problem, task_spec
 
 
 @pytest.mark.parametrize(
@@ -102,3 +102,36 @@ def test_a_bad_family_is_refused_in_one_line(operations, operand_max, message):
     with pytest.raises(ValueError) as caught:
         dataset(8, 2, steps=2, seed=0, operations=operations, operand_max=operand_max)
     assert str(caught.value) == message
+
+
+@pytest.mark.parametrize(
+    ("completion", "answer", "exact", "formatted"),
+    [
+        (" 7 + 3 = 10. 10 - 2 = 8. 8 - 3 = 5.\nAnswer: 5\n\n", "5", 1.0, 1.0),  # right, stopped at the blank line
+        (" 2 - 3 = -1. -1 - 2 = -3. -3 + 1 = -2.\nAnswer: -2\n\n", "-2", 1.0, 1.0),  # right, below zero
+        (" 2 - 3 = -1. -1 - 2 = -3. -3 + 1 = -2.\nAnswer: 2\n\n", "-2", 0.0, 1.0),  # wrong: the sign
+        (" 7 + 3 = 10. 10 - 2 = 8.\n\n", "5", 0.0, 0.0),  # malformed: stopped before an answer
+        (" 7 + 3 = 10.\nAnswer: - 5\n\n", "-5", 0.0, 0.0),  # malformed: a sign apart from its number
+    ],
+)  # fmt: skip
+def test_the_harder_familys_checker_on_right_wrong_and_malformed_answers(completion, answer, exact, formatted):
+    assert exact_answer([""], [completion], answer=[answer]) == [exact]
+    assert answer_format([""], [completion]) == [formatted]
+
+
+def test_the_harder_family_is_three_additions_or_subtractions_of_1_to_3():
+    task = build(train_size=64, eval_size=256, family="addsub3")
+    assert len(task.dataset["test"]) == 256  # the benchmark's figure: 256 held-out problems
+    negative = 0
+    for row in task.dataset["train"]:
+        words = row["prompt"].splitlines()[-2].split(". ")[1:]
+        assert len(words) == 3 and all(w.rstrip(".").split()[0] in {"Add", "Subtract"} for w in words)
+        assert all(1 <= int(w.rstrip(".").split()[1]) <= 3 for w in words)
+        assert exact_answer([row["prompt"]], row["references"], answer=[row["answer"]]) == [1.0]
+        negative += int(row["answer"]) < 0
+    assert negative > 0  # subtraction takes some below zero: the checker's sign matters
+    assert task.configs["defaults"]["generation_kwargs"]["stop_strings"] == ["\n\n"]
+    with pytest.raises(ValueError, match=r"^task argument family=addsub3 sets steps: give the family or steps, not"):
+        build(train_size=8, eval_size=2, steps=5, family="addsub3")
+    with pytest.raises(ValueError, match=r"^task argument family must be one of add2, addsub3, got 'x'"):
+        build(train_size=8, eval_size=2, family="x")
