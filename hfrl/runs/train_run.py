@@ -56,9 +56,7 @@ def train_run(
     ``threads``: torch's CPU threads (default: :func:`hfrl.trainers.devices.cpu_threads`'); ``starting()``
     is called when training starts (``hfrl train``: SIGTERM before it stops the command, after it stops
     the run at an iteration's end). Raises :class:`StoppedBySigterm` when SIGTERM stopped it."""
-    from hfrl.runs.run_eval import heldout_pairs
     from hfrl.runs.run_folder import RunFolder
-    from hfrl.runs.run_report import start_line
     from hfrl.trainers.devices import close_process_group
 
     default = run["output_dir"]
@@ -67,7 +65,10 @@ def train_run(
                        number=getattr(run, "output_dir_default", False))  # fmt: skip
     with folder:  # locked; a start that fails leaves it as it was; one run per folder
         run["output_dir"] = str(folder.path)  # a default folder that was taken gives way to the next number
-        trainer, checkpoint = _build(run, folder, resume, threads)
+        trainer, checkpoint = _build(run, folder, resume, threads)  # a run's refusals come first, before torch
+        from hfrl.runs.run_eval import heldout_pairs
+        from hfrl.runs.run_report import start_line
+
         main = trainer.is_world_process_zero()
         if main:
             say(start_line(trainer, run, earlier=default, resumed=resume))
