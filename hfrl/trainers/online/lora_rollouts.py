@@ -15,8 +15,9 @@ critic): its scoring forward computes them, and the values, with the adapter unm
 starts from the policy being trained. With generation's log-probs kept (the default) the rollout stays
 unmerged: trading them for a scoring forward lost on the CPU (SmolLM2-135M, 16 x 48 tokens, one thread:
 merged generation 1.28-1.46x the tokens/s, but the rollout with its scoring forward 1.07-1.25x slower;
-where that forward runs anyway, merged generate + merge 1.17-1.29x faster: ``benchmarks/RESULTS.md``). On a GPU, where generation is bound by kernel launches, set
-``logprobs_from_generation: false`` to merge (``benchmarks/gpu_check.py`` compares the two).
+where that forward runs anyway, merged generate + merge 1.17-1.29x faster: ``benchmarks/RESULTS.md``). On
+a GPU, where generation is bound by kernel launches, set ``logprobs_from_generation: false`` to merge
+(``benchmarks/gpu_check.py`` compares the two).
 
 :func:`merge_refusal` says when a rollout is sampled unmerged: no PEFT adapter, a prompt-learning
 adapter (nothing to merge), a second adapter (NLPO's mask policy shares the base weights), a quantized
