@@ -23,6 +23,7 @@ import pytest
 from hfrl.rewards import load_reward, missing_inputs_problem, reward_ids, reward_inputs
 from hfrl.tasks import TASKS, describe_task, load_task, task_builder
 from hfrl.tasks.data import DATA_DIR_ENV, FIXTURES
+from tests.cli.test_early_errors import RUNNER  # every case in one process: exit code, stderr, torch yet
 
 WHERE = "the train split of task 'x'"
 
@@ -57,20 +58,6 @@ def test_the_refusal_names_the_reward_the_columns_and_what_to_change():
 
 
 # Runs each command line in this process, one after another: exit code, stderr, torch imported yet
-RUNNER = """
-import contextlib, io, json, sys
-from hfrl.cli.app import main
-out = []
-for argv in json.loads(sys.argv[1]):
-    err, code = io.StringIO(), 0
-    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
-        try:
-            main(argv)
-        except SystemExit as exc:
-            code = exc.code
-    out.append({"code": code, "stderr": err.getvalue(), "torch": "torch" in sys.modules})
-print(json.dumps(out))
-"""
 
 
 def test_a_run_whose_train_split_lacks_a_rewards_column_is_one_line_before_torch(tmp_path, tiny_causal_dir):
