@@ -37,7 +37,10 @@ import importlib.abc
 import sys
 import threading
 import warnings
-from typing import Any
+from collections.abc import Iterator, Sequence
+from importlib.machinery import ModuleSpec
+from types import ModuleType
+from typing import Any, cast
 
 # model_type -> (config class, {Auto class: model class}), as "module:attr" paths
 ARCHITECTURES: dict[str, tuple[str, dict[str, str]]] = {
@@ -57,13 +60,13 @@ def _attr(path: str) -> Any:
     return getattr(importlib.import_module(module), name)
 
 
-class _LazyTypes(dict):
+class _LazyTypes(dict[str, Any]):
     """``CONFIG_MAPPING._extra_content`` with hfrl's entries known by name and imported on the first
     lookup. Stored entries are plain dict items (what ``dict(self)`` and pickling see); the pending
     ones are only in ``pending``: found by ``in`` and ``keys()``, imported by ``[]`` and ``get``.
     Whoever registers a pending type (OpenAssistant's package) replaces it."""
 
-    def __init__(self, entries: dict, pending: dict[str, str]) -> None:
+    def __init__(self, entries: dict[str, Any], pending: dict[str, str]) -> None:
         super().__init__(entries)
         self.pending = {k: v for k, v in pending.items() if k not in entries}
 
@@ -74,28 +77,28 @@ class _LazyTypes(dict):
                 dict.__setitem__(self, key, _attr(path))
                 self.pending.pop(key, None)
 
-    def __getitem__(self, key):
+    def __getitem__(self, key: str) -> Any:
         if key in self.pending:
             self.resolve(key)
         return dict.__getitem__(self, key)
 
-    def get(self, key, default=None):
+    def get(self, key: str, default: Any = None) -> Any:
         try:
             return self[key]
         except KeyError:
             return default
 
-    def __setitem__(self, key, value) -> None:
+    def __setitem__(self, key: str, value: Any) -> None:
         self.pending.pop(key, None)
         dict.__setitem__(self, key, value)
 
-    def __contains__(self, key) -> bool:
+    def __contains__(self, key: object) -> bool:
         return dict.__contains__(self, key) or key in self.pending
 
-    def keys(self):
+    def keys(self) -> list[str]:  # type: ignore[override]  # the pending names too, as a list
         return [*dict.keys(self), *self.pending]
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[str]:
         return iter(self.keys())
 
 
@@ -154,10 +157,10 @@ class _Loader(importlib.abc.Loader):
     def __init__(self, loader: Any, after: Any) -> None:
         self._loader, self._after = loader, after
 
-    def create_module(self, spec):
-        return self._loader.create_module(spec)
+    def create_module(self, spec: ModuleSpec) -> ModuleType | None:
+        return cast(ModuleType | None, self._loader.create_module(spec))
 
-    def exec_module(self, module) -> None:
+    def exec_module(self, module: ModuleType) -> None:
         self._loader.exec_module(module)
         try:
             self._after()
@@ -179,14 +182,16 @@ class _AfterImport(importlib.abc.MetaPathFinder):
     def __init__(self, name: str, after: Any) -> None:
         self.name, self.after = name, after
 
-    def find_spec(self, fullname, path, target=None):
+    def find_spec(
+        self, fullname: str, path: Sequence[str] | None, target: ModuleType | None = None
+    ) -> ModuleSpec | None:
         if fullname != self.name:
             return None
         if self in sys.meta_path:
             sys.meta_path.remove(self)
         for finder in sys.meta_path:
             find = getattr(finder, "find_spec", None)
-            spec = find(fullname, path, target) if find is not None else None
+            spec: ModuleSpec | None = find(fullname, path, target) if find is not None else None
             if spec is not None:
                 if spec.loader is not None:
                     spec.loader = _Loader(spec.loader, self.after)

@@ -28,7 +28,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, cast
 
 import torch
 from transformers import LogitsProcessor
@@ -108,7 +108,9 @@ class StepCapture:
             self._paused -= 1
 
     @torch.no_grad()
-    def _before(self, module: Any, args: tuple, kwargs: dict) -> tuple[tuple, dict] | None:
+    def _before(
+        self, module: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> tuple[tuple[Any, ...], dict[str, Any]] | None:
         if self._paused:
             return None
         if self.keep_hidden:
@@ -117,7 +119,7 @@ class StepCapture:
             self._pick(args, kwargs)
         return args, kwargs
 
-    def _pick(self, args: tuple, kwargs: dict) -> None:
+    def _pick(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
         assert self._pending is not None
         ids = kwargs.get("decoder_input_ids" if self.is_seq2seq else "input_ids")
         if ids is None:
@@ -142,7 +144,7 @@ class StepCapture:
         self.entropy.append(-(masked.exp() * masked).sum(-1))
 
     @torch.no_grad()
-    def _after(self, module: Any, args: tuple, output: Any) -> None:
+    def _after(self, module: Any, args: tuple[Any, ...], output: Any) -> None:
         if self._paused:
             return
         logits = output.logits[:, -1].float()
@@ -180,7 +182,7 @@ class _OutsideSteps(LogitsProcessor):
 
     def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
         with self.capture.paused():
-            return self.processor(input_ids, scores)
+            return cast(torch.FloatTensor, self.processor(input_ids, scores))
 
 
 # ---- the set each step sampled from -------------------------------------------------------------
@@ -196,7 +198,7 @@ def pack_sets(allowed: torch.Tensor) -> torch.Tensor:
     width = allowed.shape[-1]
     padded = torch.nn.functional.pad(allowed, (0, -width % 8)).to(torch.uint8)
     bits = _BITS.to(allowed.device)
-    return (padded.unflatten(-1, (-1, 8)) * bits).sum(-1, dtype=torch.uint8)
+    return (cast(torch.Tensor, padded.unflatten(-1, (-1, 8))) * bits).sum(-1, dtype=torch.uint8)
 
 
 def unpack_sets(packed: torch.Tensor, width: int) -> torch.Tensor:

@@ -147,7 +147,7 @@ class MaskPolicy:
     def state_dict(self) -> dict[str, torch.Tensor]:
         if self.is_peft:
             return {name: p for name, p in self.policy.named_parameters() if f".{MASK_ADAPTER}." in name}
-        return self.model.state_dict()
+        return cast(dict[str, torch.Tensor], self.model.state_dict())
 
     @torch.no_grad()
     def load_state_dict(self, state: dict[str, torch.Tensor]) -> None:
@@ -289,5 +289,5 @@ class TopPMaskProcessor(LogitsProcessor):
         self.past = returned_cache(out)
         if group > 1:
             self.past.batch_repeat_interleave(group)
-            return out.logits[:, -1].repeat_interleave(group, 0)
-        return out.logits[:, -1]
+            return cast(torch.Tensor, out.logits[:, -1].repeat_interleave(group, 0))
+        return cast(torch.Tensor, out.logits[:, -1])

@@ -11,7 +11,7 @@ that they mean what they mean in TRL's scripts. Only the flags a run sets are ap
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 # trl.ModelConfig's fields but model_name_or_path (tests/cli/test_lora_flags.py checks they stay in sync).
 MODEL_KEYS = (
@@ -85,7 +85,7 @@ def model_loading(model: Any, fields: dict[str, Any]) -> tuple[Any, dict[str, An
 def _model_config(model: Any) -> dict[str, Any]:
     """The model's config as a dict (a model instance, a built-in tiny model, a path or a Hub id)."""
     if not isinstance(model, str):
-        return model.config.to_dict()
+        return cast(dict[str, Any], model.config.to_dict())
     from hfrl.core.models import model_config_dict
 
     return model_config_dict(model)

@@ -35,7 +35,7 @@ import json
 import os
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from hfrl.utils.assets import hub_kwargs
 from hfrl.utils.trust import cwd_off_path, remote_code
@@ -180,7 +180,7 @@ def adapter_config(model: Any) -> Any:
 ADAPTER_CONFIG = "adapter_config.json"
 
 
-def read_adapter_config(folder: str | os.PathLike, known_type: bool = True) -> dict[str, Any]:
+def read_adapter_config(folder: str | os.PathLike[str], known_type: bool = True) -> dict[str, Any]:
     """A local adapter folder's ``adapter_config.json``: a mapping that names no code for PEFT to import
     (:func:`hfrl.utils.trust.check_adapter_config`) and, with ``known_type``, whose ``peft_type`` PEFT
     knows (that imports PEFT: seconds); else a one-line ``ValueError`` naming the file and the field."""
@@ -213,7 +213,7 @@ def _has_model_config(name: str) -> bool:
     return True
 
 
-def load_model(model: Any, init_kwargs: dict | None = None, base_model: str | None = None) -> Any:
+def load_model(model: Any, init_kwargs: dict[str, Any] | None = None, base_model: str | None = None) -> Any:
     """A model instance (returned as it is), or a name loaded with the Auto class that fits its
     config (seq2seq or causal); ``init_kwargs`` go to ``from_pretrained``. A GGUF file is
     dequantised into a dense model whose ``config._name_or_path`` is the file's path. A PEFT adapter
@@ -322,7 +322,7 @@ def _with_adapter(
     name: str,
     adapter: Any,
     base_model: str | None,
-    init_kwargs: dict | None,
+    init_kwargs: dict[str, Any] | None,
     trainable: bool,
     gradient_checkpointing: bool = False,
 ) -> Any:
@@ -366,7 +366,7 @@ def _float32() -> Any:
 
 def load_trainable(
     model: Any,
-    init_kwargs: dict | None = None,
+    init_kwargs: dict[str, Any] | None = None,
     base_model: str | None = None,
     peft_config: Any = None,
     gradient_checkpointing: bool = False,
@@ -508,7 +508,7 @@ def plain_model_dir(name: str) -> str:
     return str(out)
 
 
-def gguf_copy_path(path: str | os.PathLike) -> Path:
+def gguf_copy_path(path: str | os.PathLike[str]) -> Path:
     """Where the dense copy of the GGUF file ``path`` goes: ``gguf/STEM-KEY`` under the cache root
     (:func:`hfrl.utils.cache.cache_root`), ``KEY`` a hash of the file's path, size and modification time
     (a name to find it by, not a proof of what it holds: :func:`plain_model_dir` checks that)."""
@@ -527,14 +527,15 @@ def model_config_dict(name_or_path: str | None) -> dict[str, Any]:
     try:
         path = Path(resolve_model(name_or_path)) / "config.json"
         if path.is_file():
-            return json.loads(path.read_text())
+            return cast(dict[str, Any], json.loads(path.read_text()))
         if is_gguf(name_or_path):
             return {"is_encoder_decoder": bool(getattr(load_config(name_or_path), "is_encoder_decoder", False))}
         from transformers import AutoConfig
 
-        return AutoConfig.from_pretrained(
+        config = AutoConfig.from_pretrained(
             name_or_path, **hub_kwargs(name_or_path, trust_remote_code=remote_code(name_or_path))
-        ).to_dict()
+        )
+        return cast(dict[str, Any], config.to_dict())
     except (OSError, ValueError):
         return {}
 

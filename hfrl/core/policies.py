@@ -14,7 +14,7 @@ import copy
 import functools
 import inspect
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any, TypeGuard
+from typing import TYPE_CHECKING, Any, TypeGuard, cast
 
 import torch
 from torch import nn
@@ -38,10 +38,10 @@ class ValueHead(nn.Module):
         nn.init.zeros_(self.summary.bias)
 
     def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
-        return self.summary(hidden_states.to(self.summary.weight.dtype)).squeeze(-1)
+        return cast(torch.Tensor, self.summary(hidden_states.to(self.summary.weight.dtype))).squeeze(-1)
 
 
-def hidden_size_of(config) -> int:
+def hidden_size_of(config: Any) -> int:
     for name in ("hidden_size", "n_embd", "d_model"):
         if getattr(config, name, None):
             return int(getattr(config, name))
@@ -174,7 +174,7 @@ def grouped_completion_forward(
             decoder_attention_mask=torch.cat([torch.ones_like(response_mask[:, :1]), response_mask[:, :-1]], 1),
             use_cache=False,
         )
-        return out.logits
+        return cast(torch.Tensor, out.logits)
     last_only = {"logits_to_keep": 1} if accepts_logits_to_keep(lm) else {}
     positions = (query_mask.cumsum(1) - 1).clamp(min=0)
     prompt = lm(input_ids=query_ids, attention_mask=query_mask, position_ids=positions, use_cache=True, **last_only)
@@ -287,7 +287,7 @@ class ActorCritic(nn.Module):
         return nn.ModuleList([m for m in (self.value_head, self.critic) if m is not None])
 
     @property
-    def config(self):
+    def config(self) -> Any:
         return self.policy.config
 
     @property
@@ -308,7 +308,7 @@ class ActorCritic(nn.Module):
                 return bool(getattr(base, name))
         return False
 
-    def gradient_checkpointing_enable(self, gradient_checkpointing_kwargs: dict | None = None) -> None:
+    def gradient_checkpointing_enable(self, gradient_checkpointing_kwargs: dict[str, Any] | None = None) -> None:
         lm: Any
         for lm in filter(None, (self.policy, self.critic)):
             lm.gradient_checkpointing_enable(gradient_checkpointing_kwargs=gradient_checkpointing_kwargs)

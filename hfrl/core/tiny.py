@@ -15,7 +15,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from transformers import PreTrainedModel
+    from transformers import PreTrainedModel, PreTrainedTokenizerFast
+
 
 TINY_MODELS = ("tiny", "tiny-t5", "tiny-vllm")
 _VERSION = "v2"  # bump when the recipe below changes, so that stale caches are rebuilt (v2: tiny-t5's BOS id)
@@ -93,7 +94,7 @@ def _corpus(seed: int = 0) -> list[str]:
     return lines
 
 
-def build_tiny_tokenizer(vocab_size: int = 512):
+def build_tiny_tokenizer(vocab_size: int = 512) -> PreTrainedTokenizerFast:
     """A byte-level BPE tokenizer (GPT-2 style) trained on :func:`_corpus`; deterministic."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast
@@ -174,7 +175,7 @@ def _random_model(kind: str, tokenizer: Any) -> PreTrainedModel:
     return model
 
 
-def tiny_model_path(name: str = "tiny", cache_dir: str | os.PathLike | None = None) -> str:
+def tiny_model_path(name: str = "tiny", cache_dir: str | os.PathLike[str] | None = None) -> str:
     """Return a local directory holding the built-in model ``name``, building it on first use.
 
     >>> from transformers import AutoModelForCausalLM

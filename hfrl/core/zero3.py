@@ -143,7 +143,8 @@ def default_persistence_threshold(accelerator: Any, model: Any) -> int | None:
     if zero.get("stage3_param_persistence_threshold", "auto") != "auto":
         return None
     config = getattr(model, "config", None)
-    hidden = max(getattr(config, "hidden_sizes", None) or [getattr(config, "hidden_size", 0) or 0])
+    hidden: int = max(getattr(config, "hidden_sizes", None) or [getattr(config, "hidden_size", 0) or 0])
+
     if not hidden:
         return None
     zero["stage3_param_persistence_threshold"] = 10 * hidden

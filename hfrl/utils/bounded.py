@@ -72,7 +72,9 @@ def check_size(n: int, what: str, limit: int | None, hint: str) -> None:
 SIZE_HINT = "a config holds field: value lines: keep data in data files (--task FILE) and long text in files"
 
 
-def read_text(path: str | os.PathLike, what: str, limit: int | None = MAX_TEXT_BYTES, hint: str = SIZE_HINT) -> str:
+def read_text(
+    path: str | os.PathLike[str], what: str, limit: int | None = MAX_TEXT_BYTES, hint: str = SIZE_HINT
+) -> str:
     """The UTF-8 text of the file at ``path``, refused in one line when it is over ``limit`` bytes
     (checked before reading: at most ``limit + 1`` bytes are read, whatever the file claims) or not
     UTF-8. ``OSError`` (no such file, a folder) is the caller's to report."""
@@ -226,7 +228,7 @@ def load_yaml(text: str, what: str, loader: type = FAST_LOADER, limit: int | Non
     return yaml.load(text, Loader=loader)  # noqa: S506 - a SafeLoader, as the docstring says
 
 
-def invalid_yaml(err: yaml.YAMLError, path: str | os.PathLike) -> str:
+def invalid_yaml(err: yaml.YAMLError, path: str | os.PathLike[str]) -> str:
     """``PATH:LINE: invalid YAML: PROBLEM``, one line for a syntax error in the file at ``path``."""
     mark = getattr(err, "problem_mark", None)
     where = f"{path}:{mark.line + 1}" if mark else str(path)
@@ -250,7 +252,7 @@ def json_depth(value: Any) -> int:
 
 
 def load_json(
-    source: str | os.PathLike, what: str, limit: int | None = MAX_JSON_BYTES, max_depth: int = MAX_DEPTH
+    source: str | os.PathLike[str], what: str, limit: int | None = MAX_JSON_BYTES, max_depth: int = MAX_DEPTH
 ) -> Any:
     """JSON from ``source``: a path (``pathlib.Path`` or another ``os.PathLike``: the file is read with
     :func:`read_text`) or the JSON text itself (a ``str``), refused in one line when it is over

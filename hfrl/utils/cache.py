@@ -37,7 +37,7 @@ def cache_root(environ: Mapping[str, str] = os.environ) -> Path:
     return Path(environ.get("HF_HOME", default_home)).expanduser() / "hfrl"
 
 
-def write_atomic(path: str | os.PathLike, text: str) -> None:
+def write_atomic(path: str | os.PathLike[str], text: str) -> None:
     """Write ``text`` to ``path`` so that a kill leaves the old file or the whole new one, never a
     part: a temporary file beside it, flushed to disk, then renamed over it (removed when that fails)."""
     path = Path(path)
@@ -59,13 +59,13 @@ MANIFEST = "hfrl-manifest.json"  # in a folder hfrl built into the cache: what i
 MAX_MANIFEST_BYTES = 1 << 20
 
 
-def file_sha256(path: str | os.PathLike) -> str:
+def file_sha256(path: str | os.PathLike[str]) -> str:
     """The SHA-256 of a file's bytes, read in blocks (about a second per GB)."""
     with open(path, "rb") as fh:
         return hashlib.file_digest(fh, "sha256").hexdigest()
 
 
-def write_manifest(folder: str | os.PathLike, made_from: Mapping[str, str]) -> None:
+def write_manifest(folder: str | os.PathLike[str], made_from: Mapping[str, str]) -> None:
     """Record in ``folder`` (:data:`MANIFEST`) what it was ``made_from`` (a source file's hash...) and the
     SHA-256 of every file in it, for :func:`manifest_matches`. Call it last, on the folder's final files."""
     folder = Path(folder)
@@ -73,7 +73,7 @@ def write_manifest(folder: str | os.PathLike, made_from: Mapping[str, str]) -> N
     write_atomic(folder / MANIFEST, json.dumps({"made_from": dict(made_from), "files": files}, indent=1) + "\n")
 
 
-def manifest_matches(folder: str | os.PathLike, made_from: Mapping[str, str]) -> bool:
+def manifest_matches(folder: str | os.PathLike[str], made_from: Mapping[str, str]) -> bool:
     """Whether ``folder`` is a folder (not a link) whose :data:`MANIFEST` says it was ``made_from`` that,
     holding exactly the regular files the manifest lists, each with the SHA-256 recorded (every file is
     read: the check costs what reading the folder once does). False for anything else, never an error."""
@@ -98,7 +98,7 @@ def manifest_matches(folder: str | os.PathLike, made_from: Mapping[str, str]) ->
     return True
 
 
-def discard(path: str | os.PathLike) -> None:
+def discard(path: str | os.PathLike[str]) -> None:
     """Remove ``path`` whatever it is (a link is unlinked, never followed), moved aside first so that a
     folder is never seen half removed; nothing when it is missing."""
     path = Path(path)
@@ -110,7 +110,7 @@ def discard(path: str | os.PathLike) -> None:
         shutil.rmtree(aside, ignore_errors=True)
 
 
-def cached_model_ok(folder: str | os.PathLike, made_from: Mapping[str, str]) -> bool:
+def cached_model_ok(folder: str | os.PathLike[str], made_from: Mapping[str, str]) -> bool:
     """Whether a model folder hfrl built into the cache can be used as it is: its manifest matches
     (:func:`manifest_matches`) and none of its configs names code to load (``auto_map``...:
     :func:`hfrl.utils.trust.loads_code`), which no folder hfrl writes does. Else it is built again, even
@@ -130,7 +130,7 @@ def cached_model_ok(folder: str | os.PathLike, made_from: Mapping[str, str]) -> 
 
 
 @contextlib.contextmanager
-def building(out: str | os.PathLike) -> Iterator[None]:
+def building(out: str | os.PathLike[str]) -> Iterator[None]:
     """Hold the lock of the cache folder ``out`` (an exclusive ``flock`` on a file named by the hash of its
     path, in the system's temporary folder: nothing is left beside the folder) while it is checked and, if
     need be, built: the processes of one ``accelerate launch`` on a fresh cache build it
@@ -170,7 +170,7 @@ def _process_rank() -> int:
 
 
 def ensure_built(
-    out: str | os.PathLike,
+    out: str | os.PathLike[str],
     made_from: Mapping[str, str],
     build: Callable[[], None],
     wait_s: float = 900.0,
@@ -195,7 +195,7 @@ def ensure_built(
         time.sleep(0.5)
 
 
-def put_in_place(tmp: str | os.PathLike, out: str | os.PathLike, made_from: Mapping[str, str]) -> None:
+def put_in_place(tmp: str | os.PathLike[str], out: str | os.PathLike[str], made_from: Mapping[str, str]) -> None:
     """Move the folder ``tmp``, just built and recorded (:func:`write_manifest`), to ``out``: it replaces
     whatever is there (a folder that fails :func:`cached_model_ok`) unless another process (``accelerate
     launch``) put a checked one there meanwhile, which is kept."""

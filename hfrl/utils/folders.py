@@ -47,7 +47,7 @@ def _allowed_roots(root: str) -> tuple[str, ...]:
     return (root,)
 
 
-def folder_problem(path: str | os.PathLike) -> str | None:
+def folder_problem(path: str | os.PathLike[str]) -> str | None:
     """What makes ``path`` unsafe to read or write inside, in a few words, or None: the first link whose
     target leaves it, or an entry that is not a regular file, a folder or a link. Links are not
     followed (a link to a folder is checked as a link, and its target stays inside or is refused).
@@ -86,7 +86,7 @@ def _kind(mode: int) -> str:
     return "special file"
 
 
-def check_folder(path: str | os.PathLike, what: str = "folder") -> Path:
+def check_folder(path: str | os.PathLike[str], what: str = "folder") -> Path:
     """``path`` resolved, once :func:`folder_problem` finds nothing; else a one-line
     :class:`FolderLinkError` naming the folder (``what``: "run folder", "model folder"...), the entry
     and what to do. Nothing happens for a path that is not a folder."""
@@ -101,7 +101,7 @@ def check_folder(path: str | os.PathLike, what: str = "folder") -> Path:
     return Path(os.path.realpath(path))
 
 
-def inside(root: str | os.PathLike, relative: str | os.PathLike) -> Path:
+def inside(root: str | os.PathLike[str], relative: str | os.PathLike[str]) -> Path:
     """``root / relative`` resolved, or a one-line :class:`FolderLinkError` when it leaves ``root``
     (``..``, an absolute path, a link out).
 
@@ -118,7 +118,7 @@ def inside(root: str | os.PathLike, relative: str | os.PathLike) -> Path:
     return Path(target)
 
 
-def regular_file(path: str | os.PathLike, root: str | os.PathLike) -> Path:
+def regular_file(path: str | os.PathLike[str], root: str | os.PathLike[str]) -> Path:
     """``path`` (a file inside ``root``) resolved, when what it names is a regular file inside ``root``;
     else a one-line :class:`FolderLinkError`: what ``hfrl export`` and ``hfrl push`` copy."""
     target = inside(root, os.path.relpath(path, root))
@@ -132,7 +132,7 @@ _BLOCK = 8 * 2**20
 _OVERLAP = 256  # longer than any token
 
 
-def _blocks(path: str | os.PathLike, overlap: int) -> Iterator[bytes]:
+def _blocks(path: str | os.PathLike[str], overlap: int) -> Iterator[bytes]:
     """The file read whole in blocks of 8 MiB, each starting with the last ``overlap`` bytes of the one
     before: a string shorter than ``overlap`` that straddles two blocks is seen whole in the second."""
     tail = b""
@@ -143,7 +143,7 @@ def _blocks(path: str | os.PathLike, overlap: int) -> Iterator[bytes]:
             tail = data[-overlap:] if overlap else b""
 
 
-def find_token_in_file(path: str | os.PathLike) -> str | None:
+def find_token_in_file(path: str | os.PathLike[str]) -> str | None:
     """The first string shaped like a Hub token in the file ``path``, read whole (weights included: a
     token appended to a 70 MB file is found), shortened for a message; or None.
 
@@ -157,7 +157,7 @@ def find_token_in_file(path: str | os.PathLike) -> str | None:
     return next((found for data in _blocks(path, _OVERLAP) if (found := find_token(data))), None)
 
 
-def refuse_token_in_file(path: str | os.PathLike, what: str) -> None:
+def refuse_token_in_file(path: str | os.PathLike[str], what: str) -> None:
     """A one-line ``SecretInFileError`` when the file ``path`` (``what`` in the message) holds a string
     shaped like a Hub token anywhere (:func:`find_token_in_file`)."""
     from hfrl.utils.secrets import token_refusal
@@ -167,7 +167,7 @@ def refuse_token_in_file(path: str | os.PathLike, what: str) -> None:
         raise token_refusal(found, what)
 
 
-def file_contains(path: str | os.PathLike, needle: bytes) -> bool:
+def file_contains(path: str | os.PathLike[str], needle: bytes) -> bool:
     """Whether the file ``path`` holds ``needle`` anywhere (read whole, in blocks)."""
     return bool(needle) and any(needle in data for data in _blocks(path, len(needle) - 1))
 

@@ -180,7 +180,7 @@ def own_line() -> Iterator[None]:
         yield
 
 
-def _quiet_bar(factory: Any, args: tuple, kwargs: dict) -> Any:
+def _quiet_bar(factory: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     """transformers' tqdm hook: its per-model loading and saving bars disabled, the others as they are."""
     if kwargs.get("desc") in QUIET_BARS:
         kwargs = {**kwargs, "disable": True}

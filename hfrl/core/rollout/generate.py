@@ -50,7 +50,7 @@ def generate_completions(
     lm: PreTrainedModel,
     query_ids: torch.Tensor,
     query_mask: torch.Tensor,
-    generation_kwargs: dict,
+    generation_kwargs: dict[str, Any],
     pad_token_id: int,
     *,
     batch_size: int | None = None,
@@ -110,7 +110,7 @@ def _generate_batch(
     lm: PreTrainedModel,
     query_ids: torch.Tensor,
     query_mask: torch.Tensor,
-    generation_kwargs: dict,
+    generation_kwargs: dict[str, Any],
     pad_token_id: int,
     *,
     action_space: ActionSpace,
@@ -170,7 +170,7 @@ def _generate_batch(
 _LOWERED: set[tuple[int, int, bool]] = set()  # (min_length, max_new_tokens, seq2seq) already said
 
 
-def fit_min_length(lm: Any, prompt_width: int, generation_kwargs: dict) -> dict:
+def fit_min_length(lm: Any, prompt_width: int, generation_kwargs: dict[str, Any]) -> dict[str, Any]:
     """``generation_kwargs`` with a ``min_length`` above the longest sequence ``generate`` can make clipped
     to it, said once a process: the decoder start token + ``max_new_tokens`` for a seq2seq model, the
     prompt's ``prompt_width`` + ``max_new_tokens`` for a causal one (its ``min_length`` counts the prompt).
@@ -219,7 +219,7 @@ def check_positions(lm: Any, prompt_tokens: int, max_new_tokens: int | None) -> 
 
 
 @torch.no_grad()
-def shared_prefill(lm: Any, query_ids: torch.Tensor, query_mask: torch.Tensor, num_generations: int) -> dict:
+def shared_prefill(lm: Any, query_ids: torch.Tensor, query_mask: torch.Tensor, num_generations: int) -> dict[str, Any]:
     """``generate`` keyword arguments that hand it each prompt already encoded, once for its
     ``num_generations`` completions: a seq2seq model's encoder outputs, or a causal model's KV cache of
     every prompt token but the last (``generate`` runs the last one, whose logits sample the first
