@@ -13,7 +13,7 @@ that knows both.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 from hfrl.utils.registry import Entry, built, resolve, spec_parts
 
@@ -75,10 +75,10 @@ METRICS: dict[str, Entry] = {
 }
 
 
-def load_metric(spec: str | dict[str, Any] | Callable) -> Callable:
+def load_metric(spec: str | dict[str, Any] | Callable[..., Any]) -> Callable[..., Any]:
     """A metric from a registry id, a ``module:attr`` path, ``{id, args}`` or a callable. (A reward used
     as a metric: :func:`hfrl.rewards.load_task_metric`, which takes both.)"""
     if callable(spec):
         return spec
     name, args = spec_parts(spec, "metric")
-    return built(resolve(name, METRICS, "metric"), args, "metric", name)
+    return cast(Callable[..., Any], built(resolve(name, METRICS, "metric"), args, "metric", name))

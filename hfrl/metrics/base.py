@@ -14,12 +14,13 @@ from __future__ import annotations
 import math
 import threading
 from collections.abc import Callable, Sequence
+from types import ModuleType
 from typing import Any, TypeVar, cast
 
 NAN = float("nan")
 
 
-class MetricResult(dict):
+class MetricResult(dict[str, Any]):
     """Corpus scores (this dict: name -> float) plus ``per_sample`` (name -> list of floats).
 
     >>> r = MetricResult({"x": 0.5}, per_sample={"x": [0.0, 1.0]})
@@ -31,7 +32,8 @@ class MetricResult(dict):
         super().__init__(corpus)
         self.per_sample: dict[str, list[float]] = dict(per_sample or {})
 
-    def __reduce__(self):  # keep per_sample through pickling (multiprocessing, checkpoints)
+    def __reduce__(self) -> tuple[type[MetricResult], tuple[dict[str, float], dict[str, list[float]]]]:
+        # keep per_sample through pickling (multiprocessing, checkpoints)
         return (type(self), (dict(self), self.per_sample))
 
 
@@ -111,7 +113,9 @@ def cached(key: Any, build: Callable[[], Any]) -> Any:
         return _CACHE[key]
 
 
-def encoded(tokenizer: Any, texts: list[str], pairs: list[str] | None, max_length: int, device: Any, **kwargs: Any):
+def encoded(
+    tokenizer: Any, texts: list[str], pairs: list[str] | None, max_length: int, device: Any, **kwargs: Any
+) -> Any:
     """One padded batch of ``texts`` (with their second segments ``pairs``), each cut to
     ``max_length`` tokens, as tensors on ``device`` (``kwargs`` go to the tokenizer)."""
     batch = tokenizer(texts, pairs, padding=True, truncation=True, max_length=max_length, return_tensors="pt", **kwargs)
@@ -124,7 +128,7 @@ M = TypeVar("M")
 def evaluating_on(model: M, device: Any) -> M:
     """``model.to(device).eval()``, typed as the model it was given: transformers 5.24 wraps
     ``PreTrainedModel.to`` in a decorator whose type loses its bound ``self``."""
-    return cast(Any, model).to(device).eval()
+    return cast(M, cast(Any, model).to(device).eval())
 
 
 def default_device() -> str:
@@ -140,7 +144,7 @@ def default_device() -> str:
         return "cuda" if torch.cuda.is_available() else "cpu"
 
 
-def require(module: str, package: str, what: str):
+def require(module: str, package: str, what: str) -> ModuleType:
     """Import an optional dependency, or fail with the command that installs it."""
     import importlib
 
@@ -157,15 +161,24 @@ class SampleMetric:
 
     name = "metric"
 
-    def scores(self, prompts: list, completions: list[str], references: Any = None, **columns) -> dict[str, list]:
+    def scores(
+        self, prompts: list[Any], completions: list[str], references: Any = None, **columns: Any
+    ) -> dict[str, list[Any]]:
         raise NotImplementedError
 
     def corpus(
-        self, per_sample: dict[str, list[float]], prompts: list, completions: list[str], references: Any, **columns
+        self,
+        per_sample: dict[str, list[float]],
+        prompts: list[Any],
+        completions: list[str],
+        references: Any,
+        **columns: Any,
     ) -> dict[str, float]:
         return {k: nanmean(v) for k, v in per_sample.items()}
 
-    def __call__(self, prompts: list, completions: list[str], references: Any = None, **columns) -> MetricResult:
+    def __call__(
+        self, prompts: list[Any], completions: list[str], references: Any = None, **columns: Any
+    ) -> MetricResult:
         completions = [text_of(c) for c in completions]
         per_sample = self.scores(prompts, completions, references, **columns)
         return MetricResult(self.corpus(per_sample, prompts, completions, references, **columns), per_sample)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
+from typing import Any, cast
 
 from hfrl.metrics.base import NAN, SampleMetric, reference_lists, require
 
@@ -27,7 +28,9 @@ def simple_tokenize(text: str) -> str:
 def _ptb_tokenize(texts: dict[int, list[str]]) -> dict[int, list[str]]:
     from pycocoevalcap.tokenizer.ptbtokenizer import PTBTokenizer
 
-    return PTBTokenizer().tokenize({i: [{"caption": t} for t in ts] for i, ts in texts.items()})
+    return cast(
+        dict[int, list[str]], PTBTokenizer().tokenize({i: [{"caption": t} for t in ts] for i, ts in texts.items()})
+    )
 
 
 class Cider(SampleMetric):
@@ -48,7 +51,10 @@ class Cider(SampleMetric):
             raise ValueError(f"cider: tokenizer must be 'simple' or 'ptb', got {tokenizer!r}")
         self.tokenizer = tokenizer
 
-    def _inputs(self, completions, references, metric):
+    def _inputs(
+        self, completions: list[str], references: Any, metric: str
+    ) -> tuple[list[int], dict[int, list[str]], dict[int, list[str]]]:
+
         refs = reference_lists(references, len(completions), metric)
         kept = [i for i, r in enumerate(refs) if r]
         gts, res = {i: refs[i] for i in kept}, {i: [completions[i]] for i in kept}
@@ -59,7 +65,9 @@ class Cider(SampleMetric):
             res = {i: [simple_tokenize(c) for c in cs] for i, cs in res.items()}
         return kept, gts, res
 
-    def scores(self, prompts, completions, references=None, **columns):
+    def scores(
+        self, prompts: list[Any], completions: list[str], references: Any = None, **columns: Any
+    ) -> dict[str, list[Any]]:
         require("pycocoevalcap", "pycocoevalcap", "cider")
         from pycocoevalcap.cider.cider import Cider as CocoCider
 
@@ -101,7 +109,9 @@ class Spice(Cider):
 
     name = "spice"
 
-    def scores(self, prompts, completions, references=None, **columns):
+    def scores(
+        self, prompts: list[Any], completions: list[str], references: Any = None, **columns: Any
+    ) -> dict[str, list[Any]]:
         reason = spice_missing()
         if reason:
             raise RuntimeError(reason)

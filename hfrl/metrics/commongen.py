@@ -10,6 +10,8 @@ words ``generate`` or ``sentence``.
 
 from __future__ import annotations
 
+from typing import Any
+
 from hfrl.metrics.base import SampleMetric, text_of
 
 PREFIX = "generate a sentence with: "
@@ -43,7 +45,9 @@ class CommonGenRepeatPenalty(SampleMetric):
     def __init__(self, prefix: str = PREFIX, penalty: float = -1.0) -> None:
         self.prefix, self.penalty = prefix, penalty
 
-    def scores(self, prompts, completions, references=None, **columns):
+    def scores(
+        self, prompts: list[Any], completions: list[str], references: Any = None, **columns: Any
+    ) -> dict[str, list[Any]]:
         penalties = [
             repeat_penalty(text_of(p), c, self.prefix, self.penalty) for p, c in zip(prompts, completions, strict=True)
         ]

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
+from typing import Any
 
 from hfrl.metrics.base import MetricResult, text_of
 
@@ -18,8 +19,8 @@ def ngrams(tokens: list[str], n: int) -> list[tuple[str, ...]]:
     return [tuple(tokens[i : i + n]) for i in range(len(tokens) - n + 1)]
 
 
-def _pooled(completions: list, n: int) -> Counter:
-    counts: Counter = Counter()
+def _pooled(completions: list[Any], n: int) -> Counter[tuple[str, ...]]:
+    counts: Counter[tuple[str, ...]] = Counter()
     for c in completions:
         counts.update(ngrams(text_of(c).split(), n))
     return counts
@@ -32,7 +33,7 @@ class MeanLength:
     {'mean_length': 2.0}
     """
 
-    def __call__(self, prompts: list, completions: list[str], **columns) -> MetricResult:
+    def __call__(self, prompts: list[Any], completions: list[str], **columns: Any) -> MetricResult:
         lengths = [float(len(text_of(c).split())) for c in completions]
         return MetricResult({"mean_length": sum(lengths) / max(len(lengths), 1)}, {"mean_length": lengths})
 
@@ -51,7 +52,7 @@ class DistinctN(_NgramOrders):
     {'distinct_1': 0.4, 'distinct_2': 0.6666666666666666}
     """
 
-    def __call__(self, prompts: list, completions: list[str], **columns) -> MetricResult:
+    def __call__(self, prompts: list[Any], completions: list[str], **columns: Any) -> MetricResult:
         corpus, per_sample = {}, {}
         for n in self.n:
             counts = _pooled(completions, n)
@@ -69,7 +70,7 @@ class UniqueNgrams(_NgramOrders):
     {'unique_1': 2, 'unique_2': 3}
     """
 
-    def __call__(self, prompts: list, completions: list[str], **columns) -> MetricResult:
+    def __call__(self, prompts: list[Any], completions: list[str], **columns: Any) -> MetricResult:
         return MetricResult({f"unique_{n}": sum(1 for c in _pooled(completions, n).values() if c == 1) for n in self.n})
 
 
@@ -80,7 +81,7 @@ class VocabSize:
     {'vocab_size': 3}
     """
 
-    def __call__(self, prompts: list, completions: list[str], **columns) -> MetricResult:
+    def __call__(self, prompts: list[Any], completions: list[str], **columns: Any) -> MetricResult:
         return MetricResult({"vocab_size": len(_pooled(completions, 1))})
 
 
@@ -91,7 +92,7 @@ class NgramEntropy(_NgramOrders):
     {'entropy_1': 1.5}
     """
 
-    def __call__(self, prompts: list, completions: list[str], **columns) -> MetricResult:
+    def __call__(self, prompts: list[Any], completions: list[str], **columns: Any) -> MetricResult:
         out = {}
         for n in self.n:
             counts = _pooled(completions, n)

@@ -16,7 +16,7 @@ gives the same token-weighted average up to the context each token sees.
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, cast
 
 from hfrl.metrics.base import NAN, MetricResult, cached, default_device, evaluating_on, reference_lists, text_of
 
@@ -42,7 +42,7 @@ class CausalPerplexity:
         self.model, self.batch_size, self.max_length = model, batch_size, max_length
         self.condition_on_prompt, self.device = condition_on_prompt, device
 
-    def _model(self, policy: Any, tokenizer: Any):
+    def _model(self, policy: Any, tokenizer: Any) -> tuple[Any, Any]:
         if policy is not None:
             if tokenizer is None:
                 raise ValueError("causal_perplexity: policy= was given without policy_tokenizer=")
@@ -54,7 +54,7 @@ class CausalPerplexity:
             )
         device, model = self.device or default_device(), self.model
 
-        def build():
+        def build() -> Any:
             from transformers import AutoModelForCausalLM, AutoTokenizer
 
             from hfrl.utils.assets import hub_kwargs
@@ -64,11 +64,17 @@ class CausalPerplexity:
             lm = AutoModelForCausalLM.from_pretrained(model, **pin)
             return evaluating_on(lm, device), AutoTokenizer.from_pretrained(model, **pin)
 
-        return cached(("causal_lm", self.model, device), build)
+        return cast(tuple[Any, Any], cached(("causal_lm", self.model, device), build))
 
     def __call__(
-        self, prompts: list, completions: list, references: Any = None, policy=None, policy_tokenizer=None, **columns
-    ):
+        self,
+        prompts: list[Any],
+        completions: list[Any],
+        references: Any = None,
+        policy: Any = None,
+        policy_tokenizer: Any = None,
+        **columns: Any,
+    ) -> MetricResult:
         import torch
 
         model, tokenizer = self._model(policy, policy_tokenizer)

@@ -21,10 +21,10 @@ from typing import Any
 from hfrl.metrics.base import NAN, MetricResult, cached, nanmean, reference_lists, text_of
 
 
-def load_module(path: str, config_name: str | None = None, **load_args):
+def load_module(path: str, config_name: str | None = None, **load_args: Any) -> Any:
     """``evaluate.load`` once per process (``import evaluate`` alone costs seconds, so it is lazy)."""
 
-    def build():
+    def build() -> Any:
         import evaluate
 
         return evaluate.load(path, config_name, **load_args)
@@ -69,7 +69,9 @@ class EvaluateMetric:
         self.path, self.config_name, self.compute_args = path, config_name, dict(compute_args or {})
         self.references, self.per_sample_keys, self.load_args = references, per_sample_keys, dict(load_args or {})
 
-    def __call__(self, prompts: list, completions: list, references: Any = None, **columns) -> MetricResult:
+    def __call__(
+        self, prompts: list[Any], completions: list[Any], references: Any = None, **columns: Any
+    ) -> MetricResult:
         completions = [text_of(c) for c in completions]
         n = len(completions)
         module = load_module(self.path, self.config_name, **self.load_args)

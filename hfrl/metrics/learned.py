@@ -13,7 +13,11 @@ to the classifier: it gets ``empty_score`` (learned_classifier) or 0 (intent_acc
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import torch
+
 
 from hfrl.metrics.base import SampleMetric, cached, default_device, encoded, last_turn, text_of
 
@@ -97,12 +101,12 @@ def _forwards_to_add(batches: int, device: Any) -> int:
     return int(count.item()) - batches
 
 
-def load_classifier(name: str, device: str):
+def load_classifier(name: str, device: str) -> Any:
     """``(tokenizer, model)`` of a sequence classifier, loaded once per process and device. A classifier
     that cannot load is tried once: later calls raise the same error at once (no Hub retries at every
     evaluation of a run)."""
 
-    def build():
+    def build() -> Any:
         from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
         from hfrl.core.models import check_model_folder, fix_tokenizer
@@ -135,7 +139,9 @@ def load_classifier(name: str, device: str):
     return loaded
 
 
-def classifier_inputs(prompts: list, completions: list[str], show: str, turn_separator: str | None, separator: str):
+def classifier_inputs(
+    prompts: list[Any], completions: list[str], show: str, turn_separator: str | None, separator: str
+) -> tuple[list[str], list[str] | None]:
     """What the classifier reads, per sample: ``(texts, text_pairs or None)``."""
     if show not in INPUTS:
         raise ValueError(f"input must be one of {', '.join(INPUTS)}, got {show!r}")
@@ -147,7 +153,9 @@ def classifier_inputs(prompts: list, completions: list[str], show: str, turn_sep
     return [f"{x}{separator}{c}" for x, c in zip(context, completions, strict=True)], None
 
 
-def classifier_logits(name: str, texts: list[str], pairs: list[str] | None, batch_size: int, max_length: int, device):
+def classifier_logits(
+    name: str, texts: list[str], pairs: list[str] | None, batch_size: int, max_length: int, device: Any
+) -> tuple[torch.Tensor, Any]:
     """Logits ``(len(texts), num_labels)`` in batches; the model config alongside."""
     import torch
 
@@ -169,9 +177,9 @@ def classifier_logits(name: str, texts: list[str], pairs: list[str] | None, batc
     return logits, config
 
 
-def label_index(label: int | str | None, config, what: str) -> int:
+def label_index(label: int | str | None, config: Any, what: str) -> int:
     """A label name or index -> index; None picks the only output (regression) or class 1 of two."""
-    n = config.num_labels
+    n: int = config.num_labels
     if label is None:
         if n <= 2:
             return n - 1
@@ -223,7 +231,9 @@ class LearnedClassifier(SampleMetric):
         self.batch_size, self.max_length, self.empty_score, self.device = batch_size, max_length, empty_score, device
         self.key = key or self.name
 
-    def scores(self, prompts, completions, references=None, **columns):
+    def scores(
+        self, prompts: list[Any], completions: list[str], references: Any = None, **columns: Any
+    ) -> dict[str, list[Any]]:
         import torch
 
         out = [float(self.empty_score)] * len(completions)
@@ -329,7 +339,9 @@ class IntentAccuracy(SampleMetric):
         self.turn_separator, self.separator = turn_separator, separator
         self.batch_size, self.max_length, self.device = batch_size, max_length, device
 
-    def scores(self, prompts, completions, references=None, **columns):
+    def scores(
+        self, prompts: list[Any], completions: list[str], references: Any = None, **columns: Any
+    ) -> dict[str, list[Any]]:
         if self.label_column not in columns:
             raise ValueError(
                 f"intent_accuracy needs each sample's intent: give the dataset a {self.label_column!r} column "

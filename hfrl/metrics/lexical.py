@@ -12,7 +12,7 @@ sample and is left out of the corpus score; an empty completion scores 0 (TER: 1
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from hfrl.metrics.base import NAN, SampleMetric, reference_lists
 
@@ -47,7 +47,9 @@ class Rouge(SampleMetric):
             raise ValueError(f"rouge: measure must be fmeasure, precision or recall, got {measure!r}")
         self.rouge_types, self.use_stemmer, self.measure = tuple(rouge_types), use_stemmer, measure
 
-    def scores(self, prompts, completions, references=None, **columns):
+    def scores(
+        self, prompts: list[Any], completions: list[str], references: Any = None, **columns: Any
+    ) -> dict[str, list[Any]]:
         from rouge_score import rouge_scorer
 
         scorer = rouge_scorer.RougeScorer(list(self.rouge_types), use_stemmer=self.use_stemmer)
@@ -62,7 +64,7 @@ class Rouge(SampleMetric):
 def _tokenize_13a(text: str) -> list[str]:
     from sacrebleu.tokenizers.tokenizer_13a import Tokenizer13a
 
-    return Tokenizer13a()(text).split()
+    return cast(str, Tokenizer13a()(text)).split()
 
 
 class Bleu(SampleMetric):
@@ -86,7 +88,9 @@ class Bleu(SampleMetric):
     def _weights(self) -> tuple[float, ...]:
         return (1.0 / self.max_order,) * self.max_order
 
-    def scores(self, prompts, completions, references=None, **columns):
+    def scores(
+        self, prompts: list[Any], completions: list[str], references: Any = None, **columns: Any
+    ) -> dict[str, list[Any]]:
         from nltk.translate.bleu_score import SmoothingFunction, sentence_bleu
 
         smooth = getattr(SmoothingFunction(), self.smoothing) if self.smoothing else None
@@ -101,7 +105,14 @@ class Bleu(SampleMetric):
                 out.append(float(sentence_bleu([self._tokens(r) for r in refs], hyp, self._weights(), smooth)))
         return {"bleu": out}
 
-    def corpus(self, per_sample, prompts, completions, references, **columns):
+    def corpus(
+        self,
+        per_sample: dict[str, list[float]],
+        prompts: list[Any],
+        completions: list[str],
+        references: Any,
+        **columns: Any,
+    ) -> dict[str, float]:
         import warnings
 
         from nltk.translate.bleu_score import corpus_bleu
@@ -131,10 +142,12 @@ def _streams(references: Any, n: int, metric: str) -> tuple[list[int], list[list
 class _Sacre(SampleMetric):
     """Shared code of the sacrebleu metrics: a corpus-level object and a sentence-level one."""
 
-    def _metric(self, sentence: bool):
+    def _metric(self, sentence: bool) -> Any:
         raise NotImplementedError
 
-    def scores(self, prompts, completions, references=None, **columns):
+    def scores(
+        self, prompts: list[Any], completions: list[str], references: Any = None, **columns: Any
+    ) -> dict[str, list[Any]]:
         metric = self._metric(sentence=True)
         out = [
             float(metric.sentence_score(c, refs).score) / 100.0 if refs else NAN
@@ -142,7 +155,14 @@ class _Sacre(SampleMetric):
         ]
         return {self.name: out}
 
-    def corpus(self, per_sample, prompts, completions, references, **columns):
+    def corpus(
+        self,
+        per_sample: dict[str, list[float]],
+        prompts: list[Any],
+        completions: list[str],
+        references: Any,
+        **columns: Any,
+    ) -> dict[str, float]:
         kept, streams = _streams(references, len(completions), self.name)
         if not kept:
             return {self.name: NAN}
@@ -163,7 +183,7 @@ class SacreBleu(_Sacre):
     def __init__(self, tokenize: str = "13a", lowercase: bool = False, smooth_method: str = "exp") -> None:
         self.tokenize, self.lowercase, self.smooth_method = tokenize, lowercase, smooth_method
 
-    def _metric(self, sentence: bool):
+    def _metric(self, sentence: bool) -> Any:
         from sacrebleu.metrics import BLEU
 
         return BLEU(
@@ -183,7 +203,7 @@ class Chrf(_Sacre):
     def __init__(self, char_order: int = 6, word_order: int = 0, beta: int = 2, lowercase: bool = False) -> None:
         self.char_order, self.word_order, self.beta, self.lowercase = char_order, word_order, beta, lowercase
 
-    def _metric(self, sentence: bool):
+    def _metric(self, sentence: bool) -> Any:
         from sacrebleu.metrics import CHRF
 
         return CHRF(char_order=self.char_order, word_order=self.word_order, beta=self.beta, lowercase=self.lowercase)
@@ -201,7 +221,7 @@ class Ter(_Sacre):
     def __init__(self, normalized: bool = False, no_punct: bool = False, case_sensitive: bool = False) -> None:
         self.normalized, self.no_punct, self.case_sensitive = normalized, no_punct, case_sensitive
 
-    def _metric(self, sentence: bool):
+    def _metric(self, sentence: bool) -> Any:
         from sacrebleu.metrics import TER
 
         return TER(normalized=self.normalized, no_punct=self.no_punct, case_sensitive=self.case_sensitive)
@@ -223,7 +243,9 @@ class Meteor(SampleMetric):
     def __init__(self, alpha: float = 0.9, beta: float = 3.0, gamma: float = 0.5) -> None:
         self.alpha, self.beta, self.gamma = alpha, beta, gamma
 
-    def scores(self, prompts, completions, references=None, **columns):
+    def scores(
+        self, prompts: list[Any], completions: list[str], references: Any = None, **columns: Any
+    ) -> dict[str, list[Any]]:
         from nltk.tokenize import NLTKWordTokenizer
         from nltk.translate.meteor_score import meteor_score
 

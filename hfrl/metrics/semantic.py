@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Any
+from typing import Any, cast
 
 from hfrl.metrics.base import (
     NAN,
@@ -78,7 +78,7 @@ class BertScore(SampleMetric):
         )
         self.device = device
 
-    def scorer(self):
+    def scorer(self) -> Any:
         require("bert_score", "bert-score", "bertscore")
         from bert_score.utils import lang2model
 
@@ -94,7 +94,7 @@ class BertScore(SampleMetric):
             device,
         )
 
-        def build():
+        def build() -> Any:
             from bert_score import BERTScorer
 
             from hfrl.utils.trust import remote_code
@@ -111,7 +111,9 @@ class BertScore(SampleMetric):
 
         return cached(key, build)
 
-    def scores(self, prompts, completions, references=None, **columns):
+    def scores(
+        self, prompts: list[Any], completions: list[str], references: Any = None, **columns: Any
+    ) -> dict[str, list[Any]]:
         refs = reference_lists(references, len(completions), "bertscore")
         keys = ("bertscore_precision", "bertscore_recall", "bertscore_f1")
         out = {k: [NAN if not r else 0.0 for r in refs] for k in keys}  # empty completion: 0
@@ -136,12 +138,12 @@ def _hub_file(name: str, filename: str) -> str | None:
     from huggingface_hub.errors import EntryNotFoundError
 
     try:
-        return hf_hub_download(name, filename, **hub_kwargs(name))  # a manifest model at its pinned commit
+        return cast(str, hf_hub_download(name, filename, **hub_kwargs(name)))  # a manifest model at its pinned commit
     except EntryNotFoundError:
         return None
 
 
-def load_bleurt(name: str, device: str = "cpu"):
+def load_bleurt(name: str, device: str = "cpu") -> Any:
     """A BLEURT checkpoint in lucadiliello/bleurt-pytorch's format as ``(tokenizer, model)``.
 
     That format is BERT plus, in the BLEURT-20 family (RemBERT-based), an embedding size below the hidden
@@ -178,8 +180,8 @@ def load_bleurt(name: str, device: str = "cpu"):
                 self.embeddings = BertEmbeddings(BertConfig(**{**config.to_dict(), "hidden_size": embedding_size}))
                 self.projection = nn.Linear(embedding_size, config.hidden_size)
 
-            def forward(self, **kwargs):
-                return self.projection(self.embeddings(**kwargs))
+            def forward(self, **kwargs: Any) -> torch.Tensor:
+                return cast(torch.Tensor, self.projection(self.embeddings(**kwargs)))
 
         model.bert.add_module("embeddings", ProjectedEmbeddings())  # replaces BERT's (a Module's setattr)
     weights = _hub_file(name, "model.safetensors")
@@ -237,7 +239,9 @@ class Bleurt(SampleMetric):
     ) -> None:
         self.checkpoint, self.batch_size, self.max_length, self.device = checkpoint, batch_size, max_length, device
 
-    def scores(self, prompts, completions, references=None, **columns):
+    def scores(
+        self, prompts: list[Any], completions: list[str], references: Any = None, **columns: Any
+    ) -> dict[str, list[Any]]:
         import torch
 
         refs = reference_lists(references, len(completions), "bleurt")

@@ -21,7 +21,7 @@ from hfrl.metrics.learned import classifier_inputs
 def vader_analyzer() -> Any:
     """VADER's analyzer (its lexicon read once per process)."""
 
-    def build():
+    def build() -> Any:
         module = require("vaderSentiment.vaderSentiment", "vaderSentiment", "vader_sentiment")
         return module.SentimentIntensityAnalyzer()
 
@@ -48,7 +48,9 @@ class VaderSentiment(SampleMetric):
         self.input, self.separator, self.empty_score = input, separator, empty_score
         self.key = key or self.name
 
-    def scores(self, prompts: list, completions: list[str], references: Any = None, **columns) -> dict[str, list]:
+    def scores(
+        self, prompts: list[Any], completions: list[str], references: Any = None, **columns: Any
+    ) -> dict[str, list[Any]]:
         analyzer = vader_analyzer()
         texts, _ = classifier_inputs(prompts, completions, self.input, None, self.separator)
         out = [

@@ -57,7 +57,7 @@ def table_values(table: Any) -> list[list[str]]:
     return records
 
 
-def _counts(tokens: list[str], n: int) -> Counter:
+def _counts(tokens: list[str], n: int) -> Counter[tuple[str, ...]]:
     return Counter(tuple(tokens[i : i + n]) for i in range(len(tokens) - n + 1))
 
 
@@ -133,7 +133,9 @@ class Parent(SampleMetric):
         self.lambda_weight, self.smoothing, self.max_order = lambda_weight, smoothing, max_order
         self.table_column = table_column
 
-    def scores(self, prompts, completions, references=None, **columns):
+    def scores(
+        self, prompts: list[Any], completions: list[str], references: Any = None, **columns: Any
+    ) -> dict[str, list[Any]]:
         if self.table_column not in columns:
             raise ValueError(
                 f"parent needs the table of each sample: give the dataset a {self.table_column!r} column "

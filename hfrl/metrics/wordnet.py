@@ -14,6 +14,7 @@ import io
 import os
 import warnings
 from pathlib import Path
+from typing import Any
 
 DEBIAN_WORDNET = "/usr/share/wordnet"
 INSTALL_HINT = (
@@ -77,7 +78,7 @@ def lexnames_text() -> str:
     return "".join(f"{i:02d}\t{name}\t{_POS_NUMBER[name.split('.')[0]]}\n" for i, name in enumerate(_LEXNAMES))
 
 
-def _nltk_wordnet():
+def _nltk_wordnet() -> Any:
     import nltk
 
     for resource in ("corpora/wordnet", "corpora/wordnet.zip"):
@@ -91,7 +92,7 @@ def _nltk_wordnet():
     return None
 
 
-def _debian_wordnet(source: str = DEBIAN_WORDNET):
+def _debian_wordnet(source: str = DEBIAN_WORDNET) -> Any:
     if not os.path.isfile(os.path.join(source, "data.noun")):
         return None
     import nltk
@@ -100,10 +101,12 @@ def _debian_wordnet(source: str = DEBIAN_WORDNET):
     class DebianWordNet(WordNetCorpusReader):
         """NLTK's reader on Debian's files, with the ``lexnames`` file Debian omits served from memory."""
 
-        def open(self, fileid):
+        def open(self, fileid: str) -> Any:
             return io.StringIO(lexnames_text()) if fileid == "lexnames" else super().open(fileid)
 
-        def map_wn(self, version="wordnet"):  # a map to another WordNet version serves only OMW languages
+        def map_wn(
+            self, version: str = "wordnet"
+        ) -> None:  # a map to another WordNet version serves only OMW languages
             return None
 
     # NLTK >= 3.9 reads only under its data roots: allow Debian's folder.
@@ -115,11 +118,11 @@ def _debian_wordnet(source: str = DEBIAN_WORDNET):
         return DebianWordNet(root, None)
 
 
-def load_wordnet(debian_path: str = DEBIAN_WORDNET):
+def load_wordnet(debian_path: str = DEBIAN_WORDNET) -> Any:
     """NLTK's WordNet reader, from NLTK's data or Debian's ``wordnet-base``; a clear error otherwise."""
     from hfrl.metrics.base import cached
 
-    def build():
+    def build() -> Any:
         reader = _nltk_wordnet() or _debian_wordnet(debian_path)
         if reader is None:
             raise RuntimeError(INSTALL_HINT)

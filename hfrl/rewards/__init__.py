@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, cast
 
 from hfrl.utils.registry import Entry, built, is_code_path, resolve, spec_parts, unknown
 
@@ -84,7 +84,7 @@ def check_spec(spec: Any, kind: str = "reward") -> None:
         raise ValueError(problem)
 
 
-def load_task_metric(spec: str | dict[str, Any] | Callable) -> Callable:
+def load_task_metric(spec: str | dict[str, Any] | Callable[..., Any]) -> Callable[..., Any]:
     """A task's metric: a metric (:func:`hfrl.metrics.load_metric`), or a reward used as one (its
     per-sample values and their mean: :class:`hfrl.rewards.as_metric.RewardMetric`), by id,
     ``{id, args}``, ``{id: reward, args: {reward: ...}}``, ``module:attr`` or callable."""
@@ -113,14 +113,14 @@ def reward_ids() -> dict[str, Entry]:
     return {**{k: e for k, e in METRICS.items() if e.reward is not None}, **REWARDS}
 
 
-def load_reward(spec: str | dict[str, Any] | Callable) -> Callable:
+def load_reward(spec: str | dict[str, Any] | Callable[..., Any]) -> Callable[..., Any]:
     """A reward from a registry id, a ``module:attr`` path, ``{id, args}`` or a callable."""
     if callable(spec):
         return spec
     check_spec(spec)
     name, args = spec_parts(spec, "reward")
     if callable(name):
-        return built(name, args, "reward", name)
+        return cast(Callable[..., Any], built(name, args, "reward", name))
     if name not in REWARDS:
         from hfrl.metrics import METRICS
 
@@ -133,7 +133,7 @@ def load_reward(spec: str | dict[str, Any] | Callable) -> Callable:
                 if key not in known and not _takes_any(name):
                     raise unknown(f"argument of reward {name!r}", key, known)
             return MetricReward.from_id(name, **args)
-    return built(resolve(name, reward_ids(), "reward"), args, "reward", name)
+    return cast(Callable[..., Any], built(resolve(name, reward_ids(), "reward"), args, "reward", name))
 
 
 def _takes_any(metric: str) -> bool:
@@ -145,7 +145,7 @@ def _takes_any(metric: str) -> bool:
     return any(p.kind is p.VAR_KEYWORD for p in params)
 
 
-def reward_inputs(func: Callable) -> tuple[str, tuple[str, ...]] | None:
+def reward_inputs(func: Callable[..., Any]) -> tuple[str, tuple[str, ...]] | None:
     """``(id, the dataset columns it needs)`` of a reward built from the registries (a registered
     function, class or metric id: its entry's ``inputs``; a weighted sum: its rewards'), or None for
     a reward of your own (only its code knows what it reads).
@@ -172,7 +172,9 @@ def reward_inputs(func: Callable) -> tuple[str, tuple[str, ...]] | None:
     return None
 
 
-def missing_inputs_problem(reward_funcs: Sequence[Callable], columns: Sequence[str], where: str) -> str | None:
+def missing_inputs_problem(
+    reward_funcs: Sequence[Callable[..., Any]], columns: Sequence[str], where: str
+) -> str | None:
     """The first reward of ``reward_funcs`` that needs a column the data lacks, in one line that names
     the reward, the column(s) and ``where`` (``the train split of task 'numbers'``), or None. Rewards of
     your own are not checked (:func:`reward_inputs`).
@@ -198,7 +200,7 @@ def missing_inputs_problem(reward_funcs: Sequence[Callable], columns: Sequence[s
     return None
 
 
-def reward_list(reward_funcs: Any, weights: Any = None) -> tuple[list[Callable], list[float]]:
+def reward_list(reward_funcs: Any, weights: Any = None) -> tuple[list[Callable[..., Any]], list[float]]:
     """A reward function or a list of them, with their weights (default 1 each), checked to match."""
     funcs = [] if reward_funcs is None else reward_funcs
     funcs = list(funcs) if isinstance(funcs, (list, tuple)) else [funcs]

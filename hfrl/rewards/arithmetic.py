@@ -8,6 +8,7 @@ A completion's answer is the integer after the first ``Answer:`` in it (``Answer
 from __future__ import annotations
 
 import re
+from typing import Any
 
 ANSWER = re.compile(r"Answer:[ \t\n\r]*(-?[0-9]+)(?![0-9./])")  # ASCII: no "Answer: ٧", no U+001C
 
@@ -22,7 +23,7 @@ def final_answer(completion: str) -> int | None:
     return int(match.group(1)) if match else None
 
 
-def exact_answer(prompts: list, completions: list[str], answer: list, **kwargs) -> list[float]:
+def exact_answer(prompts: list[Any], completions: list[str], answer: list[Any], **kwargs: Any) -> list[float]:
     """1.0 when the completion's final answer equals the problem's ``answer``, else 0.0 (a wrong or
     malformed answer alike).
 
@@ -32,7 +33,7 @@ def exact_answer(prompts: list, completions: list[str], answer: list, **kwargs) 
     return [1.0 if final_answer(c) == int(a) else 0.0 for c, a in zip(completions, answer, strict=True)]
 
 
-def answer_format(prompts: list, completions: list[str], **kwargs) -> list[float]:
+def answer_format(prompts: list[Any], completions: list[str], **kwargs: Any) -> list[float]:
     """1.0 when the completion ends its work with ``Answer: <integer>``, right or wrong, else 0.0.
 
     >>> answer_format(["", ""], [" 2 + 2 = 4.\\nAnswer: 4", "four"])

@@ -8,6 +8,7 @@ corpus score.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 from hfrl.metrics.base import NAN, MetricResult, nanmean
 
@@ -23,13 +24,13 @@ class RewardMetric:
 
     name = "reward"
 
-    def __init__(self, reward: Callable, key: str | None = None) -> None:
+    def __init__(self, reward: Callable[..., Any], key: str | None = None) -> None:
         if not callable(reward):
             raise ValueError(f"RewardMetric takes a reward function, got {reward!r}; by id: load_task_metric")
         self.reward = reward
         self.key = key
 
-    def __call__(self, prompts: list, completions: list, **columns) -> MetricResult:
+    def __call__(self, prompts: list[Any], completions: list[Any], **columns: Any) -> MetricResult:
         from hfrl.rewards.combine import reward_name
 
         key = self.key or reward_name(self.reward)

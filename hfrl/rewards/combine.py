@@ -16,7 +16,7 @@ import torch
 from hfrl.core.rollout import TaskRewards
 
 
-def reward_name(func: Callable) -> str:
+def reward_name(func: Callable[..., Any]) -> str:
     """A reward function's name in logs and cards: its ``__name__``, else its class's name."""
     return getattr(func, "__name__", None) or type(func).__name__
 
@@ -29,12 +29,12 @@ class RewardError(ValueError):
 
 
 def compute_rewards(
-    reward_funcs: Sequence[Callable],
+    reward_funcs: Sequence[Callable[..., Any]],
     reward_weights: Sequence[float],
-    prompts: list,
+    prompts: list[Any],
     completions: list[str],
     response_mask: torch.Tensor,
-    columns: dict[str, list],
+    columns: dict[str, list[Any]],
     *,
     max_abs: float | None = MAX_ABS_REWARD,
     drop_invalid: bool = False,
@@ -84,7 +84,9 @@ def compute_rewards(
     return TaskRewards(scores, token_rewards, means)
 
 
-def _call_all(funcs: Sequence[Callable], prompts: list, completions: list[str], kwargs: dict[str, Any]) -> list:
+def _call_all(
+    funcs: Sequence[Callable[..., Any]], prompts: list[Any], completions: list[str], kwargs: dict[str, Any]
+) -> list[Any]:
     """Every function's output; the awaitables of ``async`` functions gathered in one event loop."""
     import asyncio
     import inspect
@@ -93,7 +95,7 @@ def _call_all(funcs: Sequence[Callable], prompts: list, completions: list[str], 
     pending = [i for i, out in enumerate(outputs) if inspect.isawaitable(out)]
     if pending:
 
-        async def gather() -> list:
+        async def gather() -> list[Any]:
             return list(await asyncio.gather(*(outputs[i] for i in pending)))
 
         try:

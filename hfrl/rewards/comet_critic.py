@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import os
 import re
+from typing import Any
 
 from hfrl.metrics.base import cached, default_device, encoded, evaluating_on, text_of
 
@@ -74,10 +75,10 @@ def critic_texts(head: str, relation: str, tail: str, names: tuple[str, str]) ->
     return tuple(t.replace("PersonX", names[0]).replace("PersonY", names[1]) for t in pair)  # type: ignore[return-value]
 
 
-def load_critic(folder: str, device: str):
+def load_critic(folder: str, device: str) -> Any:
     """``(tokenizer, RobertaModel, head)`` of a converted critic folder, loaded once per process."""
 
-    def build():
+    def build() -> Any:
         import torch
         from transformers import AutoTokenizer, RobertaModel
 
@@ -133,7 +134,7 @@ class CometCritic:
         self.model, self.names = model, (str(names[0]), str(names[1]))
         self.batch_size, self.max_length, self.empty_score, self.device = batch_size, max_length, empty_score, device
 
-    def __call__(self, prompts: list, completions: list, **columns) -> list[float]:
+    def __call__(self, prompts: list[Any], completions: list[Any], **columns: Any) -> list[float]:
         import torch
 
         completions = [text_of(c) for c in completions]

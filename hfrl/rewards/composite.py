@@ -31,7 +31,7 @@ class WeightedSum:
             load_reward({k: v for k, v in r.items() if k != "weight"} if isinstance(r, dict) else r) for r in rewards
         ]
 
-    def __call__(self, prompts: list, completions: list[str], **columns) -> list[float]:
+    def __call__(self, prompts: list[Any], completions: list[str], **columns: Any) -> list[float]:
         import torch
 
         from hfrl.rewards.combine import compute_rewards

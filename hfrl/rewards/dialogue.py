@@ -19,7 +19,10 @@ import math
 import re
 from collections import Counter
 from collections.abc import Iterable, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import torch
 
 from hfrl.metrics.base import default_device, text_of
 from hfrl.metrics.learned import classifiers_sharded
@@ -65,11 +68,13 @@ class _Classifier:
         self.model, self.label, self.batch_size, self.max_length = model, label, batch_size, max_length
         self.empty_score, self.device = empty_score, device
 
-    def inputs(self, prompts: list[str], completions: list[str], columns: dict) -> tuple[list[str], list[str] | None]:
+    def inputs(
+        self, prompts: list[str], completions: list[str], columns: dict[str, Any]
+    ) -> tuple[list[str], list[str] | None]:
         """What the classifier reads per sample: ``(texts, text_pairs or None)``."""
         return completions, None
 
-    def probabilities(self, logits, config):
+    def probabilities(self, logits: torch.Tensor, config: Any) -> torch.Tensor:
         """Each row's score from its logits ``(B, num_labels)``: the softmax probability of ``label``
         (the sigmoid of the one output of a ranker such as DialogRPT)."""
         import torch
@@ -80,7 +85,7 @@ class _Classifier:
             return torch.sigmoid(logits[:, 0])
         return torch.softmax(logits, dim=-1)[:, label_index(self.label, config, self.__name__)]
 
-    def logits(self, texts: list[str], pairs: list[str] | None):
+    def logits(self, texts: list[str], pairs: list[str] | None) -> tuple[torch.Tensor, Any]:
         """``(logits (B, num_labels), model config)`` in batches (:func:`hfrl.metrics.learned.classifier_logits`)."""
         from hfrl.metrics.learned import classifier_logits, load_classifier
 
@@ -89,7 +94,7 @@ class _Classifier:
         with _truncation_side(tokenizer, self.truncation_side):
             return classifier_logits(self.model, texts, pairs, self.batch_size, self.max_length, device)
 
-    def __call__(self, prompts: list, completions: list, **columns) -> list[float]:
+    def __call__(self, prompts: list[Any], completions: list[Any], **columns: Any) -> list[float]:
         prompts, completions = [text_of(p) for p in prompts], [text_of(c) for c in completions]
         out = [float(self.empty_score)] * len(completions)
         todo = [i for i, c in enumerate(completions) if c.strip()]
@@ -157,7 +162,9 @@ class DialogRPT(_Classifier):
         super().__init__(model, 0, max_length=max_length, **args)
         self.context, self.separator = context, separator
 
-    def inputs(self, prompts, completions, columns):
+    def inputs(
+        self, prompts: list[str], completions: list[str], columns: dict[str, Any]
+    ) -> tuple[list[str], list[str] | None]:
         contexts = prompts if self.context == "prompt" else [history_of(p, self.separator) for p in prompts]
         return [f"{c}{r}" for c, r in zip(contexts, completions, strict=True)], None  # LoL-RL: f"{context}{response}"
 
@@ -209,7 +216,9 @@ class FaithCritic(_Classifier):
         super().__init__(model, label, **args)
         self.separator = separator
 
-    def inputs(self, prompts, completions, columns):
+    def inputs(
+        self, prompts: list[str], completions: list[str], columns: dict[str, Any]
+    ) -> tuple[list[str], list[str] | None]:
         knowledge = columns.get("knowledge") or [knowledge_of(p, self.separator) for p in prompts]
         return [text_of(k) for k in knowledge], completions
 
@@ -242,10 +251,12 @@ class OffensiveSafety(_Classifier):
         super().__init__(model, label, **args)
         self.separator = separator
 
-    def inputs(self, prompts, completions, columns):
+    def inputs(
+        self, prompts: list[str], completions: list[str], columns: dict[str, Any]
+    ) -> tuple[list[str], list[str] | None]:
         return [f"{p}{r}{self.separator}" for p, r in zip(prompts, completions, strict=True)], None
 
-    def logits(self, texts, pairs):
+    def logits(self, texts: list[str], pairs: list[str] | None) -> tuple[torch.Tensor, Any]:
         from hfrl.rewards.toxichat import is_toxichat, toxichat_logits
 
         if not is_toxichat(self.model):
@@ -314,7 +325,7 @@ class TfidfDiversity:
         k = len(weights)
         return mean * (k / 10.0 if k < self.short_below else 1.0)  # LoL-RL's length penalty
 
-    def __call__(self, prompts: list, completions: list, **columns) -> list[float]:
+    def __call__(self, prompts: list[Any], completions: list[Any], **columns: Any) -> list[float]:
         return [self.score(text_of(c)) for c in completions]
 
 

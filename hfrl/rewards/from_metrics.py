@@ -78,7 +78,7 @@ class MetricReward:
             f"reward {self.__name__}: the metric gives several per-sample scores {outputs}; set reward_key to one"
         )
 
-    def __call__(self, prompts: list, completions: list, **columns: Any) -> list[float | None]:
+    def __call__(self, prompts: list[Any], completions: list[Any], **columns: Any) -> list[float | None]:
         completions = [text_of(c) for c in completions]
         if hasattr(self.metric, "scores"):  # skips corpus statistics that a reward does not need
             per_sample = self.metric.scores(prompts, completions, **columns)

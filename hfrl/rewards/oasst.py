@@ -50,7 +50,7 @@ class OpenAssistantReward(MetricReward):
         super().__init__("learned_classifier", model=model, input="completion", max_length=max_length, **args)
         self.__name__, self.eos = "oasst_reward", eos
 
-    def __call__(self, prompts: list, completions: list, **columns) -> list[float | None]:
+    def __call__(self, prompts: list[Any], completions: list[Any], **columns: Any) -> list[float | None]:
         texts = [to_oasst(p, c, self.eos) for p, c in zip(prompts, completions, strict=True)]
         return super().__call__(prompts, texts, **columns)
 

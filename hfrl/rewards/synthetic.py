@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from typing import Any
 
 _DATE = re.compile(r"\d{4}-\d{2}-\d{2}", re.ASCII)  # ASCII digits: not "٢٠٢١-٠٣-٠٤"
 # hfrl's reading of a completion: tokens are separated by ASCII whitespace only, and a number is an
@@ -65,11 +66,11 @@ class IncreasingNumbers:
         self.min_tokens = min_tokens
         self.rl4lms_exact = rl4lms_exact
 
-    def __call__(self, prompts: list, completions: list[str], **kwargs) -> list[float]:
+    def __call__(self, prompts: list[Any], completions: list[str], **kwargs: Any) -> list[float]:
         return [increasing_numbers_score(c, self.min_tokens, self.rl4lms_exact) for c in completions]
 
 
-def contains_date(prompts: list, completions: list[str], **kwargs) -> list[float]:
+def contains_date(prompts: list[Any], completions: list[str], **kwargs: Any) -> list[float]:
     """1.0 when a completion contains a date ``YYYY-MM-DD`` in ASCII digits, else 0.0 (RL4LMs' dates task).
 
     >>> contains_date(prompts=["", ""], completions=["on 2021-03-04 we", "no date"])

@@ -17,7 +17,11 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
+
+if TYPE_CHECKING:
+    import torch
+    from transformers import PretrainedConfig
 
 ARCHITECTURE = "GPT2ForOC_S_offensive"
 LABELS = ("safe", "offensive")  # off_classifier's outputs 0 and 1
@@ -42,15 +46,15 @@ def _state_dict(folder: str) -> dict[str, Any]:
         return load_file(safetensors)
     binary = os.path.join(folder, "pytorch_model.bin")
     if os.path.isfile(binary):
-        return torch.load(binary, map_location="cpu", weights_only=True)
+        return cast(dict[str, Any], torch.load(binary, map_location="cpu", weights_only=True))
     raise FileNotFoundError(f"safety: no model.safetensors or pytorch_model.bin in the ToxiChat folder {folder}")
 
 
-def load_toxichat(folder: str, device: str):
+def load_toxichat(folder: str, device: str) -> Any:
     """``(tokenizer, GPT-2 body, off_classifier head)`` of a ToxiChat folder, loaded once per process."""
     from hfrl.metrics.base import cached, evaluating_on
 
-    def build():
+    def build() -> Any:
         import torch
         from transformers import AutoConfig, AutoTokenizer, GPT2Model
 
@@ -77,7 +81,9 @@ def load_toxichat(folder: str, device: str):
     return cached(("toxichat", folder, str(device)), build)
 
 
-def toxichat_logits(folder: str, texts: list[str], batch_size: int, max_length: int, device: str):
+def toxichat_logits(
+    folder: str, texts: list[str], batch_size: int, max_length: int, device: str
+) -> tuple[torch.Tensor, PretrainedConfig]:
     """``(logits (B, 2), config)``: ``off_classifier`` on the hidden state of each thread's last token
     (the EOS that closes the response); the config names the labels ``safe`` and ``offensive``."""
     import torch
