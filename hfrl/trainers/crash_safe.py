@@ -34,7 +34,7 @@ logger = logging.getLogger(__name__)
 
 
 def checkpoint_to_resume(
-    resume_from_checkpoint: str | os.PathLike | bool | None,
+    resume_from_checkpoint: str | os.PathLike[str] | bool | None,
     output_dir: str,
     expected: list[str],
     identity: dict[str, Any],

@@ -13,7 +13,7 @@ import dataclasses
 import json
 import os
 from collections.abc import Callable, Iterator, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import torch
 
@@ -95,15 +95,15 @@ def _template_worker(tokenizer: Any) -> Any:
         worker.close(kill=True)
         _TEMPLATE_WORKER.clear()
 
-    def render(messages: list) -> str:  # in the child
-        return tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
+    def render(messages: list[Any]) -> str:  # in the child
+        return cast(str, tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False))
 
     worker = ForkedWorker(render, max_result_bytes=4 * CHAT_TEMPLATE_MAX_CHARS + 4096)  # UTF-8: <= 4 bytes a character
     _TEMPLATE_WORKER.append((weakref.ref(tokenizer), template, worker))
     return worker
 
 
-def apply_chat_template(tokenizer: Any, messages: list) -> str:
+def apply_chat_template(tokenizer: Any, messages: list[Any]) -> str:
     """The prompt text of chat ``messages`` by ``tokenizer``'s chat template, within
     :data:`CHAT_TEMPLATE_SECONDS` and :data:`CHAT_TEMPLATE_MAX_CHARS`, rendered in a forked child with
     capped memory (:class:`hfrl.utils.forked.ForkedWorker`; elsewhere than Linux in this process under
@@ -123,7 +123,7 @@ def apply_chat_template(tokenizer: Any, messages: list) -> str:
     big = f"the chat template of {where} made a prompt over the limit of {CHAT_TEMPLATE_MAX_CHARS:,} characters"
     try:
         if can_fork():
-            text = _template_worker(tokenizer).call(messages, CHAT_TEMPLATE_SECONDS)
+            text: str = _template_worker(tokenizer).call(messages, CHAT_TEMPLATE_SECONDS)
         else:
             with time_budget(CHAT_TEMPLATE_SECONDS, slow):
                 text = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
@@ -151,7 +151,9 @@ def apply_chat_template(tokenizer: Any, messages: list) -> str:
     return text
 
 
-def encode_prompt(tokenizer, prompt: Any, max_length: int | None = None, truncation_side: str = "left") -> list[int]:
+def encode_prompt(
+    tokenizer: Any, prompt: Any, max_length: int | None = None, truncation_side: str = "left"
+) -> list[int]:
     """Token ids of a prompt: a string, or a list of chat messages (the chat template is applied:
     :func:`apply_chat_template`).
 
@@ -174,16 +176,16 @@ class Scoring:
     is their weighted sum), the metrics, the prefix of the logged names, and the policy with its
     tokenizer for the metrics that read it (``needs_policy``: ``causal_perplexity``, drift)."""
 
-    reward_funcs: Sequence[Callable]
+    reward_funcs: Sequence[Callable[..., Any]]
     reward_weights: Sequence[float]
-    metrics: dict[str, Callable] = dataclasses.field(default_factory=dict)
+    metrics: dict[str, Callable[..., Any]] = dataclasses.field(default_factory=dict)
     prefix: str = "eval"
     policy: Any = None
     tokenizer: Any = None
 
 
 def score_completions(
-    prompts: list, completions: list[str], rows: list[dict[str, Any]], scoring: Scoring
+    prompts: list[Any], completions: list[str], rows: list[dict[str, Any]], scoring: Scoring
 ) -> tuple[dict[str, float], list[dict[str, Any]]]:
     """Mean reward (and each reward's mean) and every metric over the completions, with one record
     per sample (prompt, completion, reward, extra columns) for a predictions file.
@@ -258,7 +260,7 @@ def completer(
         sampled = generate_completions(
             lm, query_ids.to(device), query_mask.to(device), kwargs, tokenizer.pad_token_id, tokenizer=tokenizer
         )
-        return tokenizer.batch_decode(sampled.response_ids, skip_special_tokens=True)
+        return cast(list[str], tokenizer.batch_decode(sampled.response_ids, skip_special_tokens=True))
 
     return complete
 
@@ -280,7 +282,7 @@ def generate_and_score(
         raise ValueError(f"the evaluation split needs a 'prompt' column; it has: {', '.join(dataset.column_names)}")
     if accelerator is not None:
         dataset = dataset.shard(accelerator.num_processes, accelerator.process_index, contiguous=True)
-    prompts: list = []
+    prompts: list[Any] = []
     completions: list[str] = []
     rows: list[dict[str, Any]] = []
     for start in range(0, len(dataset), batch_size):
@@ -306,7 +308,7 @@ class EvaluationMixin(_Trainer):
     metrics: dict[str, Any]
     tokenizer: Any
 
-    def generate_and_score(self, dataset: Any, prefix: str = "eval") -> tuple[dict[str, float], list[dict]]:
+    def generate_and_score(self, dataset: Any, prefix: str = "eval") -> tuple[dict[str, float], list[dict[str, Any]]]:
         raise NotImplementedError
 
     def scoring(self, prefix: str, policy: Any) -> Scoring:

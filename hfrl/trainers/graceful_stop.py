@@ -23,7 +23,7 @@ import threading
 from collections.abc import Iterator
 from typing import Any
 
-from transformers import TrainerCallback
+from transformers import TrainerCallback, TrainerControl, TrainerState
 
 
 class SignalStop(TrainerCallback):
@@ -40,7 +40,7 @@ class SignalStop(TrainerCallback):
     def request(self) -> None:
         self.requested = True
 
-    def on_step_end(self, args, state, control, **kwargs):
+    def on_step_end(self, args: Any, state: TrainerState, control: TrainerControl, **kwargs: Any) -> TrainerControl:
         if state.global_step % self.steps_per_iteration:
             return control
         requested = bool(self.agree(self.requested)) if self.agree is not None else self.requested

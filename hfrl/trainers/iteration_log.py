@@ -18,7 +18,7 @@ import json
 import os
 from typing import Any
 
-from transformers import TrainerCallback
+from transformers import TrainerCallback, TrainerControl, TrainerState
 
 ITERATIONS_NAME = "iterations.jsonl"
 
@@ -26,7 +26,14 @@ ITERATIONS_NAME = "iterations.jsonl"
 class IterationLog(TrainerCallback):
     """Append every new ``log_history`` entry to ``<output_dir>/iterations.jsonl`` (main process only)."""
 
-    def on_log(self, args, state, control, logs=None, **kwargs):
+    def on_log(
+        self,
+        args: Any,
+        state: TrainerState,
+        control: TrainerControl,
+        logs: dict[str, float] | None = None,
+        **kwargs: Any,
+    ) -> None:
         if state.is_world_process_zero and state.log_history:
             os.makedirs(args.output_dir, exist_ok=True)
             with open(os.path.join(args.output_dir, ITERATIONS_NAME), "a") as fh:
@@ -65,7 +72,7 @@ class SaveStateAtEnd(TrainerCallback):
     """``trainer_state.json`` (with the whole ``log_history``) in the output dir of every run, which
     the Trainer writes only into checkpoints: the card's curve reads it."""
 
-    def on_train_end(self, args, state, control, **kwargs):
+    def on_train_end(self, args: Any, state: TrainerState, control: TrainerControl, **kwargs: Any) -> None:
         if state.is_world_process_zero:
             os.makedirs(args.output_dir, exist_ok=True)
             state.save_to_json(os.path.join(args.output_dir, "trainer_state.json"))
@@ -77,14 +84,21 @@ class IterationProgress(TrainerCallback):
     def __init__(self) -> None:
         self.bar = None
 
-    def on_train_begin(self, args, state, control, **kwargs):
+    def on_train_begin(self, args: Any, state: TrainerState, control: TrainerControl, **kwargs: Any) -> None:
         if state.is_world_process_zero:
             from tqdm.auto import tqdm
 
             done = state.global_step // args.steps_per_iteration
             self.bar = tqdm(total=args.num_iterations, initial=done, desc="iterations", dynamic_ncols=True)
 
-    def on_log(self, args, state, control, logs=None, **kwargs):
+    def on_log(
+        self,
+        args: Any,
+        state: TrainerState,
+        control: TrainerControl,
+        logs: dict[str, float] | None = None,
+        **kwargs: Any,
+    ) -> None:
         if self.bar is not None and logs and "reward" in logs:
             postfix = {"reward": f"{logs['reward']:.3f}"}
             if logs.get("beta"):  # the KL is measured only when there is a reference model
@@ -92,7 +106,7 @@ class IterationProgress(TrainerCallback):
             self.bar.set_postfix(postfix, refresh=False)
             self.bar.update(1)
 
-    def on_train_end(self, args, state, control, **kwargs):
+    def on_train_end(self, args: Any, state: TrainerState, control: TrainerControl, **kwargs: Any) -> None:
         if self.bar is not None:
             self.bar.close()
             self.bar = None
@@ -108,17 +122,24 @@ class StepProgress(TrainerCallback):
     def __init__(self) -> None:
         self.bar = None
 
-    def on_train_begin(self, args, state, control, **kwargs):
+    def on_train_begin(self, args: Any, state: TrainerState, control: TrainerControl, **kwargs: Any) -> None:
         if state.is_world_process_zero:
             from tqdm.auto import tqdm
 
             self.bar = tqdm(total=state.max_steps, initial=state.global_step, desc="steps", dynamic_ncols=True)
 
-    def on_step_end(self, args, state, control, **kwargs):
+    def on_step_end(self, args: Any, state: TrainerState, control: TrainerControl, **kwargs: Any) -> None:
         if self.bar is not None:
             self.bar.update(state.global_step - self.bar.n)
 
-    def on_log(self, args, state, control, logs=None, **kwargs):
+    def on_log(
+        self,
+        args: Any,
+        state: TrainerState,
+        control: TrainerControl,
+        logs: dict[str, float] | None = None,
+        **kwargs: Any,
+    ) -> None:
         if self.bar is None or not logs:
             return
         postfix = {}
@@ -133,7 +154,7 @@ class StepProgress(TrainerCallback):
         if postfix:
             self.bar.set_postfix(postfix, refresh=True)
 
-    def on_train_end(self, args, state, control, **kwargs):
+    def on_train_end(self, args: Any, state: TrainerState, control: TrainerControl, **kwargs: Any) -> None:
         if self.bar is not None:
             self.bar.close()
             self.bar = None
@@ -144,7 +165,7 @@ class LogAtEpochEnd(TrainerCallback):
     ``logging_steps`` (or one whose sampler ends before the step budget, as A-LoL's drops the samples
     with a negative advantage) still logs its loss, and so gets its curve."""
 
-    def on_epoch_end(self, args, state, control, **kwargs):
+    def on_epoch_end(self, args: Any, state: TrainerState, control: TrainerControl, **kwargs: Any) -> None:
         control.should_log = True
 
 

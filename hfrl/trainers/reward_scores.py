@@ -16,7 +16,7 @@ tokenizer frames it, the way a classifier reads it at scoring time (``learned_cl
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 SCORE = "score"
 
@@ -119,7 +119,7 @@ class ScoresOrPairs:
 
     def __call__(self, examples: list[dict[str, Any]]) -> dict[str, Any]:
         if SCORE not in examples[0]:
-            return self.pairs(examples)
+            return cast(dict[str, Any], self.pairs(examples))
         import torch
 
         width = max(len(e["input_ids"]) for e in examples)

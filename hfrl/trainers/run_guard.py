@@ -19,7 +19,7 @@ from pathlib import Path
 RUN_FILES = ("config.yaml", "trainer_state.json", "model.safetensors", "adapter_model.safetensors")
 
 
-def run_marks(path: str | os.PathLike) -> list[str]:
+def run_marks(path: str | os.PathLike[str]) -> list[str]:
     """What makes ``path`` hold a run: its config.yaml, trainer state, weights or checkpoints."""
     path = Path(path)
     if not path.is_dir():
@@ -27,7 +27,7 @@ def run_marks(path: str | os.PathLike) -> list[str]:
     return [p.name for p in sorted(path.iterdir()) if p.name in RUN_FILES or p.name.startswith("checkpoint-")]
 
 
-def another_run(path: str | os.PathLike, marks: list[str], python: bool = False) -> str:
+def another_run(path: str | os.PathLike[str], marks: list[str], python: bool = False) -> str:
     """The one line for a folder ``path`` that holds another run (``marks``: :func:`run_marks`), with the
     ways out of the command line or, ``python``, of the Python API."""
     listed = ", ".join(marks[:4]) + (", ..." if len(marks) > 4 else "")
@@ -39,7 +39,7 @@ def another_run(path: str | os.PathLike, marks: list[str], python: bool = False)
     return f"{path} holds another run ({listed}): {ways}"
 
 
-def check_output_dir(output_dir: str | os.PathLike, overwrite: bool) -> None:
+def check_output_dir(output_dir: str | os.PathLike[str], overwrite: bool) -> None:
     """A one-line ``ValueError`` when ``output_dir`` holds another run and ``overwrite`` is off."""
     marks = run_marks(output_dir)
     if marks and not overwrite:

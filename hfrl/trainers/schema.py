@@ -44,7 +44,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from hfrl.trainers.declared import translations
 from hfrl.utils.bounded import MAX_BATCH, MAX_COUNT
@@ -198,7 +198,7 @@ class ConfigSchema:
             return defaults
         from hfrl.utils.registry import import_path
 
-        return import_path(self.translate)(defaults)
+        return cast(dict[str, Any], import_path(self.translate)(defaults))
 
 
 # ---- reading -----------------------------------------------------------------------------------

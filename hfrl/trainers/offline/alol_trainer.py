@@ -19,12 +19,20 @@ import os
 import weakref
 from collections import defaultdict
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any
+from typing import Any, cast
 
 import torch
 from datasets import Dataset
 from torch import nn
-from transformers import PreTrainedModel, PreTrainedTokenizerBase, Trainer, TrainerCallback
+from torch.utils.data import Sampler
+from transformers import (
+    PreTrainedModel,
+    PreTrainedTokenizerBase,
+    Trainer,
+    TrainerCallback,
+    TrainerControl,
+    TrainerState,
+)
 
 from hfrl.core.losses import alol_loss
 from hfrl.core.models import fix_tokenizer, load_tokenizer_for, load_trainable
@@ -69,7 +77,7 @@ class _LogPreparation(TrainerCallback):
     def __init__(self, trainer: ALoLTrainer) -> None:
         self.trainer = weakref.ref(trainer)
 
-    def on_train_begin(self, args, state, control, **kwargs):
+    def on_train_begin(self, args: Any, state: TrainerState, control: TrainerControl, **kwargs: Any) -> None:
         trainer = self.trainer()
         if trainer is None or state.global_step != 0:
             return
@@ -131,9 +139,9 @@ class ALoLTrainer(EvaluationMixin, TrainerMixin, Trainer):
         processing_class: PreTrainedTokenizerBase | None = None,
         peft_config: Any | None = None,
         ref_model: PreTrainedModel | None = None,
-        metrics: dict[str, Callable] | None = None,
+        metrics: dict[str, Callable[..., Any]] | None = None,
         callbacks: list[TrainerCallback] | None = None,
-        optimizers: tuple = (None, None),
+        optimizers: tuple[Any, ...] = (None, None),
     ) -> None:
         """
         :param model: the policy: a Hub id, a local folder (causal or seq2seq), a ``.gguf`` file, a
@@ -219,7 +227,7 @@ class ALoLTrainer(EvaluationMixin, TrainerMixin, Trainer):
 
     @property
     def policy(self) -> nn.Module:
-        return self.accelerator.unwrap_model(self.model)
+        return cast(nn.Module, self.accelerator.unwrap_model(self.model))
 
     _whole_reference: nn.Module | None = None  # under ZeRO-3, during the preparation: a whole copy of pi_ref
 
@@ -307,7 +315,7 @@ class ALoLTrainer(EvaluationMixin, TrainerMixin, Trainer):
             "advantages": torch.tensor([float(r.get("advantage", 0.0)) for r in rows]),
         }
 
-    def _get_train_sampler(self, train_dataset=None):
+    def _get_train_sampler(self, train_dataset: Dataset | None = None) -> Sampler[int] | None:
         """``good_priority``: ``P(i) ∝ A+_i`` (reward methods: ``∝ R_i``), with replacement;
         ``good_random``: uniform over the positive examples; both draw as many examples per epoch as
         are positive. ``none``: the Trainer's shuffling of all examples."""
@@ -317,7 +325,7 @@ class ALoLTrainer(EvaluationMixin, TrainerMixin, Trainer):
         return PrioritySampler(weights, uniform=self.args.sampling == "good_random", seed=self.args.seed)
 
     # ---- loss -------------------------------------------------------------------------------
-    def completion_logprobs(self, model, inputs: dict[str, torch.Tensor]) -> torch.Tensor:
+    def completion_logprobs(self, model: nn.Module, inputs: dict[str, torch.Tensor]) -> torch.Tensor:
         """``log pi(y_t | x, y_<t)`` of a batch's completion tokens, ``(B, T)`` (padding not masked)."""
         from trl.trainer.utils import selective_log_softmax
 
@@ -331,8 +339,12 @@ class ALoLTrainer(EvaluationMixin, TrainerMixin, Trainer):
         return selective_log_softmax(logits, inputs["completion_ids"])
 
     def compute_loss(
-        self, model, inputs: dict[str, torch.Tensor], return_outputs: bool = False, num_items_in_batch=None
-    ):
+        self,
+        model: nn.Module,
+        inputs: dict[str, torch.Tensor],
+        return_outputs: bool = False,
+        num_items_in_batch: Any = None,
+    ) -> torch.Tensor | tuple[torch.Tensor, dict[str, torch.Tensor]]:
         logprobs = self.completion_logprobs(model, inputs)
         loss, stats = alol_loss(
             self.args.algorithm,
@@ -360,7 +372,9 @@ class ALoLTrainer(EvaluationMixin, TrainerMixin, Trainer):
         super().log(logs, start_time)
 
     # ---- evaluation (EvaluationMixin.evaluate) ---------------------------------------------
-    def generate_and_score(self, dataset: Dataset, prefix: str = "eval") -> tuple[dict[str, float], list[dict]]:
+    def generate_and_score(
+        self, dataset: Dataset, prefix: str = "eval"
+    ) -> tuple[dict[str, float], list[dict[str, Any]]]:
         """The eval prompts completed by the policy with the eval settings, scored
         (:func:`hfrl.trainers.evaluation.generate_and_score`)."""
         from trl.models.utils import unwrap_model_for_generation

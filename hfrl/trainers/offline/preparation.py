@@ -22,7 +22,7 @@ import logging
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import torch
 from datasets import Dataset
@@ -51,14 +51,14 @@ class PrepareContext:
     tokenizer: Any
     reference: Callable[[], contextlib.AbstractContextManager[nn.Module]]  # yields pi_ref (eval, no grad)
     reference_fingerprint: str
-    reward_funcs: list[Callable]
+    reward_funcs: list[Callable[..., Any]]
     reward_weights: list[float]
     device: torch.device
     is_encoder_decoder: bool
 
     @property
     def batch_size(self) -> int:
-        return self.args.preparation_batch_size or self.args.per_device_eval_batch_size
+        return cast(int, self.args.preparation_batch_size or self.args.per_device_eval_batch_size)
 
     @property
     def cache_dir(self) -> Path:
@@ -85,7 +85,7 @@ def fingerprint(*parts: Any) -> str:
     hasher = Hasher()
     for part in parts:
         hasher.update(part)
-    return hasher.hexdigest()
+    return cast(str, hasher.hexdigest())
 
 
 def module_fingerprint(module: nn.Module, skip_adapters: bool = False, samples: int = 16) -> str:
@@ -105,7 +105,7 @@ def module_fingerprint(module: nn.Module, skip_adapters: bool = False, samples: 
     return fingerprint(*parts)
 
 
-def function_fingerprint(func: Callable) -> str:
+def function_fingerprint(func: Callable[..., Any]) -> str:
     """Hash of a reward function (its code and settings); a random one when it cannot be hashed,
     so that a run with such a function is never served another function's cache."""
     try:
@@ -114,7 +114,7 @@ def function_fingerprint(func: Callable) -> str:
         from datasets.fingerprint import generate_random_fingerprint
 
         logger.warning("reward function %r cannot be hashed: its rewards are not cached", func)
-        return generate_random_fingerprint()
+        return cast(str, generate_random_fingerprint())
 
 
 # ---- phases ----------------------------------------------------------------------------------
@@ -129,7 +129,7 @@ def check_columns(dataset: Dataset, what: str = "train_dataset") -> None:
         raise ValueError(f"{what} is empty")
 
 
-def encode_completion(tokenizer, completions: list[str], max_length: int) -> list[list[int]]:
+def encode_completion(tokenizer: Any, completions: list[str], max_length: int) -> list[list[int]]:
     """Completion ids with EOS appended (the policy learns to stop), cut to ``max_length``."""
     for text in completions:
         if not isinstance(text, str):
@@ -161,7 +161,7 @@ def cached_map(
     dataset: Dataset,
     phase: str,
     key: str,
-    function: Callable[[dict], dict],
+    function: Callable[[dict[str, Any]], dict[str, Any]],
     batch_size: int | None = None,
 ) -> tuple[Dataset, bool]:
     """``dataset.map(function)`` (batched) cached in ``{cache_dir}/{phase}-{key}.arrow``; returns the
@@ -193,7 +193,7 @@ def _unpad(rows: torch.Tensor, mask: torch.Tensor) -> list[torch.Tensor]:
     return [row[m.bool()] for row, m in zip(rows, mask, strict=True)]
 
 
-def reference_logprobs(ctx: PrepareContext, batch: dict[str, list]) -> dict[str, list]:
+def reference_logprobs(ctx: PrepareContext, batch: dict[str, list[Any]]) -> dict[str, list[Any]]:
     """log pi_ref(y_t | x, y_<t) of every completion token: one forward per batch."""
     from trl.trainer.utils import selective_log_softmax
 
@@ -206,11 +206,13 @@ def reference_logprobs(ctx: PrepareContext, batch: dict[str, list]) -> dict[str,
     return {"ref_logprobs": [row.tolist() for row in _unpad(logprobs.cpu(), response_mask.cpu())]}
 
 
-def reward_columns(batch: dict[str, list]) -> dict[str, list]:
+def reward_columns(batch: dict[str, list[Any]]) -> dict[str, list[Any]]:
     return {k: v for k, v in batch.items() if k not in INTERNAL_COLUMNS}
 
 
-def score(ctx: PrepareContext, prompts: list, completions: list[str], lengths: list[int], columns: dict) -> list[float]:
+def score(
+    ctx: PrepareContext, prompts: list[Any], completions: list[str], lengths: list[int], columns: dict[str, Any]
+) -> list[float]:
     """Weighted sum of the reward functions (token-level rewards summed over the completion)."""
     mask = torch.zeros(len(completions), max(lengths, default=1) or 1)
     for row, length in enumerate(lengths):
@@ -221,7 +223,7 @@ def score(ctx: PrepareContext, prompts: list, completions: list[str], lengths: l
     return (scores + token_rewards.sum(1)).tolist()
 
 
-def dataset_rewards(ctx: PrepareContext, batch: dict[str, list]) -> dict[str, list]:
+def dataset_rewards(ctx: PrepareContext, batch: dict[str, list[Any]]) -> dict[str, list[Any]]:
     lengths = [len(ids) for ids in batch["completion_ids"]]
     return {"reward": score(ctx, batch["prompt"], batch["completion"], lengths, reward_columns(batch))}
 
@@ -247,8 +249,14 @@ def validation_targets(ctx: PrepareContext, validation: Dataset) -> tuple[list[l
         ids, mask = _queries(ctx, prompt_ids[start : start + ctx.batch_size])
         with ctx.reference() as ref:
             sampled = generate_completions(
-                ref, ids, mask, args.value_generation_kwargs, ctx.tokenizer.pad_token_id, tokenizer=ctx.tokenizer
-            )  # type: ignore[arg-type]
+                ref,  # type: ignore[arg-type]
+                ids,
+                mask,
+                args.value_generation_kwargs,
+                ctx.tokenizer.pad_token_id,
+                tokenizer=ctx.tokenizer,
+            )
+
         completions += ctx.tokenizer.batch_decode(sampled.response_ids, skip_special_tokens=True)
         lengths += sampled.response_mask.sum(1).tolist()
     columns = reward_columns(validation.to_dict())
@@ -293,7 +301,9 @@ def fit_values(ctx: PrepareContext, validation: Dataset | None) -> tuple[PromptV
     return head, stats
 
 
-def values_and_advantages(ctx: PrepareContext, head: PromptValueHead, batch: dict[str, list]) -> dict[str, list]:
+def values_and_advantages(
+    ctx: PrepareContext, head: PromptValueHead, batch: dict[str, list[Any]]
+) -> dict[str, list[Any]]:
     """V(x) for each example (one forward per distinct prompt of the batch) and A = R - V(x)."""
     from hfrl.trainers.offline.value_head import value_predictions
 
@@ -399,5 +409,5 @@ def _cached_stats(stats_file: Path, arrow_file: Path) -> dict[str, float] | None
         return None
 
 
-def _never(batch: dict[str, list]) -> dict[str, list]:
+def _never(batch: dict[str, list[Any]]) -> dict[str, list[Any]]:
     raise RuntimeError("the value-head cache is incomplete: set overwrite_preparation_cache true")

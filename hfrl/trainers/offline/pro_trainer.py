@@ -17,6 +17,7 @@ from typing import Any, ClassVar
 
 import torch
 from datasets import Dataset
+from torch import nn
 
 from hfrl.core.losses import pro_loss
 from hfrl.core.rollout import pad
@@ -81,7 +82,7 @@ def rankings(data: Dataset, max_responses: int | None) -> tuple[Dataset, dict[st
     ):
         group = groups.setdefault(tuple(ids), {"prompt": prompt, "responses": []})
         group["responses"].append((float(reward), list(completion)))
-    rows: dict[str, list] = {"prompt": [], "prompt_ids": [], "completion_ids": [], "rewards": []}
+    rows: dict[str, list[Any]] = {"prompt": [], "prompt_ids": [], "completion_ids": [], "rewards": []}
     for ids, group in groups.items():
         ranked = sorted(group["responses"], key=lambda item: -item[0])  # stable: ties keep the data's order
         if len(ranked) < 2:
@@ -165,8 +166,12 @@ class PROTrainer(ALoLTrainer):
         }
 
     def compute_loss(
-        self, model, inputs: dict[str, torch.Tensor], return_outputs: bool = False, num_items_in_batch=None
-    ):
+        self,
+        model: nn.Module,
+        inputs: dict[str, torch.Tensor],
+        return_outputs: bool = False,
+        num_items_in_batch: Any = None,
+    ) -> torch.Tensor | tuple[torch.Tensor, dict[str, torch.Tensor]]:
         logprobs = self.completion_logprobs(model, inputs)
         mask = inputs["completion_mask"].to(logprobs.dtype)
         logprobs = logprobs * mask

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import copy
 import math
+from typing import cast
 
 import torch
 from torch import nn
@@ -48,7 +49,7 @@ def prompt_hidden_states(lm: nn.Module, prompt_ids: torch.Tensor, prompt_mask: t
     layer's for causal models (left-padded prompts, position ids from the mask as in ``generate``)."""
     if getattr(lm.config, "is_encoder_decoder", False):
         encoder = lm.get_encoder()  # type: ignore[operator]
-        return encoder(input_ids=prompt_ids, attention_mask=prompt_mask).last_hidden_state
+        return cast(torch.Tensor, encoder(input_ids=prompt_ids, attention_mask=prompt_mask).last_hidden_state)
     kwargs = {
         "input_ids": prompt_ids,
         "attention_mask": prompt_mask,
@@ -60,7 +61,7 @@ def prompt_hidden_states(lm: nn.Module, prompt_ids: torch.Tensor, prompt_mask: t
         out = lm(**kwargs, logits_to_keep=1)
     except TypeError:  # an architecture without logits_to_keep
         out = lm(**kwargs)
-    return out.hidden_states[-1]
+    return cast(torch.Tensor, out.hidden_states[-1])
 
 
 def _pad_hidden(states: list[torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
