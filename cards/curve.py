@@ -68,7 +68,9 @@ def _number(value: Any) -> bool:
 
 
 def plot_reward_curve(
-    log_history: list[dict[str, Any]] | str | os.PathLike, path: str | os.PathLike | None = None, title: str = ""
+    log_history: list[dict[str, Any]] | str | os.PathLike[str],
+    path: str | os.PathLike[str] | None = None,
+    title: str = "",
 ) -> Path | None:
     """Draw the run's curve (:func:`training_series`: the reward per iteration or step, else the
     training loss) into ``path`` (PNG). ``log_history`` is the list itself or a run directory

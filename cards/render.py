@@ -14,7 +14,7 @@ import json
 import os
 from importlib import metadata
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import yaml
 
@@ -23,6 +23,9 @@ from hfrl.cards.curve import CURVE_NAME, plot_reward_curve, training_series
 from hfrl.cards.lineage import lineage_text, reward_model_text, root_model
 from hfrl.runs.run_config import PREDICTIONS_DIR, plain_values, sanitize_config, task_kwargs
 from hfrl.runs.run_dir import Run, is_hub_id, open_run
+
+if TYPE_CHECKING:
+    from huggingface_hub import ModelCard
 
 TEMPLATE = Path(__file__).parent / "templates" / "model_card.md"
 HFRL_URL = "https://github.com/hfrl/hfrl"
@@ -142,7 +145,7 @@ def task_spec(task: str, task_args: dict[str, Any]) -> dict[str, Any]:
     try:
         spec = describe_task(task, **task_args)
     except (TypeError, ValueError):  # e.g. a classifier the task needs and the run did not name
-        return read_task_yaml(import_path(TASKS[task].partition(":")[0]).__file__)
+        return cast(dict[str, Any], read_task_yaml(import_path(TASKS[task].partition(":")[0]).__file__))
     return spec.declared if spec is not None else {}
 
 
@@ -196,7 +199,7 @@ def base_license(base: str | None) -> str | None:
         return TINY_LICENSE
     gguf = gguf_source(base)
     if gguf is not None:
-        return gguf["license"]
+        return cast(str | None, gguf["license"])
     readme = Path(base) / "README.md"
     if not readme.is_file() and is_hub_id(base):
         from huggingface_hub import try_to_load_from_cache
@@ -208,7 +211,7 @@ def base_license(base: str | None) -> str | None:
     from huggingface_hub import ModelCard
 
     try:
-        return ModelCard.load(readme, ignore_metadata_errors=True).data.get("license")
+        return cast(str | None, ModelCard.load(readme, ignore_metadata_errors=True).data.get("license"))
     except Exception:  # noqa: BLE001 - someone else's card: no license rather than no card
         return None
 
@@ -585,7 +588,7 @@ def card_context(
     return card_data, context
 
 
-def render_card(run: Run | str | os.PathLike, **kwargs: Any):
+def render_card(run: Run | str | os.PathLike[str], **kwargs: Any) -> ModelCard:
     """The run's model card as a ``huggingface_hub.ModelCard`` (parsed back, so metadata errors raise).
 
     Keyword arguments: ``model_ref`` (what the usage snippet loads; default the run directory),
@@ -604,7 +607,7 @@ def render_card(run: Run | str | os.PathLike, **kwargs: Any):
     return ModelCard(content)
 
 
-def write_card(run_dir: str | os.PathLike, out_dir: str | os.PathLike | None = None, **kwargs: Any) -> Path:
+def write_card(run_dir: str | os.PathLike[str], out_dir: str | os.PathLike[str] | None = None, **kwargs: Any) -> Path:
     """Write ``README.md`` and ``reward_curve.png`` (when there is a reward history) into ``out_dir``
     (default: the run directory) and return the card's path."""
     run = open_run(run_dir, names_as_text=True)  # a task or reward of the user's own code: named, never run

@@ -9,12 +9,14 @@ tokens by the trainer; ``references = [highlights]``; ``id`` is kept. Reward: RO
 
 from __future__ import annotations
 
+from typing import Any
+
 from hfrl.tasks.data import parquet_builder
 
 PREFIX = "Summarize: "
 
 
-def preprocess(batch: dict[str, list]) -> dict[str, list]:
+def preprocess(batch: dict[str, list[Any]]) -> dict[str, list[Any]]:
     """Articles -> prompts; highlights -> references.
 
     >>> preprocess({"article": ["Text."], "highlights": ["Sum."], "id": ["x1"]})

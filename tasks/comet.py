@@ -43,14 +43,14 @@ SKD_URL = (
 )
 
 
-def atomic_samples(batch: dict[str, list], with_reward: bool = True) -> dict[str, list]:
+def atomic_samples(batch: dict[str, list[Any]], with_reward: bool = True) -> dict[str, list[Any]]:
     """ATOMIC-10x rows -> COMET samples (rows of relations the critic does not know are dropped).
 
     >>> atomic_samples({"head": ["PersonX buys a car"], "relation": ["xWant"], "tail": ["to drive it"],
     ...                 "p_valid_model": [0.9]})["prompt"]
     ['<head> PersonX buys a car </head> <relation> xWant </relation> [GEN] ']
     """
-    out: dict[str, list] = {"prompt": [], "completion": [], "references": [], "head": [], "relation": []}
+    out: dict[str, list[Any]] = {"prompt": [], "completion": [], "references": [], "head": [], "relation": []}
     if with_reward:
         out["reward"] = []
     scores = batch.get("p_valid_model") or [None] * len(batch["head"])
@@ -67,7 +67,7 @@ def atomic_samples(batch: dict[str, list], with_reward: bool = True) -> dict[str
     return out
 
 
-def load_atomic2020_test(path: str | os.PathLike) -> Any:
+def load_atomic2020_test(path: str | os.PathLike[str]) -> Any:
     """ATOMIC 2020's ``test.tsv`` (head, relation, tail; no header) -> one test sample per (head,
     relation) of the seven relations, every tail a reference."""
     from datasets import Dataset
@@ -91,8 +91,8 @@ def load_atomic2020_test(path: str | os.PathLike) -> Any:
 
 
 def build(
-    data_dir: str | os.PathLike | None = None,
-    atomic2020_test: str | os.PathLike | None = None,
+    data_dir: str | os.PathLike[str] | None = None,
+    atomic2020_test: str | os.PathLike[str] | None = None,
     validation_size: int | None = 10_000,
     use_data_scores: bool = True,
     seed: int = 901,

@@ -12,12 +12,14 @@ Reward: METEOR + the CommonGen repeat penalty.
 
 from __future__ import annotations
 
+from typing import Any
+
 from hfrl.tasks.data import parquet_builder
 
 PREFIX = "generate a sentence with: "
 
 
-def preprocess(batch: dict[str, list]) -> dict[str, list]:
+def preprocess(batch: dict[str, list[Any]]) -> dict[str, list[Any]]:
     """GEM CommonGen rows -> RL4LMs' prompts and single references.
 
     >>> out = preprocess({"concepts": [["dog", "frisbee"]], "target": [""]})

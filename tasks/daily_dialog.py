@@ -18,6 +18,7 @@ classifier (a Hub id or local folder) in the reward and the metric.
 from __future__ import annotations
 
 from functools import partial
+from typing import Any
 
 from hfrl.tasks.base import Task, apply_reward_config, read_task_yaml, with_model
 from hfrl.tasks.data import build_parquet_task
@@ -26,14 +27,14 @@ EOU = "<EOU>"
 CLASSIFIER_IDS = ("intent_accuracy",)
 
 
-def dialog_samples(batch: dict[str, list], context_size: int = 5) -> dict[str, list]:
+def dialog_samples(batch: dict[str, list[Any]], context_size: int = 5) -> dict[str, list[Any]]:
     """Dialogues -> one sample per utterance that has ``context_size`` utterances before it.
 
     >>> out = dialog_samples({"dialog": [["a", "b", "c"]], "act": [[2, 1, 3]], "emotion": [[0, 0, 4]]}, 2)
     >>> out["prompt"], out["references"], out["intent"]
     (['a<EOU>b <EOU>'], [['c<EOU>']], [3])
     """
-    out: dict[str, list] = {"prompt": [], "references": [], "intent": [], "emotion": []}
+    out: dict[str, list[Any]] = {"prompt": [], "references": [], "intent": [], "emotion": []}
     for dialog, acts, emotions in zip(batch["dialog"], batch["act"], batch["emotion"], strict=True):
         for i, (utterance, act, emotion) in enumerate(zip(dialog, acts, emotions, strict=True)):
             if i < context_size:
@@ -52,7 +53,7 @@ def build(
     context_size: int = 5,
     reward_config: str | None = None,
     intent_model: str | None = None,
-    **overrides,
+    **overrides: Any,
 ) -> Task:
     """The DailyDialog task; ``reward_config``: ``rl4lms`` (default) or ``openrl``."""
     if context_size < 1:

@@ -26,10 +26,15 @@ import logging
 import os
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 from urllib.parse import quote
 
 from hfrl.utils.assets import FULL_SHA as FULL_SHA_RE
+
+if TYPE_CHECKING:
+    from datasets import DatasetDict
+
+    from hfrl.tasks.base import Task
 
 DATA_DIR_ENV = "HFRL_DATA_DIR"
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
@@ -41,7 +46,7 @@ def _patterns(value: str | list[str]) -> list[str]:
     return [value] if isinstance(value, str) else list(value)
 
 
-def local_data_dir(task: str, data_dir: str | os.PathLike | None = None) -> str | None:
+def local_data_dir(task: str, data_dir: str | os.PathLike[str] | None = None) -> str | None:
     """The local folder to read ``task``'s files from: ``data_dir``, else ``$HFRL_DATA_DIR/<task>``, else None."""
     if data_dir is not None:
         return str(data_dir)
@@ -49,7 +54,9 @@ def local_data_dir(task: str, data_dir: str | os.PathLike | None = None) -> str 
     return os.path.join(root, task) if root else None
 
 
-def data_files(source: dict[str, Any], data_dir: str | None = None, revision: str | None = None) -> dict[str, list]:
+def data_files(
+    source: dict[str, Any], data_dir: str | None = None, revision: str | None = None
+) -> dict[str, list[Any]]:
     """Split -> file paths or patterns: ``hf://datasets/{path}@{revision}/...`` or ``{data_dir}/...``.
 
     >>> src = {"path": "me/data", "revision": "abc", "files": {"train": "data/train-*.parquet"}}
@@ -69,9 +76,9 @@ def data_files(source: dict[str, Any], data_dir: str | None = None, revision: st
 def load_parquet_splits(
     task: str,
     source: dict[str, Any],
-    data_dir: str | os.PathLike | None = None,
+    data_dir: str | os.PathLike[str] | None = None,
     revision: str | None = None,
-):
+) -> DatasetDict:
     """The raw ``DatasetDict`` of a task's Parquet files (Hub or local mirror; see the module docstring)."""
     from datasets import load_dataset
 
@@ -88,7 +95,7 @@ def load_parquet_splits(
     if local is None:
         logger.warning(download_note(task, source, revision))
     try:
-        return load_dataset("parquet", data_files=files)
+        return cast("DatasetDict", load_dataset("parquet", data_files=files))
     except Exception as err:  # noqa: BLE001 - one clear line instead of the network stack's traceback
         first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
         hint = "" if local else f"; offline, point {DATA_DIR_ENV} (or data_dir) at a folder holding the same files"
@@ -133,12 +140,12 @@ def sample_limits(source: dict[str, Any], max_samples: Any) -> int | dict[str, i
 
 
 def preprocess_splits(
-    raw,
-    preprocess: Callable[[dict[str, list]], dict[str, list]],
+    raw: DatasetDict,
+    preprocess: Callable[[dict[str, list[Any]]], dict[str, list[Any]]],
     max_samples: int | dict[str, int] | None = None,
     seed: int = 0,
     rowwise: bool = False,
-):
+) -> DatasetDict:
     """``raw`` (a ``DatasetDict``) mapped by ``preprocess`` (batched: columns -> the task's columns, row
     counts may change), each split optionally cut to ``max_samples`` rows after a seeded shuffle.
     ``rowwise`` (``preprocess`` maps each row to one row): the raw rows are cut before mapping, which
@@ -160,15 +167,15 @@ def preprocess_splits(
 
 def build_parquet_task(
     module_file: str,
-    preprocess: Callable[[dict[str, list]], dict[str, list]],
+    preprocess: Callable[[dict[str, list[Any]]], dict[str, list[Any]]],
     spec: dict[str, Any] | None = None,
-    data_dir: str | os.PathLike | None = None,
+    data_dir: str | os.PathLike[str] | None = None,
     revision: str | None = None,
     max_samples: int | dict[str, int] | str | None = None,
     split_raw: Callable[[Any], Any] | None = None,
     rowwise: bool = False,
     **overrides: Any,
-):
+) -> Task:
     """A GRUE task: its YAML's Parquet files (Hub or local mirror), ``split_raw`` (re-splitting, e.g.
     a validation split carved from train), ``preprocess``, then rewards, metrics and configs.
     ``max_samples`` None takes the manifest's default limit (:func:`sample_limits`)."""
@@ -183,7 +190,9 @@ def build_parquet_task(
     return task_from_yaml(module_file, dataset, spec=spec, **overrides)
 
 
-def parquet_builder(module_file: str, preprocess: Callable[[dict[str, list]], dict[str, list]], what: str):
+def parquet_builder(
+    module_file: str, preprocess: Callable[[dict[str, list[Any]]], dict[str, list[Any]]], what: str
+) -> Callable[..., Task]:
     """A GRUE task module's ``build``: :func:`build_parquet_task` of ``module_file`` with ``preprocess``
     (one row per raw row). ``max_samples``: rows per split (an int or ``{split: n}``); None, the
     manifest's default (wmt16, narrative_qa); ``all``, every row."""
@@ -192,8 +201,8 @@ def parquet_builder(module_file: str, preprocess: Callable[[dict[str, list]], di
         data_dir: str | None = None,
         revision: str | None = None,
         max_samples: int | dict[str, int] | str | None = None,
-        **overrides,
-    ):
+        **overrides: Any,
+    ) -> Task:
         return build_parquet_task(
             module_file,
             preprocess,

@@ -25,12 +25,15 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 # the reward and its format live in the rewards' layer (whose registry names them); the task's names stay
 from hfrl.rewards.oasst import OpenAssistantReward as OpenAssistantReward
 from hfrl.rewards.oasst import to_oasst as to_oasst
 from hfrl.tasks.base import Task, read_task_yaml, task_from_yaml
+
+if TYPE_CHECKING:
+    from datasets import DatasetDict
 
 FIXTURE_DIR = Path(__file__).resolve().parent / "fixtures" / "hh"
 DATA_DIR_ENV = "HFRL_DATA_DIR"  # a folder of task data folders: $HFRL_DATA_DIR/hh mirrors the Hub repository
@@ -50,7 +53,7 @@ def split_transcript(text: str) -> tuple[str, str] | None:
     return text[: cut + len(ASSISTANT)], text[cut + len(ASSISTANT) :]
 
 
-def data_root(data_dir: str | os.PathLike | None, spec: dict[str, Any]) -> str:
+def data_root(data_dir: str | os.PathLike[str] | None, spec: dict[str, Any]) -> str:
     """Where the JSONL files are: ``data_dir``, else ``$HFRL_DATA_DIR/hh``, else the Hub repository
     at its pinned revision."""
     if data_dir is None and os.environ.get(DATA_DIR_ENV):
@@ -74,9 +77,9 @@ def data_files(root: str, subsets: list[str]) -> dict[str, list[str]]:
     return {split: [f"{root}/{subset}/{split}.jsonl*" for subset in subsets] for split in ("train", "test")}
 
 
-def to_examples(batch: dict[str, list], both: bool) -> dict[str, list]:
+def to_examples(batch: dict[str, list[Any]], both: bool) -> dict[str, list[Any]]:
     """HH pairs -> (prompt, completion, references) rows: chosen and rejected (``both``) or chosen."""
-    out: dict[str, list] = {"prompt": [], "completion": [], "references": []}
+    out: dict[str, list[Any]] = {"prompt": [], "completion": [], "references": []}
     for chosen, rejected in zip(batch["chosen"], batch["rejected"], strict=True):
         good = split_transcript(chosen)
         for text in (chosen, rejected) if both else (chosen,):
@@ -89,7 +92,7 @@ def to_examples(batch: dict[str, list], both: bool) -> dict[str, list]:
     return out
 
 
-def to_pairs(batch: dict[str, list]) -> dict[str, list]:
+def to_pairs(batch: dict[str, list[Any]]) -> dict[str, list[Any]]:
     """HH pairs -> one (prompt, chosen, rejected, references) row each: DPO's preference pairs, and
     one row per prompt for the online algorithms. A pair whose transcripts differ before their last
     assistant turn is left out.
@@ -99,7 +102,7 @@ def to_pairs(batch: dict[str, list]) -> dict[str, list]:
     >>> pair["prompt"], pair["chosen"], pair["rejected"], pair["references"]
     (['\\n\\nHuman: Hi\\n\\nAssistant:'], [' Hello!'], [' Go.'], [['Hello!']])
     """
-    out: dict[str, list] = {"prompt": [], "chosen": [], "rejected": [], "references": []}
+    out: dict[str, list[Any]] = {"prompt": [], "chosen": [], "rejected": [], "references": []}
     for chosen, rejected in zip(batch["chosen"], batch["rejected"], strict=True):
         good, bad = split_transcript(chosen), split_transcript(rejected)
         if good is None or bad is None or good[0] != bad[0] or not good[1].strip() or not bad[1].strip():
@@ -111,7 +114,9 @@ def to_pairs(batch: dict[str, list]) -> dict[str, list]:
     return out
 
 
-def load_hh(root: str, subsets: list[str], validation_size: int = 500, seed: int = 0, pairs: bool = False):
+def load_hh(
+    root: str, subsets: list[str], validation_size: int = 500, seed: int = 0, pairs: bool = False
+) -> DatasetDict:
     """The ``DatasetDict`` (train / validation / test) from the HH JSONL files under ``root``; with
     ``pairs``, one (prompt, chosen, rejected) row per pair in every split (:func:`to_pairs`)."""
     import glob
@@ -161,13 +166,13 @@ def load_hh(root: str, subsets: list[str], validation_size: int = 500, seed: int
 
 
 def build(
-    data_dir: str | os.PathLike | None = None,
+    data_dir: str | os.PathLike[str] | None = None,
     subsets: list[str] | None = None,
     validation_size: int = 500,
     seed: int = 0,
     classifier: str | None = None,
     pairs: bool = False,
-    **overrides,
+    **overrides: Any,
 ) -> Task:
     """HH-RLHF prompts, chosen and rejected responses; reward: OpenAssistant pythia-1.4B through a
     sigmoid (``classifier``: another sequence classifier, a Hub id or a local folder). ``pairs``:

@@ -23,8 +23,13 @@ built-in SmolLM2-135M-Instruct (``reward_configs: vader`` in imdb.yaml; ``benchm
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from hfrl.tasks.base import Task, apply_reward_config, read_task_yaml, spec_id, with_model
 from hfrl.tasks.data import FIXTURES, build_parquet_task
+
+if TYPE_CHECKING:
+    from datasets import DatasetDict
 
 CLASSIFIER_IDS = ("learned_classifier",)
 VADER_METRIC = {"id": "vader_sentiment", "args": {"key": "sentiment"}}
@@ -32,7 +37,7 @@ DATA = {"hub": None, "openings": FIXTURES / "imdb_openings"}  # data= -> the loc
 REWARDS = ("classifier", "vader")
 
 
-def preprocess(batch: dict[str, list]) -> dict[str, list]:
+def preprocess(batch: dict[str, list[Any]]) -> dict[str, list[Any]]:
     """Reviews -> prompt (first half of the words), references (the review), completion (second half).
 
     >>> preprocess({"text": ["a b c d e"], "label": [1]})
@@ -52,7 +57,7 @@ def preprocess(batch: dict[str, list]) -> dict[str, list]:
     }
 
 
-def split_validation(raw, seed: int = 0):
+def split_validation(raw: DatasetDict, seed: int = 0) -> DatasetDict:
     """Train -> 80% train and 20% validation (RL4LMs), test unchanged."""
     from datasets import DatasetDict
 
@@ -60,7 +65,9 @@ def split_validation(raw, seed: int = 0):
     return DatasetDict(train=parts["train"], validation=parts["test"], test=raw["test"])
 
 
-def task_spec(classifier: str | None = None, data: str = "hub", reward: str = "classifier", **_: object) -> dict:
+def task_spec(
+    classifier: str | None = None, data: str = "hub", reward: str = "classifier", **_: object
+) -> dict[str, Any]:
     """imdb.yaml with the task arguments applied (what ``build`` loads and what a model card shows):
     ``classifier`` swaps the sentiment classifier, ``reward=vader`` VADER's sentiment for it (reward,
     metric and SmolLM2's settings), ``data=openings`` the shipped openings for the Hub data."""
@@ -70,7 +77,7 @@ def task_spec(classifier: str | None = None, data: str = "hub", reward: str = "c
         raise ValueError(f"imdb: reward must be one of {', '.join(REWARDS)}, got {reward!r}")
     if reward == "vader" and classifier is not None:
         raise ValueError("imdb: reward=vader uses no classifier; drop the classifier argument")
-    spec = read_task_yaml(__file__)
+    spec: dict[str, Any] = read_task_yaml(__file__)
     if reward == "vader":
         spec = apply_reward_config(spec, "vader")
         spec["metrics"] = [VADER_METRIC if spec_id(m) in CLASSIFIER_IDS else m for m in spec["metrics"]]
@@ -88,7 +95,7 @@ def build(
     classifier: str | None = None,
     data: str = "hub",
     reward: str = "classifier",
-    **overrides,
+    **overrides: Any,
 ) -> Task:
     """The IMDB task; ``classifier`` replaces the sentiment classifier of the reward and metric,
     ``data=openings`` reads the shipped review openings, ``reward=vader`` scores with VADER."""

@@ -33,11 +33,14 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from hfrl.rewards.dialogue import EOS, fit_diversity
 from hfrl.tasks.base import Task, task_from_yaml, with_classifiers
 from hfrl.tasks.local_data import local_files
+
+if TYPE_CHECKING:
+    from datasets import DatasetDict
 
 WOW_FOLDER = "wizard_of_wikipedia"  # $HFRL_DATA_DIR/wizard_of_wikipedia
 WOW_URL = "http://parl.ai/downloads/wizard_of_wikipedia/wizard_of_wikipedia.tgz"
@@ -98,7 +101,7 @@ def wow_samples(dialogs: list[dict[str, Any]], max_history_words: int | None = 3
     return out
 
 
-def faithdial_samples(batch: dict[str, list], max_history_words: int | None = 300) -> dict[str, list]:
+def faithdial_samples(batch: dict[str, list[Any]], max_history_words: int | None = 300) -> dict[str, list[Any]]:
     """FaithDial rows (``history``, ``knowledge``, ``response``) -> samples (batched ``Dataset.map``)."""
     rows = [
         sample(k, h, r, max_history_words)
@@ -108,7 +111,7 @@ def faithdial_samples(batch: dict[str, list], max_history_words: int | None = 30
     return {c: [row[c] for row in rows] for c in COLUMNS}
 
 
-def load_wow(task: str, data_dir: str | os.PathLike | None, max_history_words: int | None) -> dict[str, Any]:
+def load_wow(task: str, data_dir: str | os.PathLike[str] | None, max_history_words: int | None) -> dict[str, Any]:
     """``{"train": Dataset, "validation": Dataset}`` from the Wizard of Wikipedia folder."""
     from datasets import Dataset
 
@@ -126,8 +129,12 @@ def load_wow(task: str, data_dir: str | os.PathLike | None, max_history_words: i
 
 
 def load_faithdial(
-    task: str, source: dict[str, Any], data_dir: str | os.PathLike | None, revision: str | None, max_history_words
-):
+    task: str,
+    source: dict[str, Any],
+    data_dir: str | os.PathLike[str] | None,
+    revision: str | None,
+    max_history_words: int | None,
+) -> DatasetDict:
     """FaithDial's train / validation / test samples (Hub Parquet files at the pinned revision, or a mirror)."""
     from hfrl.tasks.data import load_parquet_splits, preprocess_splits
 
@@ -139,16 +146,16 @@ def load_faithdial(
     return preprocess_splits(raw, lambda batch: faithdial_samples(batch, max_history_words))
 
 
-def task_spec(module_file: str, **task_args: Any) -> dict:
+def task_spec(module_file: str, **task_args: Any) -> dict[str, Any]:
     """The task's YAML with the classifiers the task arguments name (:func:`with_classifiers`)."""
-    return with_classifiers(module_file, CLASSIFIERS, task_args)
+    return cast(dict[str, Any], with_classifiers(module_file, CLASSIFIERS, task_args))
 
 
 def build_task(
     module_file: str,
     training: str,
-    data_dir: str | os.PathLike | None = None,
-    faithdial_dir: str | os.PathLike | None = None,
+    data_dir: str | os.PathLike[str] | None = None,
+    faithdial_dir: str | os.PathLike[str] | None = None,
     revision: str | None = None,
     max_history_words: int | None = 300,
     seed: int = 901,

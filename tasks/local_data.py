@@ -16,7 +16,7 @@ from hfrl.tasks.data import DATA_DIR_ENV, local_data_dir
 
 
 def local_files(
-    task: str, folder: str, files: list[str], data_dir: str | os.PathLike | None = None, get: str = ""
+    task: str, folder: str, files: list[str], data_dir: str | os.PathLike[str] | None = None, get: str = ""
 ) -> dict[str, str]:
     """``{file name: path}`` of ``files`` in the task's local folder (see the module docstring)."""
     root = local_data_dir(folder, data_dir)

@@ -11,12 +11,14 @@ in those rows are not used.
 
 from __future__ import annotations
 
+from typing import Any
+
 from hfrl.tasks.data import parquet_builder
 
 SEPARATOR = " \\n "  # UnifiedQA joins question and context with a literal backslash-n
 
 
-def preprocess(batch: dict[str, list]) -> dict[str, list]:
+def preprocess(batch: dict[str, list[Any]]) -> dict[str, list[Any]]:
     """DeepMind NarrativeQA rows -> UnifiedQA prompts (lowercased) and answers.
 
     >>> out = preprocess({"document": [{"summary": {"text": "Mark is a DJ."}}],

@@ -22,10 +22,14 @@ import functools
 import glob
 import os
 import re
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from hfrl.tasks.base import Task, read_task_yaml, task_from_yaml
+
+if TYPE_CHECKING:
+    from datasets import Dataset, DatasetDict
 
 FORMATS = {".jsonl": "json", ".json": "json", ".csv": "csv", ".tsv": "csv", ".parquet": "parquet"}
 SPLITS = {"train": "train", "validation": "validation", "valid": "validation", "val": "validation"}
@@ -40,7 +44,7 @@ def is_own_data(name: str) -> bool:
     return bool(_HUB_ID.match(name))
 
 
-def builder(source: str):
+def builder(source: str) -> Callable[..., Task]:
     """``build`` bound to ``source`` (what ``load_task`` calls with the task arguments)."""
     return functools.partial(build, source)
 
@@ -58,7 +62,7 @@ def _format_of(files: list[str], where: str) -> str:
     return formats.pop()
 
 
-def _load_local(source: str):
+def _load_local(source: str) -> DatasetDict:
     from datasets import DatasetDict, load_dataset
 
     if os.path.isdir(source):
@@ -106,7 +110,7 @@ def _unreadable(files: list[str], builder: str, err: BaseException) -> ValueErro
     return ValueError(f"data file {where} cannot be read as {builder}: {detail}")
 
 
-def _load_hub(source: str, subset: str | None, revision: str | None):
+def _load_hub(source: str, subset: str | None, revision: str | None) -> Any:
     from datasets import load_dataset
 
     name = source.removeprefix("hf://datasets/")
@@ -117,7 +121,7 @@ def _load_hub(source: str, subset: str | None, revision: str | None):
         raise RuntimeError(f"cannot load Hub dataset {name!r}: {first}") from err
 
 
-def _hold_out(raw, test_size: Any, source: str):
+def _hold_out(raw: DatasetDict, test_size: Any, source: str) -> DatasetDict:
     """``raw`` with ``test_size`` rows of train (a fraction in (0, 1) or a count) as its test split."""
     from datasets import DatasetDict
 
@@ -134,7 +138,7 @@ def _hold_out(raw, test_size: Any, source: str):
     return DatasetDict({**raw, "train": parts["train"], "test": parts["test"]})
 
 
-def _check_texts(dataset, source: str, columns: tuple[str, ...]) -> None:
+def _check_texts(dataset: Dataset, source: str, columns: tuple[str, ...]) -> None:
     """The pair columns (``chosen``, ``rejected``; ``text`` of scored texts) hold text or chat messages: a
     number there is one line naming the column, not an ``AttributeError`` inside TRL's tokenization."""
     for name in columns:
@@ -154,7 +158,9 @@ def _as_references(value: Any) -> list[str]:
     return [str(v) for v in value if v is not None]
 
 
-def to_task_columns(dataset, source: str, prompt_column: str, references_column: str, needs_references: bool):
+def to_task_columns(
+    dataset: Dataset, source: str, prompt_column: str, references_column: str, needs_references: bool
+) -> Dataset:
     """One split with ``prompt`` and ``references`` (list[str]); a clear error naming the columns it has."""
     columns = dataset.column_names
     listed = ", ".join(columns)

@@ -59,7 +59,7 @@ def clean(text: str) -> str:
     return URL.sub("<URL>", re.sub(r"\s+", " ", text).strip())
 
 
-def comment_samples(batch: dict[str, list], max_words: int = 100) -> dict[str, list]:
+def comment_samples(batch: dict[str, list[Any]], max_words: int = 100) -> dict[str, list[Any]]:
     """Kaggle comment rows -> (prompt, completion) samples; see the module docstring.
 
     >>> out = comment_samples({"parent_text": ["Any plans?", None], "text": ["A  hike.", "x"],
@@ -67,7 +67,7 @@ def comment_samples(batch: dict[str, list], max_words: int = 100) -> dict[str, l
     >>> out["prompt"], out["completion"], out["score"]
     (['Any plans?<|endoftext|>'], ['A hike.'], [120.0])
     """
-    out: dict[str, list] = {"prompt": [], "completion": [], "references": [], "score": [], "parent_score": []}
+    out: dict[str, list[Any]] = {"prompt": [], "completion": [], "references": [], "score": [], "parent_score": []}
     for parent, text, score, parent_score in zip(
         batch["parent_text"], batch["text"], batch["score"], batch["parent_score"], strict=True
     ):
@@ -87,7 +87,7 @@ def comment_samples(batch: dict[str, list], max_words: int = 100) -> dict[str, l
 
 def load_comments(
     task: str,
-    data_dir: str | os.PathLike | None,
+    data_dir: str | os.PathLike[str] | None,
     sample_size: int | None,
     max_words: int,
     seed: int,
@@ -118,7 +118,7 @@ def load_comments(
 def build_task(
     module_file: str,
     side: str,
-    data_dir: str | os.PathLike | None = None,
+    data_dir: str | os.PathLike[str] | None = None,
     sample_size: int | None = 102_000,
     test_size: int = 1000,
     validation_size: int = 1000,
@@ -158,10 +158,12 @@ def build_task(
     return task
 
 
-def task_spec(module_file: str, safety_model: str | None = None, rewards: Any = None, **task_args: Any) -> dict:
+def task_spec(
+    module_file: str, safety_model: str | None = None, rewards: Any = None, **task_args: Any
+) -> dict[str, Any]:
     """The task's YAML with the classifiers the task arguments name (:func:`with_classifiers`) and the
     safety classifier (not needed when ``rewards`` replace the task's)."""
-    spec = with_classifiers(module_file, CLASSIFIERS, task_args)
+    spec: dict[str, Any] = with_classifiers(module_file, CLASSIFIERS, task_args)
     spec["rewards"] = with_safety(spec["rewards"], safety_model, spec["name"], rewards is not None)
     return spec
 

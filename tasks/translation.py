@@ -3,10 +3,12 @@ with T5's task prefix, as RL4LMs' ``IWSLT2017EnDe`` and ``WMT`` data pools build
 
 from __future__ import annotations
 
+from typing import Any
+
 PREFIX = "translate English to German: "
 
 
-def en_de(batch: dict[str, list]) -> dict[str, list]:
+def en_de(batch: dict[str, list[Any]]) -> dict[str, list[Any]]:
     """``translation: {de, en}`` rows -> prompts (English with T5's prefix) and references (German).
 
     >>> en_de({"translation": [{"de": "Hallo Welt.", "en": "Hello world."}]})
