@@ -11,8 +11,7 @@ from typing import Any
 
 from hfrl.core.models import load_pretrained_weights
 from hfrl.core.policies import ActorCritic, is_peft_model
-
-VALUE_HEAD_NAME = "value_head.safetensors"
+from hfrl.trainers.online.critic_from import VALUE_HEAD_NAME  # the critic's file names, where torch is not imported
 
 
 def save_policy(model: ActorCritic, tokenizer: Any, args: Any, output_dir: str, state_dict: dict | None = None) -> None:

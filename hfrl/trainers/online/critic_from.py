@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-VALUE_HEAD_NAME = "value_head.safetensors"  # as hfrl.trainers.online.checkpointing writes it
+VALUE_HEAD_NAME = "value_head.safetensors"  # the value head beside a saved policy (checkpointing.save_policy)
 CRITIC_DIR = "critic"
 CRITIC_PATTERNS = (  # what an export or a push ships of a critic, and what a Hub download fetches
     VALUE_HEAD_NAME,
