@@ -72,13 +72,31 @@ def checkpoint_to_resume(
     return checkpoint
 
 
-def complete_checkpoint(folder: str, run_dir: str, identity: dict[str, Any], limit: int | None, best: Any) -> None:
+def complete_checkpoint(
+    folder: str, run_dir: str, identity: dict[str, Any], limit: int | None, best: Any, trainer: Any = None
+) -> None:
     """The last steps of a checkpoint, once every process has written its files: the completion marker
     (the run's ``identity`` in it), then the rotation of old checkpoints (``save_total_limit``), which
     keeps ``best`` (the best evaluated checkpoint)."""
-    from transformers.trainer_utils import rotate_checkpoints
-
     mark_complete(folder, identity)
+    rotate_old_checkpoints(run_dir, limit, best, trainer)
+
+
+def rotate_old_checkpoints(run_dir: str, limit: int | None, best: Any, trainer: Any = None) -> None:
+    """Keep the newest ``limit`` checkpoints of ``run_dir`` (and ``best``): transformers' ``rotate_checkpoints``
+    (5.2 and later); before 5.2 (pyproject's floor is 5.0) only ``trainer._rotate_checkpoints`` does it, which
+    reads the limit from the trainer's arguments and the best checkpoint from its state."""
+    try:
+        from transformers.trainer_utils import rotate_checkpoints
+    except ImportError:  # transformers 5.0 and 5.1
+        if trainer is None:
+            raise
+        saved, trainer.args.save_total_limit = trainer.args.save_total_limit, limit
+        try:
+            trainer._rotate_checkpoints(use_mtime=True, output_dir=run_dir)
+        finally:
+            trainer.args.save_total_limit = saved
+        return
     rotate_checkpoints(output_dir=run_dir, save_total_limit=limit, best_model_checkpoint=best, use_mtime=True)
 
 

@@ -129,7 +129,7 @@ class TrainerMixin(_Trainer):
             _remove_deepspeed_scripts(folder)
             identity = run_identity(args, self.run_facts.run_id, self.run_facts.definition)
             try:
-                complete_checkpoint(folder, run_dir, identity, limit, self.state.best_model_checkpoint)
+                complete_checkpoint(folder, run_dir, identity, limit, self.state.best_model_checkpoint, self)
             except Exception as err:  # noqa: BLE001 - the marker itself may not fit on the disk
                 failure = write_failure(err, folder, run_dir)
                 if failure is None:
