@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
@@ -77,7 +78,7 @@ class _PromptTruncation:
             raise ValueError(f"truncation_side must be 'left' or 'right', got {self.truncation_side!r}")
         _hfrl_defaults(self)
         _clip_min_new_tokens(self)
-        _stop_strings_for_vllm(self)
+        _generation_kwargs_for_vllm(self)
         super().__post_init__()  # type: ignore[misc]  # TRL's config, next in the MRO
 
 
@@ -95,16 +96,21 @@ def _clip_min_new_tokens(args: Any) -> None:
         args.generation_kwargs = {**kwargs, "min_new_tokens": most}
 
 
-def _stop_strings_for_vllm(args: Any) -> None:
-    """A task's ``stop_strings`` (transformers' name, in ``generation_kwargs``) under vLLM's name ``stop``, the
-    stop string kept in the text, when TRL samples with vLLM (its ``generation_kwargs`` go to ``SamplingParams``)."""
+def _generation_kwargs_for_vllm(args: Any) -> None:
+    """transformers' names in ``generation_kwargs`` (a task's) under vLLM's when TRL samples with vLLM (its
+    ``generation_kwargs`` go to ``SamplingParams``, which refuses ``min_new_tokens``): ``min_new_tokens`` as
+    ``min_tokens`` (hfrl's own rollouts' :data:`~hfrl.trainers.online.vllm_rollout.SAMPLING_PARAMS`), ``stop_strings``
+    as ``stop``, the stop string kept in the text; any other key goes to vLLM as it is."""
     kwargs = dict(getattr(args, "generation_kwargs", None) or {})
-    if getattr(args, "use_vllm", False) and "stop_strings" in kwargs:
-        from hfrl.core.rollout.stop import stop_strings
+    if not getattr(args, "use_vllm", False) or not kwargs:
+        return
+    from hfrl.core.rollout.stop import STOP_KEY, stop_strings
+    from hfrl.trainers.online.vllm_rollout import SAMPLING_PARAMS
 
-        stops = list(stop_strings(kwargs))
-        del kwargs["stop_strings"]
-        args.generation_kwargs = {**kwargs, "stop": stops, "include_stop_str_in_output": True}
+    renamed = {SAMPLING_PARAMS.get(key, key): value for key, value in kwargs.items() if key != STOP_KEY}
+    if STOP_KEY in kwargs:
+        renamed.update(stop=list(stop_strings(kwargs)), include_stop_str_in_output=True)
+    args.generation_kwargs = renamed
 
 
 @contextlib.contextmanager
@@ -129,6 +135,28 @@ def _generate_with_tokenizer(model: Any, tokenizer: Any, needed: bool) -> Iterat
 # TRL derives each of these two from the other in ``__post_init__`` and refuses both set: a run's
 # config.yaml records them as given (None when derived), so that ``--config`` and ``--resume`` read it back.
 GENERATION_BATCH_FIELDS = ("generation_batch_size", "steps_per_generation")
+
+
+@contextlib.contextmanager
+def _hfrl_engine(trainer: Any, args: Any) -> Iterator[None]:
+    """TRL's online trainers build their ``VLLMGeneration`` in their constructor; under ``use_vllm`` hfrl's
+    factory builds it instead (:data:`hfrl.trainers.online.vllm_rollout.vllm_generation_factory`, as for hfrl's own
+    rollouts): on vLLM's CPU platform an eager engine whose weight sync goes through vLLM's reload path, is checked,
+    and shuts down before torch's process group (TRL's own leaves the compiled engine's layers stale and ends with
+    "Invalid process group specified"); elsewhere TRL's class, with a ``.gguf`` model's HF folder."""
+    trl_class = next((c for c in type(trainer).__mro__ if c.__module__.startswith("trl.")), None)
+    module: Any = sys.modules[trl_class.__module__] if trl_class is not None else None
+    if not getattr(args, "use_vllm", False) or module is None or not hasattr(module, "VLLMGeneration"):
+        yield
+        return
+    from hfrl.trainers.online import vllm_rollout
+
+    own = module.VLLMGeneration
+    module.VLLMGeneration = lambda **kwargs: vllm_rollout.vllm_generation_factory(**kwargs)
+    try:
+        yield
+    finally:
+        module.VLLMGeneration = own
 
 
 @dataclass
@@ -310,15 +338,16 @@ class _TRLAdapter:
             args.model_init_kwargs = {"trust_remote_code": remote_code(model), **(args.model_init_kwargs or {})}
         tokenizer = processing_class or load_tokenizer(model, **self.tokenizer_kwargs)
         self.metrics = dict(metrics or {})
-        super().__init__(  # type: ignore[call-arg]
-            model=model,
-            args=args,
-            processing_class=tokenizer,
-            peft_config=peft_config,
-            callbacks=[*(callbacks or []), SaveStateAtEnd()],
-            **self._task_inputs(args, reward_funcs, train_dataset, eval_dataset, tokenizer),
-            **kwargs,
-        )
+        with _hfrl_engine(self, args):
+            super().__init__(  # type: ignore[call-arg]
+                model=model,
+                args=args,
+                processing_class=tokenizer,
+                peft_config=peft_config,
+                callbacks=[*(callbacks or []), SaveStateAtEnd()],
+                **self._task_inputs(args, reward_funcs, train_dataset, eval_dataset, tokenizer),
+                **kwargs,
+            )
         report_steps(self)  # one bar with the reward or loss, not a raw log dict per logging step
 
     def _task_inputs(self, args: Any, reward_funcs: Any, train: Any, evaluation: Any, tokenizer: Any) -> dict:

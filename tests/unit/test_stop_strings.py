@@ -87,6 +87,20 @@ def test_vllm_and_trl_take_the_stop_under_vllm_names():
     }
 
 
+def test_trl_on_vllm_takes_min_new_tokens_as_min_tokens():
+    """numbers' min_new_tokens reached vLLM's SamplingParams under transformers' name, and TRL's GRPO on vLLM
+    stopped at its first generation: "TypeError: Unexpected keyword argument 'min_new_tokens'"."""
+    from hfrl.trainers.trl_adapters import GRPOConfig
+
+    kwargs = {"min_new_tokens": 4, "repetition_penalty": 1.1}
+    common = {"output_dir": "unused", "max_completion_length": 8, "report_to": []}
+    assert GRPOConfig(**common, generation_kwargs=kwargs).generation_kwargs == kwargs  # transformers' generate
+    on_vllm = GRPOConfig(**common, generation_kwargs=kwargs, use_vllm=True).generation_kwargs
+    assert on_vllm == {"min_tokens": 4, "repetition_penalty": 1.1}
+    clipped = GRPOConfig(**common, generation_kwargs={"min_new_tokens": 20}, use_vllm=True).generation_kwargs
+    assert clipped == {"min_tokens": 8}  # clipped to the budget first, then renamed
+
+
 def test_trl_grpo_on_transformers_generates_with_the_task_stop(tmp_path, capsys):
     """arith_chains declares stop_strings; TRL 1.16 calls generate without the tokenizer, which transformers
     needs for them ("could not locate a tokenizer"): the adapter binds it for the call."""

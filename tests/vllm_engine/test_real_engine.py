@@ -280,6 +280,28 @@ def test_hfrl_train_use_vllm_exits_cleanly(tmp_path):
         assert bad not in out.stderr, out.stderr[-3000:]
 
 
+def test_trl_grpo_on_the_engine_syncs_through_hfrl_and_exits_cleanly(tmp_path):
+    """TRL's GRPO builds its engine in its constructor: hfrl's factory builds it (the CPU engine, its checked reload
+    sync). With TRL's own class the run ended in "Invalid process group specified", and numbers' min_new_tokens
+    reached vLLM's SamplingParams under transformers' name ("Unexpected keyword argument 'min_new_tokens'")."""
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("MASTER_ADDR", "MASTER_PORT", "RANK", "LOCAL_RANK", "WORLD_SIZE")
+    }
+    env.update(VLLM_CPU_KVCACHE_SPACE="1", VLLM_CPU_OMP_THREADS_BIND="0", OMP_NUM_THREADS="1")
+    out = subprocess.run(
+        [sys.executable, "-m", "hfrl.cli", "train", "--task", "numbers", "--alg", "grpo", "--model", "tiny-vllm",
+         "--use_vllm", "true", "--max_steps", "3", "--gradient_accumulation_steps", "1",
+         "--per_device_train_batch_size", "8", "--report_to", "none", "-o", str(tmp_path / "run")],
+        capture_output=True, text=True, env=env, timeout=900,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr[-3000:]
+    for bad in ("Invalid process group", "Traceback", "Exception ignored"):
+        assert bad not in out.stderr, out.stderr[-3000:]
+    assert "3 steps x 8 completions" in out.stdout + out.stderr  # a generation (and from step 2 a sync) each step
+
+
 def launch_two(config: str, out_dir, *extra: str) -> tuple[str, list[dict]]:
     """``accelerate launch`` of 2 processes of ``hfrl train --use_vllm true`` (PPO, 2 iterations, tiny-vllm),
     each with its own colocated engine: the launch's output and the run's iterations.jsonl rows."""
