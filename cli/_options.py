@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -58,7 +58,7 @@ TaskArgOpt = Annotated[
 ]
 
 
-def parse_task_args(items: list[str]) -> dict:
+def parse_task_args(items: list[str]) -> dict[str, Any]:
     """``["reward_config=openrl", "max_samples=100"]`` -> ``{"reward_config": "openrl", "max_samples": 100}``
     (values read as YAML)."""
     from hfrl.runs.run_config import load_yaml

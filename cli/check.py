@@ -97,7 +97,7 @@ def _remote_files(repo_type: str, repo_id: str, revision: str | None) -> dict[st
     return {e.path: int(getattr(e, "size", 0) or 0) for e in entries if getattr(e, "size", None) is not None}
 
 
-def check_dataset(report: Report, task: str, source: dict[str, Any], online: bool, task_args: dict) -> None:
+def check_dataset(report: Report, task: str, source: dict[str, Any], online: bool, task_args: dict[str, Any]) -> None:
     """One dataset: a local folder's files, else the Hub cache at the pin, else what will be downloaded."""
     from hfrl.tasks.data import local_data_dir
 
@@ -235,7 +235,7 @@ def spec_ids(specs: Any) -> set[str]:
     return out
 
 
-def check_optional(report: Report, declared: dict, model: str, quantized: bool) -> None:
+def check_optional(report: Report, declared: dict[str, Any], model: str, quantized: bool) -> None:
     """WordNet (METEOR), gguf, bitsandbytes and CUDA, a chat template."""
     ids = spec_ids(declared.get("rewards")) | spec_ids(declared.get("metrics"))
     if "meteor" in ids:
@@ -352,7 +352,7 @@ def _read(path: str) -> str:
 
 
 def run_check(
-    task: str, alg: str | None = None, model: str | None = None, task_args: dict | None = None,
+    task: str, alg: str | None = None, model: str | None = None, task_args: dict[str, Any] | None = None,
     quantized: bool = False, reward_model: str | None = None, use_vllm: bool = False,
 ) -> Report:  # fmt: skip
     """The report of :func:`check` (no printing, no exit). Bad input is raised as ``hfrl train`` raises it

@@ -5,11 +5,14 @@ hfrl eval runs/numbers-ppo --split test
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from hfrl.cli._options import BaseModelOpt, ModelArg, OutputDirOpt, SeedOpt, TaskOpt, TrustCodeOpt
+
+if TYPE_CHECKING:
+    from hfrl.runs.run_dir import Run
 
 HELP = """Evaluate a run (or any model) on a task split with the task's evaluation settings.
 
@@ -74,7 +77,7 @@ def eval_(
     typer.echo(f"saved {result.metrics_path} and {result.predictions_path}")
 
 
-def _check_declared_split(run, task: str | None, split: str) -> None:
+def _check_declared_split(run: Run, task: str | None, split: str) -> None:
     """A split that the task's YAML declares it does not have (``splits``): one line before torch; the
     built dataset is the last word (:func:`hfrl.runs.run_eval.load_split`)."""
     from hfrl.runs.run_config import task_kwargs

@@ -6,11 +6,14 @@ hfrl list tasks
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from hfrl.cli._options import AlgOpt
+
+if TYPE_CHECKING:
+    from hfrl.rewards.catalogue import Item
 
 HELP = """List the registered tasks, algorithms (and the online ones' policy losses and advantage
 estimators), rewards or metrics, the presets (hfrl train --preset NAME), or an algorithm's config fields.
@@ -62,7 +65,7 @@ def _rows(what: What) -> list[tuple[str, str]]:
     return [(item.name, _item_text(item)) for item in items]
 
 
-def _item_text(item) -> str:
+def _item_text(item: Item) -> str:
     """A reward's or metric's description, then what it reads, its range and what it needs."""
     details = [f"reads {', '.join(item.inputs)}" if item.inputs else "", f"range {item.range}" if item.range else "",
                f"needs {', '.join(item.needs)}" if item.needs else ""]  # fmt: skip
@@ -119,7 +122,7 @@ def task_entries() -> list[dict[str, Any]]:
     return entries
 
 
-def _reward_text(spec) -> str:
+def _reward_text(spec: str | dict[str, Any]) -> str:
     """``weighted(0.75 intent_accuracy + 0.25 meteor)`` for a weighted sum, else the id."""
     from hfrl.tasks.base import spec_id
 

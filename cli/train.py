@@ -207,8 +207,10 @@ def _train(
 
 
 def _resolve(
-    extra: list[str], *, named, task, alg, model, base_model, config, output_dir, seed, resume, preset, eval_test,
-    prompt_column, references_column, task_arg,
+    extra: list[str], *, named: dict[str, str], task: str | None, alg: str | None, model: str | None,
+    base_model: str | None, config: str | None, output_dir: str | None, seed: int | None, resume: bool,
+    preset: str | None, eval_test: bool, prompt_column: str | None, references_column: str | None,
+    task_arg: list[str] | None,
 ) -> dict[str, Any]:  # fmt: skip
     """The run the command line names (a new one, or the one ``--resume`` continues), checked as
     ``hfrl check`` checks it before anything loads; what resolving changed is said."""
@@ -245,7 +247,7 @@ def _resolve(
     return run
 
 
-def reward_model_flag(overrides: dict) -> None:
+def reward_model_flag(overrides: dict[str, Any]) -> None:
     """``--reward_model RUN_OR_ID`` (TRL's scripts: ``--reward_model_path``): the ``reward_model``
     reward on that model, in place of the task's rewards, or beside those of ``--rewards``.
 
@@ -263,7 +265,7 @@ def reward_model_flag(overrides: dict) -> None:
         overrides["rewards"] = [*given, {"id": "reward_model", "args": {"model": model}}]
 
 
-def _preflight(run: dict) -> None:
+def _preflight(run: dict[str, Any]) -> None:
     """What would stop the run, said before anything loads (:func:`hfrl.cli.check.run_problems`): the
     first problem, and how to list them all."""
     from hfrl.cli.check import run_problems
@@ -283,7 +285,7 @@ TRL_SCRIPT_NAMES = {"model_name_or_path": "--model", "dataset_name": "--task", "
 
 
 def trl_script_names(
-    overrides: dict, task: str | None, model: str | None, task_args: dict
+    overrides: dict[str, Any], task: str | None, model: str | None, task_args: dict[str, Any]
 ) -> tuple[str | None, str | None]:
     """TRL's script flags taken for what they name: ``--model_name_or_path`` is ``--model``,
     ``--dataset_name`` is ``--task`` (a Hub dataset id, a data file or folder, or an hfrl task),

@@ -45,8 +45,8 @@ class Task:
 
     name: str
     dataset: Any  # datasets.DatasetDict
-    reward_funcs: list[Callable]
-    metrics: dict[str, Callable] = field(default_factory=dict)
+    reward_funcs: list[Callable[..., Any]]
+    metrics: dict[str, Callable[..., Any]] = field(default_factory=dict)
     default_model: str = "tiny"
     configs: dict[str, dict[str, Any]] = field(default_factory=dict)
     description: str = ""
@@ -187,7 +187,7 @@ def with_model(specs: list[Any], ids: tuple[str, ...], model: str | None) -> lis
     return out
 
 
-def _merge_configs(base: dict[str, dict], extra: dict[str, dict]) -> dict[str, dict]:
+def _merge_configs(base: dict[str, dict[str, Any]], extra: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
     out = {name: dict(section or {}) for name, section in base.items()}
     for name, section in (extra or {}).items():
         out[name] = {**out.get(name, {}), **(section or {})}

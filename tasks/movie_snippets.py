@@ -64,11 +64,11 @@ def prepared_root() -> Path:
     return cache_root() / NAME
 
 
-def is_classifier(folder: str | os.PathLike) -> bool:
+def is_classifier(folder: str | os.PathLike[str]) -> bool:
     return (Path(folder) / "config.json").is_file()
 
 
-def data_folder(data: str = "prepared", data_dir: str | os.PathLike | None = None) -> str:
+def data_folder(data: str = "prepared", data_dir: str | os.PathLike[str] | None = None) -> str:
     """The folder of the split files: the fixture, ``data_dir``, ``$HFRL_DATA_DIR/movie_snippets``, or
     the prepared data."""
     if data == "fixture":
@@ -76,7 +76,7 @@ def data_folder(data: str = "prepared", data_dir: str | os.PathLike | None = Non
     return local_data_dir(NAME, data_dir) or str(prepared_root() / "data")
 
 
-def preprocess(batch: dict[str, list]) -> dict[str, list]:
+def preprocess(batch: dict[str, list[Any]]) -> dict[str, list[Any]]:
     """Snippets -> prompt (the opening words), completion (the rest), references (the snippet); a
     snippet without an opening (``opening_words`` 0) gives no row.
 
@@ -85,7 +85,7 @@ def preprocess(batch: dict[str, list]) -> dict[str, list]:
     {'prompt': ['The new film by Ang Lee'], 'completion': [' is a delight'],
      'references': [['The new film by Ang Lee is a delight']], 'rating': [2.5], 'positive_share': [0.9]}
     """
-    out: dict[str, list] = {"prompt": [], "completion": [], "references": [], "rating": [], "positive_share": []}
+    out: dict[str, list[Any]] = {"prompt": [], "completion": [], "references": [], "rating": [], "positive_share": []}
     for text, count, rating, share in zip(
         batch["text"], batch["opening_words"], batch["rating"], batch["positive_share"], strict=True
     ):
@@ -106,7 +106,7 @@ def task_spec(
     data: str = "prepared",
     reward: str = "classifier",
     **_: Any,
-) -> dict:
+) -> dict[str, Any]:
     """movie_snippets.yaml with the task arguments applied: the classifier folders (given, else the
     prepared ones; a judge or a metric's classifier that is neither given nor prepared is left out),
     ``reward=vader``."""
@@ -199,7 +199,7 @@ def reward_task(folder: str, fit: str, half: str, gap: float, max_samples: Any, 
 TRAINING_FILE = "hfrl_training.json"  # beside each fitted classifier: the report of the fit
 
 
-def fingerprint(splits: dict[str, list[dict]], settings: dict[str, Any], encoder: str) -> str:
+def fingerprint(splits: dict[str, list[dict[str, Any]]], settings: dict[str, Any], encoder: str) -> str:
     """What the classifiers depend on: the train rows' texts, ratings, shares and halves, the test
     ratings, the settings and the encoder's weights file size (a changed package)."""
     digest = hashlib.sha256()
@@ -288,7 +288,7 @@ def _encoder_bytes() -> int:
 
 
 def prepare(
-    out: str | os.PathLike | None = None, sdist: str | None = None, threads: int | None = None, force: bool = False
+    out: str | os.PathLike[str] | None = None, sdist: str | None = None, threads: int | None = None, force: bool = False
 ) -> dict[str, Any]:
     """Download (or take ``sdist``) and check the sdist, write the splits to ``out/data``, fit the
     reward and judge classifiers into ``out/reward`` and ``out/judge`` with ``hfrl train --alg reward``

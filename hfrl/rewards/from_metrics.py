@@ -19,11 +19,13 @@ from __future__ import annotations
 
 import inspect
 import math
+from collections.abc import Callable
 from typing import Any
 
 from hfrl.metrics.base import text_of
 
-TRANSFORMS = {"1 - x": lambda value: 1.0 - value}  # TER: lower is better, a reward is higher-is-better
+# TER: lower is better, a reward is higher-is-better
+TRANSFORMS: dict[str, Callable[[float], float]] = {"1 - x": lambda value: 1.0 - value}
 
 
 class MetricReward:

@@ -32,7 +32,7 @@ def check_options(fmt: str, context_size: int | None) -> None:
         raise ValueError(f"--context-size must be >= 0 (0: the whole history), got {context_size}")
 
 
-def resolve_format(fmt: str, tokenizer, task: str | None) -> str:
+def resolve_format(fmt: str, tokenizer: Any, task: str | None) -> str:
     if fmt != "auto":
         if fmt == "chat-template" and not getattr(tokenizer, "chat_template", None):
             raise ValueError("--format chat-template: this tokenizer has no chat template; use eou or plain")
@@ -48,8 +48,8 @@ class ChatSession:
 
     def __init__(
         self,
-        lm,
-        tokenizer,
+        lm: Any,
+        tokenizer: Any,
         format: str = "auto",
         context_size: int | None = None,
         settings: dict[str, Any] | None = None,
@@ -68,7 +68,7 @@ class ChatSession:
     @classmethod
     def from_pretrained(
         cls,
-        model: str | os.PathLike,
+        model: str | os.PathLike[str],
         base_model: str | None = None,
         format: str = "auto",
         context_size: int | None = None,

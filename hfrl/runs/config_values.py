@@ -213,7 +213,7 @@ def _number(key: str, value: Any, parse: str) -> float | int:
     return number
 
 
-def _number_list(key: str, value: Any, cast: type) -> list:
+def _number_list(key: str, value: Any, cast: type) -> list[float]:
     """A list-of-numbers field's value: a list, one number, or numbers in one text separated by commas
     or spaces; anything else is a one-line error naming the field.
 

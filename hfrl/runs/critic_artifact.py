@@ -29,7 +29,7 @@ from hfrl.trainers.online.critic_from import CRITIC_DIR, CRITIC_PATTERNS, VALUE_
 EV_WINDOW = 5  # the card's explained variance: mean of the last iterations' logged values
 
 
-def critic_files(folder: str | os.PathLike) -> dict[str, Path]:
+def critic_files(folder: str | os.PathLike[str]) -> dict[str, Path]:
     """``{path in an export or push: file}`` of the critic a run folder holds (empty for a run without
     one), each a regular file inside ``folder`` (:func:`hfrl.utils.folders.regular_file`)."""
     from hfrl.utils.folders import regular_file
@@ -106,7 +106,7 @@ def critic_card_section(
 
 
 def run_critic_section(
-    run_dir: str | os.PathLike,
+    run_dir: str | os.PathLike[str],
     ref: str,
     history: list[dict[str, Any]] | None = None,
     rewards: list[str] | None = None,

@@ -90,7 +90,7 @@ def _section(task_obj: Task | TaskSpec, section: str, fields: set[str], schema: 
     return own
 
 
-class ResolvedRun(dict):
+class ResolvedRun(dict[str, Any]):
     """A resolved run: the flat configuration (a dict, what ``config.yaml`` holds), and ``task``, the
     task when resolving had to build it (a builder function of your own: only building it tells its
     defaults), with the arguments it was built with (``task_kwargs``): :func:`build_trainer` reuses
@@ -107,7 +107,7 @@ def resolve_run(
     task: str | None = None,
     alg: str | None = None,
     model: str | None = None,
-    config_file: str | os.PathLike | None = None,
+    config_file: str | os.PathLike[str] | None = None,
     overrides: dict[str, Any] | None = None,
     output_dir: str | None = None,
     seed: int | None = None,
@@ -316,7 +316,7 @@ def default_output_dir(task: str, alg: str) -> str:
     return os.path.join("runs", f"{name.stem if name.suffix.lower() in DATA_SUFFIXES else name.name}-{alg}")
 
 
-def resolve_resume(output_dir: str | os.PathLike, **asked: Any) -> dict[str, Any]:
+def resolve_resume(output_dir: str | os.PathLike[str], **asked: Any) -> dict[str, Any]:
     """The run in ``output_dir`` as its own ``config.yaml`` resolved it, with what the command asks
     (``asked``: :func:`resolve_run`'s keyword arguments, ``task``, ``alg``, ``model``, ``config_file``,
     ``overrides``, ``seed``, ``task_args``) that may change on resume (:data:`RESUMABLE`: more
@@ -395,7 +395,7 @@ def _check_reward_inputs(task: Task, name: str, schema: ConfigSchema) -> None:
         raise ValueError(problem)
 
 
-def build_trainer(run: dict[str, Any], **trainer_kwargs: Any):
+def build_trainer(run: dict[str, Any], **trainer_kwargs: Any) -> Any:
     """The trainer for a resolved run: task dataset, rewards and metrics, model, config; its ``run_facts``
     (:class:`~hfrl.trainers.run_facts.RunFacts`: the run's id and definition, the task's splits) set once."""
     from hfrl.core.model_args import model_loading, split_model_fields
@@ -460,7 +460,7 @@ def first_process_value(value: Any) -> Any:
     return box[0]
 
 
-def save_run_config(run: dict[str, Any], trainer) -> str:
+def save_run_config(run: dict[str, Any], trainer: Any) -> str:
     """``config.yaml``: the run keys, then every field of the algorithm's own config (its resolved
     values) and every TrainingArguments field that was set explicitly. Fields the config derives from
     others (its class's ``derived_fields``: TRL's GRPO ``generation_batch_size`` / ``steps_per_generation``,

@@ -23,15 +23,18 @@ import os
 import shutil
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from hfrl.runs.critic_artifact import critic_files, run_critic_section
 from hfrl.runs.run_config import CONFIG_NAME, EVAL_DIR, config_text
 from hfrl.runs.run_dir import Run, open_run
 from hfrl.utils.folders import regular_file
 
+if TYPE_CHECKING:
+    from huggingface_hub import CommitInfo
 
-def _local_run(run_dir: str | os.PathLike, merge: bool, what: str) -> Run:
+
+def _local_run(run_dir: str | os.PathLike[str], merge: bool, what: str) -> Run:
     run = open_run(run_dir)
     if run.path is None:
         raise ValueError(f"{what} needs a local run directory (from hfrl train); {run_dir!r} is a model name")
@@ -42,7 +45,7 @@ def _local_run(run_dir: str | os.PathLike, merge: bool, what: str) -> Run:
 
 def collect_files(
     run: Run,
-    workdir: str | os.PathLike,
+    workdir: str | os.PathLike[str],
     merge: bool = False,
     base_model: str | None = None,
     repo_id: str | None = None,
@@ -107,7 +110,7 @@ def with_section(card: str, section: str | None, before: str = "\n## Framework v
 
 
 def write_critic_section(
-    run_dir: str | os.PathLike, history: list[dict[str, Any]] | None = None, rewards: list[str] | None = None
+    run_dir: str | os.PathLike[str], history: list[dict[str, Any]] | None = None, rewards: list[str] | None = None
 ) -> None:
     """The end of a run with a critic: on a task of worked solutions (``arith_chains``), the critic's
     value at each step against final correctness (:mod:`hfrl.runs.value_at_step`, saved as
@@ -130,7 +133,7 @@ def write_critic_section(
 
 
 def add_critic_section(
-    run_dir: str | os.PathLike, history: list[dict[str, Any]] | None = None, rewards: list[str] | None = None
+    run_dir: str | os.PathLike[str], history: list[dict[str, Any]] | None = None, rewards: list[str] | None = None
 ) -> None:
     """The critic's section (:func:`hfrl.runs.critic_artifact.run_critic_section`, with the saved
     value-at-step table) in the run folder's ``README.md``, as just rendered (``hfrl eval`` renders it
@@ -160,8 +163,8 @@ def assert_no_secret(files: dict[str, Path | bytes], secret: str | None = None) 
 
 
 def export_run(
-    run_dir: str | os.PathLike,
-    out: str | os.PathLike,
+    run_dir: str | os.PathLike[str],
+    out: str | os.PathLike[str],
     merge: bool = False,
     base_model: str | None = None,
     card_kwargs: dict[str, Any] | None = None,
@@ -187,7 +190,7 @@ def export_run(
 
 
 def push_run(
-    run_dir: str | os.PathLike,
+    run_dir: str | os.PathLike[str],
     repo_id: str,
     private: bool | None = None,
     merge: bool = False,
@@ -196,7 +199,7 @@ def push_run(
     revision: str | None = None,
     base_model: str | None = None,
     card_kwargs: dict[str, Any] | None = None,
-):
+) -> CommitInfo:
     """Create (or reuse) the model repo ``repo_id`` and commit the run's files to it in one commit.
     Returns huggingface_hub's ``CommitInfo`` (``.commit_url``). Needs the network."""
     from huggingface_hub import CommitOperationAdd, HfApi, constants, get_token

@@ -65,7 +65,7 @@ def load_yaml(text: str, what: str | None = None) -> Any:
         raise ConfigFileError(f"{what}: invalid YAML: {problem}") from None
 
 
-def read_config_file(path: str | os.PathLike, names_as_text: bool = False) -> dict[str, Any]:
+def read_config_file(path: str | os.PathLike[str], names_as_text: bool = False) -> dict[str, Any]:
     """A YAML mapping; a syntax error is reported with the file and line, a file over 1 MiB (or any
     other limit of :func:`load_yaml`) in one line naming it. A file that names code to run is refused
     unless the user trusts it (:mod:`hfrl.utils.trust`; ``names_as_text``: for a reader that only shows
@@ -108,7 +108,7 @@ def plain_values(values: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def config_text(config: dict[str, Any], path: str | os.PathLike = CONFIG_NAME) -> str:
+def config_text(config: dict[str, Any], path: str | os.PathLike[str] = CONFIG_NAME) -> str:
     """The text of a ``config.yaml`` (at ``path``): a header that says how to repeat the run, then the
     config without secrets, its values made plain."""
     header = f"{CONFIG_HEADER}; repeat the run with: hfrl train --config {path} --output-dir NEW_DIR\n"

@@ -160,7 +160,7 @@ class Run:
         return out
 
     # ---- loading ----------------------------------------------------------------------------
-    def load(self, base_model: str | None = None):
+    def load(self, base_model: str | None = None) -> tuple[Any, Any]:
         """``(model, tokenizer)`` in eval mode: the full model, or ``base_model`` (default: the
         adapter's own base) with the PEFT adapter on top. The tokenizer pads with EOS when it has
         no pad token."""
@@ -269,7 +269,7 @@ def require_hub_model(name: str) -> None:
         )
 
 
-def open_run(name_or_path: str | os.PathLike, names_as_text: bool = False) -> Run:
+def open_run(name_or_path: str | os.PathLike[str], names_as_text: bool = False) -> Run:
     """Describe a run directory, a checkpoint inside one, a model directory, a built-in model
     (tiny, tiny-t5, smollm2), a GGUF file or a Hub id. A local directory must hold a model
     (``config.json``) or an adapter. A config naming code (``task: my_tasks.py:build``) is refused

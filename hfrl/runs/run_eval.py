@@ -16,9 +16,10 @@ from __future__ import annotations
 import json
 import os
 import re
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from transformers import TrainerCallback
 
@@ -29,10 +30,12 @@ from hfrl.trainers.field_rules import split_problem
 from hfrl.utils.cache import write_atomic
 
 if TYPE_CHECKING:
+    from transformers import TrainerControl, TrainerState, TrainingArguments
+
     from hfrl.tasks import Task
 
 
-def _completer(lm, tokenizer, settings: dict[str, Any]):
+def _completer(lm: Any, tokenizer: Any, settings: dict[str, Any]) -> Callable[[Any], list[str]]:
     """:func:`hfrl.trainers.evaluation.completer` with the evaluation settings (greedy by default)."""
     return completer(
         lm,
@@ -43,7 +46,9 @@ def _completer(lm, tokenizer, settings: dict[str, Any]):
     )
 
 
-def generate_completions(lm, tokenizer, prompts: list, settings: dict[str, Any], batch_size: int) -> list[str]:
+def generate_completions(
+    lm: Any, tokenizer: Any, prompts: list[Any], settings: dict[str, Any], batch_size: int
+) -> list[str]:
     """Completions of ``prompts`` with the evaluation generation settings (``hfrl chat``)."""
     complete = _completer(lm, tokenizer, settings)
     with eval_mode(lm):
@@ -53,11 +58,11 @@ def generate_completions(lm, tokenizer, prompts: list, settings: dict[str, Any],
 
 
 def evaluate_model(
-    lm,
-    tokenizer,
-    dataset,
-    reward_funcs,
-    metrics: dict,
+    lm: Any,
+    tokenizer: Any,
+    dataset: Any,
+    reward_funcs: Sequence[Callable[..., Any]],
+    metrics: dict[str, Callable[..., Any]],
     settings: dict[str, Any],
     batch_size: int | None = None,
 ) -> tuple[dict[str, float], list[dict[str, Any]]]:
@@ -77,7 +82,7 @@ def evaluate_model(
     return {k.removeprefix("eval_"): v for k, v in scores.items()}, records
 
 
-def load_split(task, split: str, max_samples: int | None = None):
+def load_split(task: Task, split: str, max_samples: int | None = None) -> Any:
     problem = split_problem(task.name, split, list(task.dataset))  # hfrl eval checks declared splits before torch
     if problem:
         own = "" if split != "test" or "test" in task.dataset else (
@@ -96,7 +101,11 @@ def load_split(task, split: str, max_samples: int | None = None):
 
 
 def save_eval(
-    output_dir: str | os.PathLike, split: str, report: dict[str, Any], records: list[dict], base: bool = False
+    output_dir: str | os.PathLike[str],
+    split: str,
+    report: dict[str, Any],
+    records: list[dict[str, Any]],
+    base: bool = False,
 ) -> tuple[Path, Path]:
     """``eval/{split}[-base].json`` and ``predictions/{split}[-base].jsonl`` under ``output_dir``."""
     stem = split + (BASE_SUFFIX if base else "")
@@ -150,11 +159,11 @@ def _default_output_dir(run: Run) -> Path:
 
 
 def evaluate(
-    model: str | os.PathLike | Run,
+    model: str | os.PathLike[str] | Run,
     task: str | None = None,
     split: str = "test",
     base: bool = False,
-    output_dir: str | os.PathLike | None = None,
+    output_dir: str | os.PathLike[str] | None = None,
     max_samples: int | None = None,
     batch_size: int | None = None,
     base_model: str | None = None,
@@ -267,7 +276,7 @@ class EvalBeforeAfter(TrainerCallback):
         task: str,
         split: str = "test",
         max_samples: int | None = None,
-        task_kwargs: dict | None = None,
+        task_kwargs: dict[str, Any] | None = None,
         loaded: Task | None = None,
     ) -> None:
         """``task_kwargs``: the run's task_args and rewards; ``loaded``: the task already built with
@@ -279,7 +288,7 @@ class EvalBeforeAfter(TrainerCallback):
         self.split = split
         self.dataset = load_split(self.task, split, max_samples)
 
-    def _run(self, args, state, model, processing_class, base: bool) -> None:
+    def _run(self, args: TrainingArguments, state: TrainerState, model: Any, processing_class: Any, base: bool) -> None:
         policy = getattr(model, "policy", model)
         settings = eval_settings({k: getattr(args, k) for k in EVAL_FIELDS if hasattr(args, k)})
         metrics, records = evaluate_model(
@@ -296,13 +305,30 @@ class EvalBeforeAfter(TrainerCallback):
                 "generation_kwargs": generation_kwargs(settings),
                 "metrics": metrics,
             }
-            save_eval(args.output_dir, self.split, report, records, base=base)
+            # output_dir: never None once TrainingArguments.__post_init__ has run (its default, "trainer_output")
+            save_eval(cast(str, args.output_dir), self.split, report, records, base=base)
 
-    def on_train_begin(self, args, state, control, model=None, processing_class=None, **kwargs):
+    def on_train_begin(
+        self,
+        args: TrainingArguments,
+        state: TrainerState,
+        control: TrainerControl,
+        model: Any = None,
+        processing_class: Any = None,
+        **kwargs: Any,
+    ) -> None:
         if state.global_step == 0:
             self._run(args, state, model, processing_class, base=True)
 
-    def on_train_end(self, args, state, control, model=None, processing_class=None, **kwargs):
+    def on_train_end(
+        self,
+        args: TrainingArguments,
+        state: TrainerState,
+        control: TrainerControl,
+        model: Any = None,
+        processing_class: Any = None,
+        **kwargs: Any,
+    ) -> None:
         try:
             self._run(args, state, model, processing_class, base=False)
         except Exception as err:  # noqa: BLE001 - training is done: the model must still be saved

@@ -46,10 +46,15 @@ import re
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from hfrl.runs.run_config import CONFIG_NAME
 from hfrl.trainers.run_guard import RUN_FILES, another_run, run_marks  # the rule, the same in Python
+
+if TYPE_CHECKING:
+    from types import TracebackType
+
+    from transformers import TrainerControl, TrainerState, TrainingArguments
 
 REPLACED = ".hfrl-replaced"  # the run --overwrite_output_dir replaces, until the new one has started
 DELETING = ".hfrl-replaced-deleting"  # renamed so once the new run started: a kill while deleting leaves no doubt
@@ -59,7 +64,7 @@ class FolderInUseError(RuntimeError):
     """Another hfrl command holds the run folder (the CLI exits with code 1)."""
 
 
-def numbered(base: str | os.PathLike) -> Iterator[Path]:
+def numbered(base: str | os.PathLike[str]) -> Iterator[Path]:
     """``base``, then ``base-2``, ``base-3``, ...: the default folders of a task and algorithm."""
     base = Path(base)
     yield base
@@ -69,7 +74,7 @@ def numbered(base: str | os.PathLike) -> Iterator[Path]:
         n += 1
 
 
-def numbered_runs(base: str | os.PathLike) -> list[Path]:
+def numbered_runs(base: str | os.PathLike[str]) -> list[Path]:
     """The existing folders ``base`` and ``base-N`` that hold a run (a ``config.yaml``), in number order."""
     base = Path(base)
     if not base.parent.is_dir():
@@ -83,14 +88,14 @@ def numbered_runs(base: str | os.PathLike) -> list[Path]:
     return [path for _, path in sorted(found)]
 
 
-def stopped_before_checkpoint(path: str | os.PathLike) -> bool:
+def stopped_before_checkpoint(path: str | os.PathLike[str]) -> bool:
     """Whether ``path`` holds an ``hfrl train`` run that stopped (a kill, a lost machine) before its first
     checkpoint: its config.yaml (hfrl's) and logs only, no checkpoint, trainer state or model."""
     path = Path(path)
     return run_marks(path) == [CONFIG_NAME] and is_hfrl_run(path)
 
 
-def stopped_early(path: str | os.PathLike) -> str:
+def stopped_early(path: str | os.PathLike[str]) -> str:
     """``--resume``'s line for a run that :func:`stopped_before_checkpoint`."""
     return (
         f"--resume: {path} holds a run that stopped before its first checkpoint, so there is nothing to resume; "
@@ -98,7 +103,7 @@ def stopped_early(path: str | os.PathLike) -> str:
     )
 
 
-def resumable_runs(base: str | os.PathLike) -> list[Path]:
+def resumable_runs(base: str | os.PathLike[str]) -> list[Path]:
     """The runs of :func:`numbered_runs` that have a checkpoint, the most recently checkpointed first."""
     from hfrl.trainers.checkpoints import checkpoints_newest_first
 
@@ -114,7 +119,7 @@ def resumable_runs(base: str | os.PathLike) -> list[Path]:
 LAUNCH_VARIABLES = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE")
 
 
-def launch_rank(environ: dict[str, str] | os._Environ = os.environ) -> int:
+def launch_rank(environ: dict[str, str] | os._Environ[str] = os.environ) -> int:
     """This process's rank in a launch (``accelerate launch``, ``torchrun``): 0 for a single process.
     A rank counts only with what every launcher sets beside it (``WORLD_SIZE`` > 1 and ``MASTER_ADDR``);
     rank variables without them (left in a shell, a job script) are a one-line ``ValueError``, not a
@@ -167,7 +172,7 @@ def is_hfrl_run(path: Path) -> bool:
         return False
 
 
-def restore_replaced(path: str | os.PathLike) -> bool:
+def restore_replaced(path: str | os.PathLike[str]) -> bool:
     """Put back the run that ``--overwrite_output_dir`` moved aside into ``path/.hfrl-replaced`` when the
     command that was replacing it was killed before its new run started (what that start wrote is
     removed: it never took an optimizer step). Said in one warning line; True when a run was restored.
@@ -225,7 +230,7 @@ class RunFolder:
     resumed run keeps what it wrote). ``from_file``: the path came from a file, not the user.
     ``number``: the path is a default; a taken one gives way to the next free number."""
 
-    def __init__(self, path: str | os.PathLike, *, overwrite: bool = False, resume: bool = False,
+    def __init__(self, path: str | os.PathLike[str], *, overwrite: bool = False, resume: bool = False,
                  from_file: str | None = None, number: bool = False) -> None:  # fmt: skip
         if not str(path).strip():
             raise ValueError("--output-dir is empty: give the run's folder (default: runs/TASK-ALG)")
@@ -360,13 +365,17 @@ class RunFolder:
         folder = self
 
         class _Started(TrainerCallback):
-            def on_step_end(self, args, state, control, **kwargs):
+            def on_step_end(
+                self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: Any
+            ) -> None:
                 folder.mark_started()
 
         return _Started()
 
     # ---- leaving ----------------------------------------------------------------------------------
-    def __exit__(self, exc_type, exc, tb) -> None:
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
         try:
             if self.main:
                 if exc_type is None:

@@ -79,7 +79,7 @@ def boundary_positions(text: str, ends: list[int]) -> list[tuple[str, int]]:
 
 
 def value_at_step(
-    run_dir: str | os.PathLike,
+    run_dir: str | os.PathLike[str],
     split: str = "test",
     max_samples: int | None = DEFAULT_SAMPLES,
     batch_size: int = 8,
@@ -194,7 +194,7 @@ def table_markdown(table: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def write_value_at_step(run_dir: str | os.PathLike, **kwargs: Any) -> Path:
+def write_value_at_step(run_dir: str | os.PathLike[str], **kwargs: Any) -> Path:
     """:func:`value_at_step` saved as ``value_at_step.json`` in the run folder; returns its path."""
     from hfrl.utils.cache import write_atomic
 
@@ -203,7 +203,7 @@ def write_value_at_step(run_dir: str | os.PathLike, **kwargs: Any) -> Path:
     return path
 
 
-def read_table_markdown(run_dir: str | os.PathLike) -> str | None:
+def read_table_markdown(run_dir: str | os.PathLike[str]) -> str | None:
     """The card's table from the run folder's ``value_at_step.json``, or None when there is none (or it is
     not the file hfrl wrote)."""
     from hfrl.runs.run_dir import read_json_mapping

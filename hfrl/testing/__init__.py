@@ -26,7 +26,7 @@ def run_cli(args: list[str], capsys: Any) -> tuple[int, str, str]:
     return int(exc.value.code or 0), out.out, out.err
 
 
-def digit_reward(prompts: list, completions: list[str], **kwargs: Any) -> list[float]:
+def digit_reward(prompts: list[Any], completions: list[str], **kwargs: Any) -> list[float]:
     """Fraction of characters that are digits: a plain TRL-style reward for tests.
 
     >>> digit_reward(prompts=["", ""], completions=["a1", ""])

@@ -31,7 +31,7 @@ class FakeHubFiles:
             key: {str(p.relative_to(folder)): p.read_bytes() for p in sorted(Path(folder).rglob("*")) if p.is_file()}
             for key, folder in repos.items()
         }
-        self.requests: list = []
+        self.requests: list[Any] = []
 
     def _files(self, kind: str, repo: str, revision: str) -> dict[str, bytes] | None:
         for (repo_type, repo_id, rev), files in self.repos.items():
@@ -40,13 +40,13 @@ class FakeHubFiles:
         return None
 
     @staticmethod
-    def _entry(files: dict[str, bytes], path: str) -> dict:
+    def _entry(files: dict[str, bytes], path: str) -> dict[str, Any]:
         if path in files:
             blob = files[path]
             return {"type": "file", "path": path, "size": len(blob), "oid": hashlib.sha1(blob).hexdigest()}
         return {"type": "directory", "path": path, "oid": "0" * 40, "size": 0}
 
-    def __call__(self, request):
+    def __call__(self, request: Any) -> Any:
         httpx = _client_module()
         self.requests.append(request)
         path = unquote(request.url.path)
@@ -77,7 +77,7 @@ class FakeHubFiles:
                 return httpx.Response(200, headers=headers, content=blob if request.method == "GET" else b"")
         return httpx.Response(404, json={"error": f"not on the fake Hub: {request.method} {path}"})
 
-    def _tree(self, files: dict[str, bytes], prefix: str, recursive: str | None) -> list[dict]:
+    def _tree(self, files: dict[str, bytes], prefix: str, recursive: str | None) -> list[dict[str, Any]]:
         out: set[str] = set()
         for name in files:
             if prefix and not name.startswith(prefix + "/"):
@@ -88,7 +88,7 @@ class FakeHubFiles:
         return [self._entry(files, p) for p in sorted(out)]
 
     @staticmethod
-    def _paths(request) -> list[str]:
+    def _paths(request: Any) -> list[str]:
         import json
         from urllib.parse import parse_qs
 

@@ -21,12 +21,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from transformers import PreTrainedModel
+    from transformers import GPT2Config, PreTrainedModel, PreTrainedTokenizerFast, RobertaConfig
 
 HIDDEN = 32
 
 
-def _tokenizer():
+def _tokenizer() -> PreTrainedTokenizerFast:
     from hfrl.core.tiny import build_tiny_tokenizer
 
     tokenizer = build_tiny_tokenizer()
@@ -35,7 +35,7 @@ def _tokenizer():
     return tokenizer
 
 
-def _roberta_config(tokenizer, **extra):
+def _roberta_config(tokenizer: PreTrainedTokenizerFast, **extra: Any) -> RobertaConfig:
     from transformers import RobertaConfig
 
     ids = {f"{name}_token_id": getattr(tokenizer, f"{name}_token_id") for name in ("bos", "eos", "pad")}
@@ -46,7 +46,7 @@ def _roberta_config(tokenizer, **extra):
     return RobertaConfig(vocab_size=len(tokenizer), max_position_embeddings=positions, **sizes, **ids, **extra)
 
 
-def _gpt2_config(tokenizer, **extra):
+def _gpt2_config(tokenizer: PreTrainedTokenizerFast, **extra: Any) -> GPT2Config:
     from transformers import GPT2Config
 
     eos = tokenizer.eos_token_id
@@ -55,7 +55,7 @@ def _gpt2_config(tokenizer, **extra):
 
 
 def save_sequence_classifier(
-    folder: str | os.PathLike,
+    folder: str | os.PathLike[str],
     architecture: str,
     labels: Sequence[str],
     logits: Sequence[float] | None = None,
@@ -96,7 +96,7 @@ def save_sequence_classifier(
     return str(folder)
 
 
-def save_toxichat(folder: str | os.PathLike, logits: Sequence[float] | None = None, seed: int = 0) -> str:
+def save_toxichat(folder: str | os.PathLike[str], logits: Sequence[float] | None = None, seed: int = 0) -> str:
     """A tiny ToxiChat ``GPT2ForOC_S_offensive`` folder: a GPT-2 LM's weights plus ``off_classifier``
     (``Linear(hidden, 2)``, label 0 safe), ``config.json`` naming that architecture."""
     import torch
@@ -125,7 +125,7 @@ def save_toxichat(folder: str | os.PathLike, logits: Sequence[float] | None = No
     return str(folder)
 
 
-def save_comet_critic(folder: str | os.PathLike, logit: float | None = None, seed: int = 0) -> str:
+def save_comet_critic(folder: str | os.PathLike[str], logit: float | None = None, seed: int = 0) -> str:
     """A tiny converted COMET critic: a ``RobertaModel`` folder with its pooler and
     ``custom_roberta_classification_head.pt`` (``dense`` hidden -> hidden / 2, ``out_proj`` -> 1; the
     published one is 1024 -> 512 -> 1)."""
@@ -171,7 +171,7 @@ OASST_RM_CONFIG = {
 }
 
 
-def save_oasst_reward_model(folder: str | os.PathLike, pooling: str = "last", seed: int = 0) -> str:
+def save_oasst_reward_model(folder: str | os.PathLike[str], pooling: str = "last", seed: int = 0) -> str:
     """A tiny OpenAssistant GPT-NeoX reward model in its Hub layout: ``config.json`` with the published
     keys (``model_type: gpt_neox_reward_model``, ``pooling``, ``rotary_pct``...), ``pytorch_model.bin``
     with the published key names (``gpt_neox.*``, ``out_proj.weight`` / ``out_proj.bias``, and the
@@ -204,7 +204,7 @@ def save_oasst_reward_model(folder: str | os.PathLike, pooling: str = "last", se
     return str(folder)
 
 
-def save_lol_classifiers(folder: str | os.PathLike, seed: int = 0) -> dict[str, str]:
+def save_lol_classifiers(folder: str | os.PathLike[str], seed: int = 0) -> dict[str, str]:
     """Seeded random stand-ins for every Leftover-Lunch reward classifier, in ``folder``: the task
     argument that takes each (``fluency_model``, ``safety_model``, ``engagement_model``,
     ``upvote_model``, ``faithfulness_model``, ``critic_model``) -> its folder."""

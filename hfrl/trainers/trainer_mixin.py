@@ -179,7 +179,9 @@ class TrainerMixin(_Trainer):
         super()._issue_warnings_after_load(without_tied_keys(self.model, load_result))
 
     # ---- no secret in training_args.bin (secret_free_save) ------------------------------------------
-    def _save(self, output_dir: str | None = None, state_dict: dict | None = None) -> None:  # transformers 5.24
+    def _save(  # transformers 5.24
+        self, output_dir: str | None = None, state_dict: dict[str, Any] | None = None
+    ) -> None:
         """The Trainer's save, with no secret in the ``training_args.bin`` it writes."""
         from transformers.trainer import TRAINING_ARGS_NAME
 

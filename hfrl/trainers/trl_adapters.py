@@ -24,9 +24,9 @@ from __future__ import annotations
 import contextlib
 import functools
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import trl
 
@@ -35,6 +35,9 @@ from hfrl.trainers.iteration_log import SaveStateAtEnd, report_steps
 from hfrl.trainers.run_guard import OverwriteOutputDir
 from hfrl.trainers.task_defaults import lengths_to_max_length, online_defaults_to_trl
 from hfrl.trainers.trainer_mixin import TrainerMixin
+
+if TYPE_CHECKING:
+    from transformers import TrainerCallback
 
 
 def _hfrl_defaults(args: Any) -> None:
@@ -221,7 +224,7 @@ def causal_model_path(model: Any, trainer: str) -> Any:
     return model
 
 
-def load_tokenizer(model: Any, padding_side: str = "left"):
+def load_tokenizer(model: Any, padding_side: str = "left") -> Any:
     from hfrl.core.models import fix_tokenizer
     from hfrl.core.models import load_tokenizer as load
 
@@ -231,14 +234,14 @@ def load_tokenizer(model: Any, padding_side: str = "left"):
     return fix_tokenizer(tokenizer)
 
 
-def prepare_prompts(dataset, tokenizer, max_length: int | None = None, side: str = "left"):
+def prepare_prompts(dataset: Any, tokenizer: Any, max_length: int | None = None, side: str = "left") -> Any:
     """Prompts as TRL's online trainers need them: an empty prompt becomes the BOS (or EOS) token, as
     hfrl's trainers start generation; a string prompt longer than ``max_length`` tokens is cut on ``side``."""
     if dataset is None:
         return None
     start = tokenizer.bos_token or tokenizer.eos_token or ""
 
-    def cut(batch: dict[str, list]) -> dict[str, list]:
+    def cut(batch: dict[str, list[Any]]) -> dict[str, list[Any]]:
         out = []
         for prompt in batch["prompt"]:
             if isinstance(prompt, str) and not prompt:
@@ -255,7 +258,7 @@ def prepare_prompts(dataset, tokenizer, max_length: int | None = None, side: str
     return dataset.map(cut, batched=True, desc="prompts")
 
 
-def sft_pairs(dataset):
+def sft_pairs(dataset: Any) -> Any:
     """Prompt-completion pairs for SFT: the ``completion`` column when the task has one (an offline
     task's responses), else one pair per reference; other columns are dropped."""
     if dataset is None:
@@ -268,7 +271,7 @@ def sft_pairs(dataset):
             f"SFT needs target texts: a 'completion' or 'references' column (the dataset has: {', '.join(columns)})"
         )
 
-    def expand(batch: dict[str, list]) -> dict[str, list]:
+    def expand(batch: dict[str, list[Any]]) -> dict[str, list[Any]]:
         pairs = [(p, r) for p, refs in zip(batch["prompt"], batch["references"], strict=True) for r in refs or [] if r]
         return {"prompt": [p for p, _ in pairs], "completion": [r for _, r in pairs]}
 
@@ -304,10 +307,10 @@ class _TRLAdapter:
         reward_funcs: Any = None,
         train_dataset: Any = None,
         eval_dataset: Any = None,
-        metrics: dict | None = None,
+        metrics: dict[str, Callable[..., Any]] | None = None,
         processing_class: Any = None,
         peft_config: Any = None,
-        callbacks: list | None = None,
+        callbacks: list[TrainerCallback] | None = None,
         **kwargs: Any,  # DPO: ref_model
     ) -> None:
         """TRL's trainer with hfrl's model names and task data.
@@ -350,7 +353,7 @@ class _TRLAdapter:
             )
         report_steps(self)  # one bar with the reward or loss, not a raw log dict per logging step
 
-    def _task_inputs(self, args: Any, reward_funcs: Any, train: Any, evaluation: Any, tokenizer: Any) -> dict:
+    def _task_inputs(self, args: Any, reward_funcs: Any, train: Any, evaluation: Any, tokenizer: Any) -> dict[str, Any]:
         raise NotImplementedError
 
 
@@ -360,7 +363,7 @@ class _OnlineAdapter(_TRLAdapter):
 
     translate_task_defaults = staticmethod(online_defaults_to_trl)
 
-    def _task_inputs(self, args: Any, reward_funcs: Any, train: Any, evaluation: Any, tokenizer: Any) -> dict:
+    def _task_inputs(self, args: Any, reward_funcs: Any, train: Any, evaluation: Any, tokenizer: Any) -> dict[str, Any]:
         if reward_funcs is None:
             raise ValueError("reward_funcs is required: pass a reward function or a list of them")
         limit, side = getattr(args, "max_prompt_length", None), getattr(args, "truncation_side", "left")
@@ -370,7 +373,7 @@ class _OnlineAdapter(_TRLAdapter):
             "eval_dataset": prepare_prompts(evaluation, tokenizer, limit, side),
         }
 
-    def _generate(self, prompts: list):
+    def _generate(self, prompts: list[Any]) -> Any:
         """TRL's generation, without transformers' note about the attention mask its ``generate`` dropped."""
         from hfrl.utils.quiet import dropped_mask_note_quiet
 
@@ -407,7 +410,7 @@ class _PairsAdapter(_TRLAdapter):
     translate_task_defaults = staticmethod(lengths_to_max_length)
     tokenizer_kwargs = {"padding_side": "right"}
 
-    def _task_inputs(self, args: Any, reward_funcs: Any, train: Any, evaluation: Any, tokenizer: Any) -> dict:
+    def _task_inputs(self, args: Any, reward_funcs: Any, train: Any, evaluation: Any, tokenizer: Any) -> dict[str, Any]:
         self.reward_funcs = list(reward_funcs or [])
         try:
             evaluation = self._pairs(evaluation)
@@ -425,7 +428,7 @@ class SFTTrainer(TrainerMixin, _PairsAdapter, trl.SFTTrainer):
     _pairs = staticmethod(sft_pairs)
 
 
-def preference_pairs(dataset):
+def preference_pairs(dataset: Any) -> Any:
     """``prompt`` / ``chosen`` / ``rejected`` for DPO; a clear error for a task without pairs."""
     if dataset is None:
         return None
@@ -447,7 +450,7 @@ class DPOTrainer(TrainerMixin, _PairsAdapter, trl.DPOTrainer):
     _tag_names = ["hfrl", "trl", "dpo"]
     _pairs = staticmethod(preference_pairs)
 
-    def _precompute_ref_logps(self, dataset, name: str, batch_size: int):
+    def _precompute_ref_logps(self, dataset: Any, name: str, batch_size: int) -> Any:
         """With ``reference_free``, every reference log-prob is 0 (nothing is computed)."""
         if not self.args.reference_free:
             return super()._precompute_ref_logps(dataset, name, batch_size)
@@ -455,7 +458,7 @@ class DPOTrainer(TrainerMixin, _PairsAdapter, trl.DPOTrainer):
         return dataset.add_column("ref_chosen_logps", zeros).add_column("ref_rejected_logps", zeros)
 
 
-def reward_pairs(dataset):
+def reward_pairs(dataset: Any) -> Any:
     """``chosen`` / ``rejected`` (with ``prompt`` when the data has one) for a reward model, or scored
     texts (:mod:`hfrl.trainers.reward_scores`); a clear error for data with neither."""
     from hfrl.trainers import reward_scores
@@ -497,7 +500,7 @@ class RewardTrainer(TrainerMixin, _PairsAdapter, trl.RewardTrainer):
         super().__init__(model, args, *rest, **kwargs)
         self.data_collator = ScoresOrPairs(self.data_collator, self.processing_class.pad_token_id)  # type: ignore[union-attr]
 
-    def _prepare_dataset(self, dataset, processing_class, args, dataset_name):
+    def _prepare_dataset(self, dataset: Any, processing_class: Any, args: Any, dataset_name: str) -> Any:
         from hfrl.trainers import reward_scores
 
         columns = set(dataset.column_names)
@@ -513,7 +516,9 @@ class RewardTrainer(TrainerMixin, _PairsAdapter, trl.RewardTrainer):
         if self._signature_columns is None:
             self._signature_columns = ["chosen_ids", "rejected_ids", "margin", "input_ids", "score"]  # type: ignore[assignment]
 
-    def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+    def compute_loss(
+        self, model: Any, inputs: dict[str, Any], return_outputs: bool = False, num_items_in_batch: Any = None
+    ) -> Any:
         """TRL's pairs loss; for scored texts, binary cross-entropy to the scores, logged as TRL logs
         pairs (``accuracy``: the share of rows where ``r`` is on the score's side of 0.5)."""
         if "score" not in inputs:
@@ -536,7 +541,7 @@ class RewardTrainer(TrainerMixin, _PairsAdapter, trl.RewardTrainer):
             self._metrics[mode]["accuracy"].append(agree / max(decided, 1))
         return (loss, outputs) if return_outputs else loss
 
-    def pair_accuracy(self, dataset) -> dict[str, float]:
+    def pair_accuracy(self, dataset: Any) -> dict[str, float]:
         """Held-out pairs: the share where the chosen text scores above the rejected one, the mean
         margin ``r(chosen) - r(rejected)``, and the number of pairs; prepared, batched and scored as
         TRL's evaluation does (its data preparation and collator, chosen and rejected in one batch).

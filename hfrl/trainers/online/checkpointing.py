@@ -7,14 +7,19 @@ The rest of a checkpoint's own state: :mod:`hfrl.trainers.online.online_state`.
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from hfrl.core.models import load_pretrained_weights
 from hfrl.core.policies import ActorCritic, is_peft_model
 from hfrl.trainers.online.critic_from import VALUE_HEAD_NAME  # the critic's file names, where torch is not imported
 
+if TYPE_CHECKING:
+    import torch
 
-def save_policy(model: ActorCritic, tokenizer: Any, args: Any, output_dir: str, state_dict: dict | None = None) -> None:
+
+def save_policy(
+    model: ActorCritic, tokenizer: Any, args: Any, output_dir: str, state_dict: dict[str, torch.Tensor] | None = None
+) -> None:
     """The policy as a plain transformers (or PEFT adapter) directory, the value head (if any) beside it,
     the critic's own backbone (``separate_critic``) in ``critic/``, the tokenizer and ``training_args.bin``
     (without secrets). Under DeepSpeed / FSDP the Trainer passes the gathered ``state_dict`` of the whole
@@ -54,9 +59,11 @@ def load_weights(model: ActorCritic, folder: str, advantage_estimator: str) -> N
         load_pretrained_weights(model.critic, os.path.join(folder, "critic"))
 
 
-def _split_state_dict(state_dict: dict, prefixes: tuple[str, ...]) -> dict[str, dict]:
+def _split_state_dict(
+    state_dict: dict[str, torch.Tensor], prefixes: tuple[str, ...]
+) -> dict[str, dict[str, torch.Tensor]]:
     """``{"policy.a": x, "value_head.b": y}`` -> ``{"policy": {"a": x}, "value_head": {"b": y}}``."""
-    parts: dict[str, dict] = {}
+    parts: dict[str, dict[str, torch.Tensor]] = {}
     for key, value in state_dict.items():
         head, _, rest = key.partition(".")
         if head in prefixes:

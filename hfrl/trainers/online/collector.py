@@ -162,7 +162,7 @@ class RolloutCollector:
         model_wrapped: Any,
         query_ids: torch.Tensor,
         query_mask: torch.Tensor,
-        generation_kwargs: dict,
+        generation_kwargs: dict[str, Any],
         *,
         step: int,
         rollout: bool = False,
@@ -190,7 +190,7 @@ class RolloutCollector:
         with unwrap_model_for_generation(
             model_wrapped,
             self.accelerator,
-            gradient_checkpointing_kwargs=cast(dict | None, args.gradient_checkpointing_kwargs),
+            gradient_checkpointing_kwargs=cast(dict[str, Any] | None, args.gradient_checkpointing_kwargs),
         ) as unwrapped:
             was_training = unwrapped.training
             unwrapped.eval()
@@ -284,7 +284,7 @@ class RolloutCollector:
 
     # ---- reward -----------------------------------------------------------------------------------------
     def task_rewards(
-        self, examples: list[dict], texts: list[str], generated: Completions, state: TrainerState
+        self, examples: list[dict[str, Any]], texts: list[str], generated: Completions, state: TrainerState
     ) -> tuple[TaskRewards, dict[str, float]]:
         """Every reward function once over the rollout (:func:`hfrl.rewards.combine.compute_rewards`), and
         the means of what they logged (TRL's ``log_metric``). A completion whose reward is dropped
@@ -311,10 +311,12 @@ class RolloutCollector:
         if self.accelerator.num_processes == 1 or not values:
             return values
         keys = sorted(values)
-        total = cast(Callable, self.reduce)(torch.tensor([float(values[k]) for k in keys]))
+        total = cast(Callable[[torch.Tensor], torch.Tensor], self.reduce)(
+            torch.tensor([float(values[k]) for k in keys])
+        )
         return dict(zip(keys, (total / self.accelerator.num_processes).tolist(), strict=True))
 
-    def write_completions(self, prompts: list, completions: list[str], rewards: list[float], step: int) -> None:
+    def write_completions(self, prompts: list[Any], completions: list[str], rewards: list[float], step: int) -> None:
         """``completions/iteration-N.jsonl``: every process's prompts, completions and rewards."""
         from accelerate.utils import gather_object
 
@@ -355,7 +357,7 @@ def process_sum(accelerator: Any) -> Callable[[torch.Tensor], torch.Tensor] | No
     return lambda t: accelerator.reduce(t.to(accelerator.device), reduction="sum")
 
 
-def _cycle(examples: list, start: int, count: int) -> list:
+def _cycle(examples: list[dict[str, Any]], start: int, count: int) -> list[dict[str, Any]]:
     """``count`` examples taken in turn from ``examples``, starting at index ``start`` (wrapping)."""
     return [examples[(start + i) % len(examples)] for i in range(count)]
 

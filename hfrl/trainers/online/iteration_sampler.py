@@ -71,7 +71,7 @@ class IterationSampler(Sampler[int]):
         return (self.num_prompts // self.batch_size) * self.batch_size * self.num_generations * self.repeat_count
 
 
-class PromptRows(Dataset):
+class PromptRows(Dataset[Any]):
     """A prompt dataset as the online dataloader reads it: a batch of :data:`PLACEHOLDER` indices
     is a list of ``None`` (no rows fetched), any other batch the dataset's rows."""
 

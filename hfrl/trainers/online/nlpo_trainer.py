@@ -114,7 +114,7 @@ class NLPOTrainer(PPOTrainer):
         return NLPOActionSpace(mask_policy, args.mask_update_every)
 
 
-def _untie(state: dict) -> dict:
+def _untie(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     """safetensors refuses tensors that share memory (tied embeddings): keep the first of each."""
     seen: set[int] = set()
     out = {}

@@ -98,9 +98,9 @@ class OnlineTrainer(EvaluationMixin, TrainerMixin, Trainer):
         processing_class: PreTrainedTokenizerBase | None = None,
         peft_config: Any | None = None,
         ref_model: PreTrainedModel | None = None,
-        metrics: dict[str, Callable] | None = None,
+        metrics: dict[str, Callable[..., Any]] | None = None,
         callbacks: list[TrainerCallback] | None = None,
-        optimizers: tuple = (None, None),
+        optimizers: tuple[torch.optim.Optimizer | None, torch.optim.lr_scheduler.LRScheduler | None] = (None, None),
     ) -> None:  # transformers 5.24: Trainer.__init__
         """TRL's keywords, with hfrl's additions (``metrics``, ``ref_model`` for every algorithm).
 
@@ -374,7 +374,13 @@ class OnlineTrainer(EvaluationMixin, TrainerMixin, Trainer):
         self._prepare_inputs(inputs)
         return torch.zeros((), device=self.args.device)
 
-    def compute_loss(self, model, inputs: Rollout, return_outputs: bool = False, num_items_in_batch=None):  # type: ignore[override]  # transformers 5.24
+    def compute_loss(  # type: ignore[override]  # transformers 5.24
+        self,
+        model: Any,
+        inputs: Rollout,
+        return_outputs: bool = False,
+        num_items_in_batch: torch.Tensor | int | None = None,
+    ) -> torch.Tensor | tuple[torch.Tensor, dict[str, Any]]:
         """The whole loss of a minibatch on one forward (:class:`hfrl.core.losses.UpdateLoss`: the
         policy loss, the critic's, the entropy bonus and the KL term), its statistics recorded."""
         out = self.policy_outputs(model, inputs)
@@ -467,7 +473,9 @@ class OnlineTrainer(EvaluationMixin, TrainerMixin, Trainer):
         return metrics
 
     # ---- evaluation ------------------------------------------------------------------------------------
-    def generate_and_score(self, dataset: Dataset, prefix: str = "eval") -> tuple[dict[str, float], list[dict]]:
+    def generate_and_score(
+        self, dataset: Dataset, prefix: str = "eval"
+    ) -> tuple[dict[str, float], list[dict[str, Any]]]:
         """The eval prompts completed by the policy with the eval settings (the whole vocabulary), scored
         (:func:`hfrl.trainers.evaluation.generate_and_score`: :class:`EvaluationMixin`'s ``evaluate``)."""
         if PROMPT_IDS not in dataset.column_names:
@@ -508,7 +516,9 @@ class OnlineTrainer(EvaluationMixin, TrainerMixin, Trainer):
         return super()._determine_best_metric(metrics, trial)
 
     # ---- saved state ----------------------------------------------------------------------------------
-    def _save(self, output_dir: str | None = None, state_dict: dict | None = None) -> None:  # transformers 5.24
+    def _save(  # transformers 5.24
+        self, output_dir: str | None = None, state_dict: dict[str, torch.Tensor] | None = None
+    ) -> None:
         """The policy as a plain transformers (or PEFT adapter) directory, the value head (if any) beside
         it (:func:`hfrl.trainers.online.checkpointing.save_policy`)."""
         if self.args.should_save:

@@ -5,7 +5,8 @@ hfrl train --task numbers --alg trpo --model tiny
 
 from __future__ import annotations
 
-from typing import cast
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, cast
 
 import torch
 
@@ -19,8 +20,11 @@ from hfrl.trainers.online.online_trainer import OnlineTrainer
 from hfrl.trainers.online.trpo_config import TRPOConfig
 from hfrl.trainers.papers import paper
 
+if TYPE_CHECKING:
+    from contextlib import AbstractContextManager
 
-def _math_attention():
+
+def _math_attention() -> AbstractContextManager[Any]:
     """PyTorch's plain attention for the block: the fused CPU / flash kernels have no double backward."""
     from torch.nn.attention import SDPBackend, sdpa_kernel
 
@@ -82,13 +86,13 @@ class TRPOTrainer(OnlineTrainer):
     _paper = paper("schulman2015trust")
     minibatch_trains_policy = False  # the policy moves in policy_step; the minibatches train the critic
 
-    def __init__(self, *args, **kwargs) -> None:
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.require_unsharded_policy(
             "takes second derivatives through every policy parameter and moves the weights itself"
         )
 
-    def create_optimizer(self, model=None):
+    def create_optimizer(self, model: Any = None) -> torch.optim.Optimizer:
         """The Trainer's optimizer over the critic alone (no parameters without a critic: its steps do nothing)."""
         return super().create_optimizer(self.accelerator.unwrap_model(self.model).critic_modules())
 
@@ -160,7 +164,14 @@ class TRPOTrainer(OnlineTrainer):
         total = self.global_sum(rollout.response_mask.sum().float())
         return chunks, [chunk.response_mask.sum().float() / total for chunk in chunks]
 
-    def _natural_gradient(self, forward, chunks: list[Rollout], weights: list[torch.Tensor], fisher, params):
+    def _natural_gradient(
+        self,
+        forward: Callable[..., tuple[torch.Tensor, torch.Tensor, torch.Tensor]],
+        chunks: list[Rollout],
+        weights: list[torch.Tensor],
+        fisher: tuple[list[Rollout], list[torch.Tensor]],
+        params: list[torch.Tensor],
+    ) -> tuple[list[torch.Tensor], float, list[torch.Tensor], float, float]:
         """The full step ``sqrt(2 delta / s^T F s) * s`` with ``s`` solving ``F s = g`` by conjugate
         gradient; ``g`` and the step's length ``s^T F s`` over ``chunks``, conjugate gradient's ``F``
         over ``fisher`` (chunks and weights: the same ones, or every ``fisher_subsample``-th

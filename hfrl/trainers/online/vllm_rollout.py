@@ -348,7 +348,9 @@ class VLLMRollouts:
             num_generations,
         )
 
-    def weigh(self, rollout: Rollout, sampler_logprobs: torch.Tensor, reduce: Reduce = None) -> tuple[Rollout, dict]:
+    def weigh(
+        self, rollout: Rollout, sampler_logprobs: torch.Tensor, reduce: Reduce = None
+    ) -> tuple[Rollout, dict[str, float]]:
         """The rollout with its truncated importance weights (``is_weights``, :func:`truncated_is_weights`
         of its old log-probs, the scoring forward's, against the sampler's; none with
         ``vllm_importance_sampling_correction`` off) and what the log shows of them (:func:`is_weight_stats`,
