@@ -189,6 +189,19 @@ def test_ppo_rollouts_come_back_in_groups_with_their_importance_weights(shared, 
     assert shared.check.gap < 1e-3  # the second iteration's sync reached the engine
 
 
+def test_with_top_k_the_weights_see_the_engine_not_the_cut(shared, tiny_vllm_dir, make_config):
+    """With top_k the engine's log-probs are still the whole distribution's (raw_logprobs at temperature 1), as
+    hfrl scores the policy: the weights stay 1. With TRL's processed_logprobs they were the kept mass, below 1
+    (0.79 on movie_snippets' top_k 50)."""
+    kwargs = {"do_sample": True, "top_k": 3}
+    args = make_config(use_vllm=True, rollout_batch_size=4, mini_batch_size=4, num_ppo_epochs=1,
+                       generation_kwargs=kwargs)  # fmt: skip
+    trainer = PPOTrainer(model=tiny_vllm_dir, args=args, reward_funcs=digit_reward, train_dataset=prompts())
+    trainer.train()
+    mask = trainer.rollout.response_mask.bool()
+    assert torch.allclose(trainer.rollout.is_weights[mask], torch.ones(int(mask.sum())), atol=1e-3)
+
+
 def test_lora_a2c_with_a_critic_free_estimator_trains_on_the_engine(shared, tiny_vllm_dir, make_config):
     from peft import LoraConfig
 

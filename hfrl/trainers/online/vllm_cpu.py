@@ -43,6 +43,7 @@ from trl.generation.vllm_generation import VLLMGeneration
 
 from hfrl.core.models import plain_model_dir
 from hfrl.core.policies import is_peft_model
+from hfrl.trainers.online.vllm_rollout import engine_logprobs_mode
 
 SYNC_CHECK_TEXT = "The quick brown fox jumps over the lazy dog. 1 2 3 4 5 6 7 8 9 10"
 # nats: the engine's mean |log-prob - the policy's| on the sample that a float32 engine stays well under
@@ -216,7 +217,8 @@ class CPUVLLMGeneration(VLLMGeneration):
             distributed_executor_backend="external_launcher",
             seed=accelerator.process_index,  # TRL's: each process's engine samples its own
             max_num_batched_tokens=4096,
-            logprobs_mode="processed_logprobs",  # TRL's: the log-probs after temperature / top-k / top-p
+            # the sampled tokens' log-probs as hfrl scores them (the whole distribution at the temperature)
+            logprobs_mode=engine_logprobs_mode(self.temperature, self.top_k, self.top_p, self.min_p),
             trust_remote_code=self.trust_remote_code,
         )
         self._llm_weights_sleeping = False
