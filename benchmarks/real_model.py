@@ -667,7 +667,7 @@ class Recorder:
         completions = self.trainer.tokenizer.batch_decode(rollout.response_ids, skip_special_tokens=True)
         keep = ("reward", "kl", "beta", "completion_length", "tokens_per_second", "entropy", "mask/kept_tokens")
         row = {k: float(logs[k]) for k in keep if k in logs}
-        row.update({k: float(v) for k, v in logs.items() if k.startswith("time/")})
+        row.update({k: float(v) for k, v in logs.items() if k.startswith(("time/", "vllm/"))})  # vllm/: the IS weights
         row["ref_perplexity"] = math.exp(-masked_mean(rollout.ref_logprobs, mask))
         row["distinct_2"] = distinct_2(completions)
         row["iteration"] = len(self.rows) + 1
