@@ -273,9 +273,9 @@ def test_tiny_is_refused_naming_tiny_vllm(tiny_causal_dir):
 
 
 # ---- hfrl train, end to end -----------------------------------------------------------------------------------
-def test_hfrl_train_use_vllm_exits_cleanly(tmp_path):
-    """Its own engine in its own process: 2 PPO iterations, exit 0, no finaliser error at exit."""
-    # without the module engine's rendezvous (MASTER_PORT etc.: that engine holds the port)
+def train_in_own_process(*argv: str) -> subprocess.CompletedProcess:
+    """``hfrl train ARGV --use_vllm true --report_to none`` with its own engine in its own process (without the
+    module engine's rendezvous: MASTER_PORT etc., that engine holds the port); exit 0 and no finaliser error."""
     env = {
         k: v
         for k, v in os.environ.items()
@@ -283,35 +283,29 @@ def test_hfrl_train_use_vllm_exits_cleanly(tmp_path):
     }
     env.update(VLLM_CPU_KVCACHE_SPACE="1", VLLM_CPU_OMP_THREADS_BIND="0", OMP_NUM_THREADS="1")
     out = subprocess.run(
-        [sys.executable, "-m", "hfrl.cli", "train", "--task", "numbers", "--alg", "ppo", "--model", "tiny-vllm",
-         "--use_vllm", "true", "--num_iterations", "2", "--rollout_batch_size", "8", "--mini_batch_size", "4",
-         "--max_new_tokens", "8", "--report_to", "none", "-o", str(tmp_path / "run")],
+        [sys.executable, "-m", "hfrl.cli", "train", *argv, "--use_vllm", "true", "--report_to", "none"],
         capture_output=True, text=True, env=env, timeout=900,
     )  # fmt: skip
     assert out.returncode == 0, out.stderr[-3000:]
     for bad in ("Invalid process group", "Traceback", "Exception ignored"):
         assert bad not in out.stderr, out.stderr[-3000:]
+    return out
+
+
+def test_hfrl_train_use_vllm_exits_cleanly(tmp_path):
+    """Its own engine in its own process: 2 PPO iterations, exit 0, no finaliser error at exit."""
+    train_in_own_process("--task", "numbers", "--alg", "ppo", "--model", "tiny-vllm", "--num_iterations", "2",
+                         "--rollout_batch_size", "8", "--mini_batch_size", "4", "--max_new_tokens", "8",
+                         "-o", str(tmp_path / "run"))  # fmt: skip
 
 
 def test_trl_grpo_on_the_engine_syncs_through_hfrl_and_exits_cleanly(tmp_path):
     """TRL's GRPO builds its engine in its constructor: hfrl's factory builds it (the CPU engine, its checked reload
     sync). With TRL's own class the run ended in "Invalid process group specified", and numbers' min_new_tokens
     reached vLLM's SamplingParams under transformers' name ("Unexpected keyword argument 'min_new_tokens'")."""
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if k not in ("MASTER_ADDR", "MASTER_PORT", "RANK", "LOCAL_RANK", "WORLD_SIZE")
-    }
-    env.update(VLLM_CPU_KVCACHE_SPACE="1", VLLM_CPU_OMP_THREADS_BIND="0", OMP_NUM_THREADS="1")
-    out = subprocess.run(
-        [sys.executable, "-m", "hfrl.cli", "train", "--task", "numbers", "--alg", "grpo", "--model", "tiny-vllm",
-         "--use_vllm", "true", "--max_steps", "3", "--gradient_accumulation_steps", "1",
-         "--per_device_train_batch_size", "8", "--report_to", "none", "-o", str(tmp_path / "run")],
-        capture_output=True, text=True, env=env, timeout=900,
-    )  # fmt: skip
-    assert out.returncode == 0, out.stderr[-3000:]
-    for bad in ("Invalid process group", "Traceback", "Exception ignored"):
-        assert bad not in out.stderr, out.stderr[-3000:]
+    out = train_in_own_process("--task", "numbers", "--alg", "grpo", "--model", "tiny-vllm", "--max_steps", "3",
+                               "--gradient_accumulation_steps", "1", "--per_device_train_batch_size", "8",
+                               "-o", str(tmp_path / "run"))  # fmt: skip
     assert "3 steps x 8 completions" in out.stdout + out.stderr  # a generation (and from step 2 a sync) each step
 
 
