@@ -43,7 +43,6 @@ from trl.generation.vllm_generation import VLLMGeneration
 
 from hfrl.core.models import plain_model_dir
 from hfrl.core.policies import is_peft_model
-from hfrl.trainers.online.vllm_rollout import engine_logprobs_mode
 
 SYNC_CHECK_TEXT = "The quick brown fox jumps over the lazy dog. 1 2 3 4 5 6 7 8 9 10"
 # nats: the engine's mean |log-prob - the policy's| on the sample that a float32 engine stays well under
@@ -176,6 +175,30 @@ class SyncCheck:
         self.last = now
 
 
+def engine_logprobs_mode(temperature: float, top_k: int | None, top_p: float, min_p: float | None) -> str:
+    """vLLM's ``logprobs_mode`` whose sampled-token log-probs are what hfrl's scoring computes: the policy's whole
+    distribution at the temperature. TRL's ``processed_logprobs`` renormalises over the top-k / top-p set, so the
+    truncated importance weight would also carry the mass outside it (a mean weight of 0.79 on movie_snippets'
+    ``top_k`` 50, against 1 for the same rollouts from ``generate``). At temperature 1 that is ``raw_logprobs``;
+    without a truncation ``processed_logprobs`` (the temperature applied); with both, no mode has it: processed,
+    said once.
+
+    >>> engine_logprobs_mode(1.0, 50, 1.0, 0.0), engine_logprobs_mode(0.7, 0, 1.0, None)
+    ('raw_logprobs', 'processed_logprobs')
+    """
+    if temperature == 1.0:
+        return "raw_logprobs"
+    if (top_k or 0) > 0 or top_p < 1.0 or (min_p or 0.0) > 0.0:
+        from transformers.utils import logging
+
+        logging.get_logger(__name__).warning(
+            f"use_vllm: at temperature {temperature} with top_k/top_p/min_p the engine reports log-probs renormalised "
+            "over the kept tokens, so the importance weights also carry the mass cut off (vLLM has no mode for the "
+            "whole distribution at a temperature)"
+        )
+    return "processed_logprobs"
+
+
 class CPUVLLMGeneration(VLLMGeneration):
     """TRL's ``VLLMGeneration`` (its ``generate``) on vLLM's CPU engine, colocated: an eager engine from
     the model's folder (:func:`~hfrl.core.models.plain_model_dir`), the weights synced through vLLM's
@@ -252,6 +275,7 @@ __all__ = [
     "SyncCheck",
     "checkpoint_weights",
     "check_head_dim",
+    "engine_logprobs_mode",
     "is_cpu_platform",
     "merged_weights",
 ]

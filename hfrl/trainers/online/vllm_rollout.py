@@ -78,30 +78,6 @@ def sampling_settings(generation_kwargs: dict[str, Any], max_new_tokens: int) ->
     return {**settings, "generation_kwargs": extra} if extra else settings
 
 
-def engine_logprobs_mode(temperature: float, top_k: int | None, top_p: float, min_p: float | None) -> str:
-    """vLLM's ``logprobs_mode`` whose sampled-token log-probs are what hfrl's scoring computes: the policy's whole
-    distribution at the temperature. TRL's ``processed_logprobs`` renormalises over the top-k / top-p set, so the
-    truncated importance weight would also carry the mass outside it (a mean weight of 0.79 on movie_snippets'
-    ``top_k`` 50, against 1 for the same rollouts from ``generate``). At temperature 1 that is ``raw_logprobs``;
-    without a truncation ``processed_logprobs`` (the temperature applied); with both, no mode has it: processed,
-    said once.
-
-    >>> engine_logprobs_mode(1.0, 50, 1.0, 0.0), engine_logprobs_mode(0.7, 0, 1.0, None)
-    ('raw_logprobs', 'processed_logprobs')
-    """
-    if temperature == 1.0:
-        return "raw_logprobs"
-    if (top_k or 0) > 0 or top_p < 1.0 or (min_p or 0.0) > 0.0:
-        from transformers.utils import logging
-
-        logging.get_logger(__name__).warning(
-            f"use_vllm: at temperature {temperature} with top_k/top_p/min_p the engine reports log-probs renormalised "
-            "over the kept tokens, so the importance weights also carry the mass cut off (vLLM has no mode for the "
-            "whole distribution at a temperature)"
-        )
-    return "processed_logprobs"
-
-
 def check_config(args: Any) -> None:
     """The refusals of ``use_vllm`` that ``args`` (an :class:`~hfrl.trainers.online.online_config.OnlineConfig`,
     from its ``__post_init__``) makes on its own, one line each saying what to change; the model's and the
