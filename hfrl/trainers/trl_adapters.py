@@ -107,12 +107,12 @@ def _generation_kwargs_for_vllm(args: Any) -> None:
     kwargs = dict(getattr(args, "generation_kwargs", None) or {})
     if not getattr(args, "use_vllm", False) or not kwargs:
         return
-    from hfrl.core.rollout.stop import STOP_KEY, stop_strings
-    from hfrl.trainers.online.vllm_rollout import SAMPLING_PARAMS
+    from hfrl.core.rollout.stop import STOP_KEY
+    from hfrl.trainers.online.vllm_rollout import SAMPLING_PARAMS, vllm_stop
 
     renamed = {SAMPLING_PARAMS.get(key, key): value for key, value in kwargs.items() if key != STOP_KEY}
     if STOP_KEY in kwargs:
-        renamed.update(stop=list(stop_strings(kwargs)), include_stop_str_in_output=True)
+        renamed.update(vllm_stop(kwargs))
     args.generation_kwargs = renamed
 
 

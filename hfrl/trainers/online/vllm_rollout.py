@@ -49,6 +49,14 @@ SAMPLING_ARGUMENTS = {
 SAMPLING_PARAMS = {"min_new_tokens": "min_tokens"}
 
 
+def vllm_stop(generation_kwargs: dict[str, Any]) -> dict[str, Any]:
+    """A task's ``stop_strings`` as vLLM's ``SamplingParams`` take them: ``stop``, the string kept in the text as
+    ``generate`` keeps it."""
+    from hfrl.core.rollout.stop import stop_strings
+
+    return {"stop": list(stop_strings(generation_kwargs)), "include_stop_str_in_output": True}
+
+
 def sampling_settings(generation_kwargs: dict[str, Any], max_new_tokens: int) -> dict[str, Any]:
     """``VLLMGeneration``'s sampling arguments for the rollouts' ``generation_kwargs``; a one-line
     ``ValueError`` for a key vLLM has no counterpart of (checked by the config, before anything loads).
@@ -63,10 +71,8 @@ def sampling_settings(generation_kwargs: dict[str, Any], max_new_tokens: int) ->
             settings[SAMPLING_ARGUMENTS[key]] = 0 if key == "top_k" and value is None else value
         elif key in SAMPLING_PARAMS:
             extra[SAMPLING_PARAMS[key]] = value
-        elif key == "stop_strings":  # vLLM's ``stop``, the string kept in the text as generate keeps it
-            from hfrl.core.rollout.stop import stop_strings
-
-            extra.update(stop=list(stop_strings(generation_kwargs)), include_stop_str_in_output=True)
+        elif key == "stop_strings":
+            extra.update(vllm_stop(generation_kwargs))
         elif key == "do_sample" and value:
             continue  # vLLM samples
         else:
