@@ -89,6 +89,7 @@ def test_an_adapter_naming_a_megatron_config_imports_nothing(command, adapter_ru
     assert not (tmp_path / "again").exists() and not (tmp_path / "exported").exists()
 
 
+@pytest.mark.slow  # slow tier (issue 54's 10-minute default tier); CI runs it in full
 def test_python_m_never_imports_from_the_current_folder(adapter_run, tmp_path):
     """`cd ADAPTER && python -m hfrl.cli eval .` (python -m puts the current folder first on sys.path).
     With --trust-code the adapter config is the user's to trust, yet the planted module is still not

@@ -36,6 +36,7 @@ def test_on_cuda_without_bitsandbytes_one_line(gpu_check, monkeypatch, capsys):
     )
 
 
+@pytest.mark.slow  # slow tier (issue 54's 10-minute default tier); CI runs it in full
 def test_dry_run_trains_every_arm_and_passes_its_checks(gpu_check, tmp_path, tiny_causal_dir, capsys):
     out = tmp_path / "gpu.json"
     argv = ["--dry-run", "--json", str(out), "--skip", "backends", "rlhf"]  # those: test_gpu_check_backends.py

@@ -36,6 +36,7 @@ def test_rlhf_commands_are_the_pages_shortened_on_a_dry_run(gpu_check):
     assert gpu_check._set(["-o", "a"], "--bf16", "false") == ["-o", "a", "--bf16", "false"]
 
 
+@pytest.mark.slow  # slow tier (issue 54's 10-minute default tier); CI runs it in full
 def test_dry_run_generation_backends(gpu_check, tmp_path, tiny_causal_dir, capsys):
     out = tmp_path / "gpu.json"
     assert gpu_check.main(["--dry-run", "--json", str(out), *ONLY_NEW, "rlhf"]) == 0, capsys.readouterr().out[-2000:]

@@ -135,6 +135,7 @@ def hfrl(*args: str) -> subprocess.Popen:
                             text=True, env=env)  # fmt: skip
 
 
+@pytest.mark.slow  # slow tier (issue 54's 10-minute default tier); CI runs it in full
 def test_two_commands_never_share_a_folder(tmp_path):
     """Two real processes on one folder: the second stops at once with one line; the folder holds one
     whole run (config, weights and log of the same run)."""
@@ -153,6 +154,7 @@ def test_two_commands_never_share_a_folder(tmp_path):
     assert len([line for line in lines if '"reward"' in line]) == 150
 
 
+@pytest.mark.slow  # slow tier (issue 54's 10-minute default tier); CI runs it in full
 def test_two_resumes_never_race(precious, tmp_path):
     import shutil
 

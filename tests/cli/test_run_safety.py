@@ -372,6 +372,7 @@ def test_a_model_that_cannot_load_with_its_kwargs_is_one_line_without_the_token(
 
 
 # ---- SIGTERM: the run ends at an iteration with a complete checkpoint ------------------------------
+@pytest.mark.slow  # slow tier (issue 54's 10-minute default tier); CI runs it in full
 def test_sigterm_ends_the_run_with_a_complete_checkpoint_and_it_resumes(tmp_path):
     run = tmp_path / "run"
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}

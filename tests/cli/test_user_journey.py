@@ -278,6 +278,7 @@ def test_the_lines_before_and_after_a_run(tmp_path, capsys):
     assert lines[-2:] == [f"next: hfrl chat {out}", f"      hfrl push {out} --repo-id YOUR_NAME/run"]
 
 
+@pytest.mark.slow  # slow tier (issue 54's 10-minute default tier); CI runs it in full
 def test_upstream_noise_stays_off_the_console(tmp_path):
     """The built-in seq2seq model, LoRA and NLPO, run as a user runs them (a subprocess, the bar on):
     none of transformers' loading / saving bars, tiny-t5's PAD/BOS/EOS note, the checkpointing

@@ -2,7 +2,7 @@
 generic mode), rendered in the browser by the KaTeX vendored in ``docs/vendor/katex/`` (no CDN) through
 ``docs/javascripts/katex.js``.
 
-The first tests read the sources only. The last two build the site and open its pages that hold
+The first tests read the sources only. The last two (slow tier) build the site and open its pages that hold
 equations in headless Chromium with the fixtures of ``test_site.py`` (skipped as it skips, without the
 docs extra or without Chromium): every equation rendered by KaTeX, none a KaTeX error, the vendored
 files and fonts served from the site itself.
@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import pytest
 import yaml
 
 from tests.docs.test_site import browser, served, site  # noqa: F401  (pytest fixtures, used by name)
@@ -113,6 +114,7 @@ def test_the_vendored_katex_is_whole_and_its_fonts_resolve():
         assert first and first[1].endswith(".woff2") and (KATEX / first[1]).is_file(), face
 
 
+@pytest.mark.slow  # slow tier (issue 54's 10-minute default tier); CI runs it in full
 def test_the_built_site_has_one_math_element_per_block(site):  # noqa: F811
     for page in pages():
         html = site / built(page) / "index.html"
@@ -124,6 +126,7 @@ def test_the_built_site_has_one_math_element_per_block(site):  # noqa: F811
     assert len(list((site / "vendor" / "katex" / "fonts").glob("*.woff2"))) == 20
 
 
+@pytest.mark.slow  # slow tier (issue 54's 10-minute default tier); CI runs it in full
 def test_katex_renders_every_equation_in_chromium(served, browser):  # noqa: F811
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.ui import WebDriverWait

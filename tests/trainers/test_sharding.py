@@ -86,6 +86,7 @@ WHOLE_COPY = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow  # slow tier (issue 54's 10-minute default tier); CI runs it in full
 @needs_deepspeed
 def test_a_whole_copy_of_a_zero3_partitioned_model_has_its_weights_and_draws_no_random_numbers(
     tmp_path, tiny_causal_dir

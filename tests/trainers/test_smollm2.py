@@ -13,6 +13,7 @@ pytestmark = pytest.mark.skipif(
 )
 
 
+@pytest.mark.slow  # slow tier (issue 54's 10-minute default tier); CI runs it in full
 def test_ppo_with_lora_on_the_shipped_smollm2_gguf(tmp_path):
     from peft import LoraConfig
 
