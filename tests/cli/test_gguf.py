@@ -275,3 +275,32 @@ def test_a_checked_dense_copy_is_used_again(written, tmp_path, monkeypatch):
     first = models.plain_model_dir(path)
     monkeypatch.setattr(models, "load_model", lambda *a, **k: pytest.fail("the copy was built again"))
     assert models.plain_model_dir(path) == first
+
+
+def test_use_vllm_hands_the_engine_a_gguf_models_dense_folder(written, tmp_path, monkeypatch):
+    """``--model smollm2 --use_vllm true`` (issue 58, item 4) handed vLLM the GGUF file, which it read as a
+    config ("is not a valid JSON file"). TRL's engine class (the GPU path; a stand-in here) sees the checked
+    dense folder as the model's ``name_or_path`` while it is built, and the model keeps its file's name after.
+    The CPU engine on the real vLLM: tests/vllm_engine/test_real_engine.py::test_a_gguf_model_trains_on_the_engine."""
+    import importlib
+
+    import hfrl.core.models as models
+    from hfrl.trainers.online import vllm_cpu, vllm_rollout
+
+    path = written[0]
+    monkeypatch.setenv("HFRL_CACHE", str(tmp_path))
+    seen = {}
+
+    class Engine:  # TRL's VLLMGeneration, as far as the path goes
+        def __init__(self, **kwargs):
+            seen["path"] = kwargs["model"].name_or_path
+
+    monkeypatch.setattr(importlib.import_module("trl.import_utils"), "is_vllm_available", lambda: True)
+    monkeypatch.setattr(importlib.import_module("trl.generation.vllm_generation"), "VLLMGeneration", Engine)
+    monkeypatch.setattr(vllm_cpu, "is_cpu_platform", lambda: False)
+    model = load_model(path)
+    assert isinstance(vllm_rollout._trl_vllm_generation(model=model, mode="colocate"), Engine)
+    folder = Path(seen["path"])
+    assert str(folder) == models.plain_model_dir(path) and tmp_path in folder.parents
+    assert {"config.json", "model.safetensors", "tokenizer.json"} <= {p.name for p in folder.iterdir()}
+    assert model.name_or_path == path
