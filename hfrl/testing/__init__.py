@@ -54,9 +54,10 @@ def requires_wordnet() -> Any:
     return pytest.mark.skipif(reason is not None, reason=f"WordNet is not installed: {reason}")
 
 
-def tiny_llama(seed: int = 0) -> tuple[Any, Any]:
-    """``(model, tokenizer)``: a tiny random Llama (2 layers, 64 dims, grouped-query attention) with
-    hfrl's tiny byte-level BPE tokenizer, built from ``seed``."""
+def tiny_llama(seed: int = 0, heads: int = 4, kv_heads: int = 2) -> tuple[Any, Any]:
+    """``(model, tokenizer)``: a tiny random Llama (2 layers, 64 dims, grouped-query attention: ``heads``
+    query heads sharing ``kv_heads``; ``heads=2, kv_heads=1`` gives the heads of 32 that vLLM's CPU attention
+    takes) with hfrl's tiny byte-level BPE tokenizer, built from ``seed``."""
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM
 
@@ -72,8 +73,8 @@ def tiny_llama(seed: int = 0) -> tuple[Any, Any]:
         hidden_size=64,
         intermediate_size=128,
         num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
+        num_attention_heads=heads,
+        num_key_value_heads=kv_heads,
         **ids,
     )
     return LlamaForCausalLM(config).eval(), tokenizer

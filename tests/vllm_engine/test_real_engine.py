@@ -317,18 +317,9 @@ def test_a_gguf_model_trains_on_the_engine(tmp_path):
     import json
 
     pytest.importorskip("gguf", reason="pip install gguf (in the dev extra)")
-    from transformers import LlamaConfig, LlamaForCausalLM
+    from hfrl.testing import tiny_llama, write_gguf
 
-    from hfrl.core.tiny import build_tiny_tokenizer
-    from hfrl.testing import write_gguf
-
-    tokenizer = build_tiny_tokenizer()
-    torch.manual_seed(0)
-    ids = {f"{name}_token_id": getattr(tokenizer, f"{name}_token_id") for name in ("bos", "eos", "pad")}
-    config = LlamaConfig(vocab_size=len(tokenizer), max_position_embeddings=512, tie_word_embeddings=False,
-                         hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=2,
-                         num_key_value_heads=1, **ids)  # fmt: skip
-    path = write_gguf(LlamaForCausalLM(config).eval(), tokenizer, str(tmp_path / "tiny-llama-32.gguf"))
+    path = write_gguf(*tiny_llama(heads=2, kv_heads=1), str(tmp_path / "tiny-llama-32.gguf"))
     out = tmp_path / "run"
     train_in_own_process("--task", "numbers", "--alg", "ppo", "--model", path, "--num_iterations", "2",
                          "--rollout_batch_size", "8", "--mini_batch_size", "4", "--max_new_tokens", "8",
