@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import os
 import re
 from collections.abc import Iterator
@@ -32,8 +33,28 @@ def is_secret(name: Any) -> bool:
     >>> [is_secret(n) for n in ("hub_token", "token", "use_auth_token", "api_key", "tokenizer", "max_tokens")]
     [True, True, True, True, False, False]
     """
-    name = str(name).lower()
-    return name in _SECRET_NAMES or name.endswith(tuple(f"_{s}" for s in _SECRET_NAMES))
+    return _is_secret_name(str(name))
+
+
+@functools.lru_cache(maxsize=4096)
+def _is_secret_name(name: str) -> bool:
+    name = name.lower()
+    return name in _SECRET_NAMES or name.endswith(_SECRET_SUFFIXES)
+
+
+_SECRET_SUFFIXES = tuple(f"_{s}" for s in _SECRET_NAMES)
+
+
+_FIELDS: dict[type, tuple[tuple[str, bool], ...]] = {}
+
+
+def _fields_of(cls: type) -> tuple[tuple[str, bool], ...]:
+    """(name, secret-named) of each field of the dataclass ``cls``, read once per class: the Trainer's
+    callback events run :func:`secrets_removed` four times per optimizer step, and reading the ~300
+    fields' names at each call took 13% of NLPO's training time on ``numbers`` with the tiny model."""
+    if cls not in _FIELDS:
+        _FIELDS[cls] = tuple((f.name, is_secret(f.name)) for f in dataclasses.fields(cls))
+    return _FIELDS[cls]
 
 
 def redacted(value: Any) -> Any:
@@ -110,16 +131,16 @@ def secrets_removed(args: Any) -> Iterator[Any]:
     {token: ...}``) replaced by its :func:`redacted` copy, so that what is pickled from it
     (``training_args.bin``) never holds a secret. The values come back on exit."""
     saved: dict[str, Any] = {}
-    for f in dataclasses.fields(args):
-        value = getattr(args, f.name, None)
+    for name, secret in _fields_of(type(args)):
+        value = getattr(args, name, None)
         clean: Any
-        if is_secret(f.name) and isinstance(value, str):
-            saved[f.name], clean = value, None
-        elif isinstance(value, (dict, list, tuple)) and redacted(value) is not value:
-            saved[f.name], clean = value, redacted(value)
+        if secret and isinstance(value, str):
+            saved[name], clean = value, None
+        elif isinstance(value, (dict, list, tuple)) and (clean := redacted(value)) is not value:
+            saved[name] = value
         else:
             continue
-        setattr(args, f.name, clean)
+        setattr(args, name, clean)
     try:
         yield args
     finally:
