@@ -43,6 +43,30 @@ def test_secrets_leave_the_config_for_the_block_only():
     assert config.hub_token == "hf_" + "a" * 34 and config.model_init_kwargs is kwargs
 
 
+def test_secrets_are_found_by_each_config_class_own_fields():
+    """The field names are read once per class (secrets_removed runs at every callback event): a subclass
+    met after its base still has its own secret field removed, and a value set after the first call too."""
+    from hfrl.utils.secrets import secrets_removed
+
+    @dataclasses.dataclass
+    class Base:
+        learning_rate: float = 1e-5
+
+    @dataclasses.dataclass
+    class WithToken(Base):
+        api_key: str | None = None
+
+    with secrets_removed(Base()) as clean:
+        assert clean.learning_rate == 1e-5
+    config = WithToken()
+    with secrets_removed(config):
+        assert config.api_key is None
+    config.api_key = "k"
+    with secrets_removed(config):
+        assert config.api_key is None
+    assert config.api_key == "k"
+
+
 def test_a_written_file_with_a_token_is_deleted(tmp_path):
     from hfrl.utils.secrets import SecretInFileError, check_written
 
