@@ -51,7 +51,7 @@ _FIELDS: dict[type, tuple[tuple[str, bool], ...]] = {}
 def _fields_of(cls: type) -> tuple[tuple[str, bool], ...]:
     """(name, secret-named) of each field of the dataclass ``cls``, read once per class: the Trainer's
     callback events run :func:`secrets_removed` four times per optimizer step, and reading the ~300
-    fields' names at each call took 13% of NLPO's training time on ``numbers`` with the tiny model."""
+    fields' names at each call cost 0.45 ms, ~4% of a tiny model's PPO or NLPO iteration."""
     if cls not in _FIELDS:
         _FIELDS[cls] = tuple((f.name, is_secret(f.name)) for f in dataclasses.fields(cls))
     return _FIELDS[cls]
