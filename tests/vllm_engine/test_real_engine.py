@@ -292,6 +292,30 @@ def train_in_own_process(*argv: str) -> subprocess.CompletedProcess:
     return out
 
 
+def test_two_runs_started_together_each_get_their_own_rendezvous_port(tmp_path):
+    """Two single-process runs at once on one machine (a sweep; the benchmark's --workers 2): with TRL's port
+    choice both took the first free candidate and the second engine failed to bind it (EADDRINUSE). Each now
+    takes a port from the OS (vllm_rollout.own_rendezvous_port): both exit 0, without a finaliser error."""
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("MASTER_ADDR", "MASTER_PORT", "RANK", "LOCAL_RANK", "WORLD_SIZE")
+    }
+    env.update(VLLM_CPU_KVCACHE_SPACE="1", VLLM_CPU_OMP_THREADS_BIND="0", OMP_NUM_THREADS="1")
+    argv = [sys.executable, "-m", "hfrl.cli", "train", "--task", "numbers", "--alg", "ppo", "--model", "tiny-vllm",
+            "--use_vllm", "true", "--report_to", "none", "--num_iterations", "1", "--rollout_batch_size", "4",
+            "--mini_batch_size", "4", "--max_new_tokens", "4"]  # fmt: skip
+    runs = [
+        subprocess.Popen(
+            [*argv, "-o", str(tmp_path / f"run{i}")], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
+        )
+        for i in range(2)
+    ]
+    for run in runs:
+        _, err = run.communicate(timeout=900)
+        assert run.returncode == 0 and "EADDRINUSE" not in err, err[-3000:]
+
+
 def test_hfrl_train_use_vllm_exits_cleanly(tmp_path):
     """Its own engine in its own process: 2 PPO iterations, exit 0, no finaliser error at exit."""
     train_in_own_process("--task", "numbers", "--alg", "ppo", "--model", "tiny-vllm", "--num_iterations", "2",

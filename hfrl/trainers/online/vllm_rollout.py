@@ -24,6 +24,8 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import os
+import socket
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -116,6 +118,19 @@ def check_trainer(name: str, is_encoder_decoder: bool, action_space: Any) -> Non
         )
 
 
+def own_rendezvous_port(num_processes: int) -> None:
+    """A colocated engine in a single process gets ``MASTER_PORT`` from the OS (a bind to port 0) when it is
+    unset, ``0`` or ``auto``. TRL's ``ensure_master_addr_port`` tries 29500 first: two runs started together on
+    one machine both found it free, and the second engine's ``init_process_group`` failed with EADDRINUSE.
+    Under a launcher (several processes) the launcher's shared port is left alone. Tested:
+    tests/unit/test_trl_vllm_engine.py (the rule, and the port set while TRL's engine class is built)."""
+    if num_processes != 1 or os.environ.get("MASTER_PORT", "").strip().lower() not in ("", "0", "auto"):
+        return
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind(("", 0))
+        os.environ["MASTER_PORT"] = str(probe.getsockname()[1])
+
+
 def _trl_vllm_generation(**kwargs: Any) -> Any:
     """TRL's ``VLLMGeneration(**kwargs)``, imported only here; a one-line ``ImportError`` without vLLM. A
     colocated engine on vLLM's CPU platform gets :class:`~hfrl.trainers.online.vllm_cpu.CPUVLLMGeneration`
@@ -126,6 +141,8 @@ def _trl_vllm_generation(**kwargs: Any) -> Any:
         raise ImportError(f"use_vllm needs vLLM, which is not installed: {INSTALL}")
     if kwargs.get("mode") == "colocate":
         from hfrl.trainers.online.vllm_cpu import CPUVLLMGeneration, is_cpu_platform
+
+        own_rendezvous_port(getattr(kwargs.get("accelerator"), "num_processes", 1))
 
         if is_cpu_platform():
             return CPUVLLMGeneration(**kwargs)
