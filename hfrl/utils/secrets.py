@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import functools
 import os
 import re
 from collections.abc import Iterator
@@ -33,12 +32,7 @@ def is_secret(name: Any) -> bool:
     >>> [is_secret(n) for n in ("hub_token", "token", "use_auth_token", "api_key", "tokenizer", "max_tokens")]
     [True, True, True, True, False, False]
     """
-    return _is_secret_name(str(name))
-
-
-@functools.lru_cache(maxsize=4096)
-def _is_secret_name(name: str) -> bool:
-    name = name.lower()
+    name = str(name).lower()
     return name in _SECRET_NAMES or name.endswith(_SECRET_SUFFIXES)
 
 

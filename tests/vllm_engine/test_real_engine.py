@@ -273,15 +273,22 @@ def test_tiny_is_refused_naming_tiny_vllm(tiny_causal_dir):
 
 
 # ---- hfrl train, end to end -----------------------------------------------------------------------------------
-def train_in_own_process(*argv: str) -> subprocess.CompletedProcess:
-    """``hfrl train ARGV --use_vllm true --report_to none`` with its own engine in its own process (without the
-    module engine's rendezvous: MASTER_PORT etc., that engine holds the port); exit 0 and no finaliser error."""
+def own_process_env() -> dict[str, str]:
+    """The environment of a run with its own engine in its own process: without the module engine's rendezvous
+    (MASTER_PORT etc.: that engine holds the port), one thread, 1 GiB of KV cache."""
     env = {
         k: v
         for k, v in os.environ.items()
         if k not in ("MASTER_ADDR", "MASTER_PORT", "RANK", "LOCAL_RANK", "WORLD_SIZE")
     }
     env.update(VLLM_CPU_KVCACHE_SPACE="1", VLLM_CPU_OMP_THREADS_BIND="0", OMP_NUM_THREADS="1")
+    return env
+
+
+def train_in_own_process(*argv: str) -> subprocess.CompletedProcess:
+    """``hfrl train ARGV --use_vllm true --report_to none`` with its own engine in its own process (without the
+    module engine's rendezvous: MASTER_PORT etc., that engine holds the port); exit 0 and no finaliser error."""
+    env = own_process_env()
     out = subprocess.run(
         [sys.executable, "-m", "hfrl.cli", "train", *argv, "--use_vllm", "true", "--report_to", "none"],
         capture_output=True, text=True, env=env, timeout=900,
@@ -296,12 +303,7 @@ def test_two_runs_started_together_each_get_their_own_rendezvous_port(tmp_path):
     """Two single-process runs at once on one machine (a sweep; the benchmark's --workers 2): with TRL's port
     choice both took the first free candidate and the second engine failed to bind it (EADDRINUSE). Each now
     takes a port from the OS (vllm_rollout.own_rendezvous_port): both exit 0, without a finaliser error."""
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if k not in ("MASTER_ADDR", "MASTER_PORT", "RANK", "LOCAL_RANK", "WORLD_SIZE")
-    }
-    env.update(VLLM_CPU_KVCACHE_SPACE="1", VLLM_CPU_OMP_THREADS_BIND="0", OMP_NUM_THREADS="1")
+    env = own_process_env()
     argv = [sys.executable, "-m", "hfrl.cli", "train", "--task", "numbers", "--alg", "ppo", "--model", "tiny-vllm",
             "--use_vllm", "true", "--report_to", "none", "--num_iterations", "1", "--rollout_batch_size", "4",
             "--mini_batch_size", "4", "--max_new_tokens", "4"]  # fmt: skip
