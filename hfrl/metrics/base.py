@@ -113,6 +113,13 @@ def cached(key: Any, build: Callable[[], Any]) -> Any:
         return _CACHE[key]
 
 
+def uncache(which: Callable[[Any], bool]) -> None:
+    """Drop the objects :func:`cached` holds under each key ``which`` accepts."""
+    with _CACHE_LOCK:
+        for key in [key for key in _CACHE if which(key)]:
+            del _CACHE[key]
+
+
 def encoded(
     tokenizer: Any, texts: list[str], pairs: list[str] | None, max_length: int, device: Any, **kwargs: Any
 ) -> Any:

@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     import torch
 
 
-from hfrl.metrics.base import SampleMetric, cached, default_device, encoded, last_turn, text_of
+from hfrl.metrics.base import SampleMetric, cached, default_device, encoded, last_turn, text_of, uncache
 
 INPUTS = ("completion", "prompt+completion", "last_turn+completion", "pair")
 
@@ -83,6 +83,14 @@ def shard_classifiers(accelerator: Any) -> bool:
     if plugin is not None and plugin.zero_stage == 3 and accelerator.num_processes > 1:
         _ZERO3.append(accelerator)
     return bool(_ZERO3)
+
+
+def release_sharded_classifiers() -> None:
+    """Forget the accelerator :func:`shard_classifiers` kept and the partitioned classifiers built under it:
+    both hold the run's process groups (through DeepSpeed's engines), which must go before the interpreter
+    exits (:func:`hfrl.trainers.devices.close_process_group`)."""
+    _ZERO3.clear()
+    uncache(lambda key: isinstance(key, tuple) and key[:1] == ("classifier",) and key[-1] is True)
 
 
 def classifiers_sharded() -> bool:

@@ -2,6 +2,10 @@
 autocasts on the CPU, and the dataloader pins memory only for an accelerator; on a CUDA GPU with
 bfloat16, bf16 mixed precision over float32 weights unless the user chose (CUDA mocked)."""
 
+import os
+import subprocess
+import sys
+import textwrap
 import warnings
 
 import pytest
@@ -124,3 +128,76 @@ def test_weights_load_in_float32_on_a_gpu_unless_asked(tiny_causal_dir, tmp_path
     assert policy.dtype == torch.float32 and policy.config._attn_implementation == "sdpa"
     policy, _ = models.load_trainable(str(folder), {"dtype": torch.bfloat16})
     assert policy.dtype == torch.bfloat16
+
+
+CLOSE_GROUPS = textwrap.dedent("""
+    import os, socket, sys
+    import torch, torch.distributed as dist
+    from hfrl.trainers.devices import close_process_group
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(probe.getsockname()[1]))
+    dist.init_process_group("gloo", rank=0, world_size=1)
+    sub = dist.new_group([0])
+    dist.all_reduce(torch.ones(2), group=sub)
+
+    class Engine:  # holds a group as DeepSpeed's engine, optimizer and parameters do
+        pass
+
+    engine = Engine()
+    engine.group = sub  # an attribute (kept without a dict since Python 3.11)
+    table = {"group": dist.group.WORLD, "ranks": [0]}
+    items = [sub, 1]
+    hook = (lambda g: lambda: g)(sub)  # a closure's cell
+    del sub
+
+    def gloo_threads():
+        names = [open(f"/proc/self/task/{task}/comm").read().strip() for task in os.listdir("/proc/self/task")]
+        return sorted(name for name in names if "gloo" in name)
+
+    before = gloo_threads()
+    close_process_group()
+    print(before, gloo_threads(), engine.group, table, items, hook())
+""")
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/task"), reason="threads are listed from Linux's /proc")
+def test_closing_the_process_group_frees_every_group_that_python_objects_still_hold():
+    """``destroy_process_group`` leaves a gloo group's threads running while anything still holds the group
+    (DeepSpeed's engine, its optimizer and each partitioned parameter do); alive at exit, they ran into the
+    interpreter's teardown and a few ZeRO-3 runs aborted there. ``close_process_group`` drops the references."""
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": os.pathsep.join(sys.path)}
+    proc = subprocess.run([sys.executable, "-c", CLOSE_GROUPS], capture_output=True, text=True, env=env, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.strip() == (
+        "['gloo_tcp_loop', 'gloo_tcp_loop', 'pt_gloo_runloop', 'pt_gloo_runloop', 'pt_gloo_runloop', "
+        "'pt_gloo_runloop'] [] None {'group': None, 'ranks': [0]} [None, 1] None"
+    )
+
+
+def test_closing_without_a_process_group_does_nothing():
+    devices.close_process_group()  # not initialised: no barrier, no error
+    assert devices.drop_references(()) == 0
+
+
+def test_closing_forgets_the_accelerator_and_the_partitioned_classifiers_that_hfrl_kept():
+    """Under ZeRO-3 hfrl keeps the run's accelerator (to partition reward classifiers as they load) and the
+    classifiers it partitioned: both hold the run's process groups, and go when the run closes them."""
+    from types import SimpleNamespace
+
+    from hfrl.metrics import base, learned
+
+    plugin = SimpleNamespace(zero_stage=3)
+    accelerator = SimpleNamespace(state=SimpleNamespace(deepspeed_plugin=plugin), num_processes=2)
+    partitioned, whole = ("classifier", "judge", "cpu", True), ("classifier", "judge", "cpu", False)
+    try:
+        assert learned.shard_classifiers(accelerator) and learned.classifiers_sharded()
+        base.cached(partitioned, object)
+        base.cached(whole, object)
+        learned.release_sharded_classifiers()
+        assert not learned.classifiers_sharded()
+        assert partitioned not in base._CACHE and whole in base._CACHE
+    finally:
+        learned.shard_classifiers(None)
+        base.uncache(lambda key: key in (partitioned, whole))

@@ -104,6 +104,33 @@ def test_a_whole_copy_of_a_zero3_partitioned_model_has_its_weights_and_draws_no_
     assert proc.returncode == 0 and proc.stdout.strip().endswith("OK"), proc.stderr[-3000:]
 
 
+THREADS_AT_EXIT = textwrap.dedent("""
+    import atexit, os
+
+    def _record():  # registered at start-up: the last exit handler to run, before the interpreter's teardown
+        names = []
+        for task in os.listdir("/proc/self/task"):
+            try:
+                with open(f"/proc/self/task/{task}/comm") as comm:
+                    names.append(comm.read().strip())
+            except OSError:
+                pass
+        with open(os.path.join(os.environ["THREADS_AT_EXIT"], "rank" + os.environ["RANK"]), "w") as out:
+            out.write("\\n".join(names))
+
+    if os.environ.get("RANK") is not None and os.path.isdir("/proc/self/task"):
+        atexit.register(_record)
+""")
+
+
+def threads_at_exit(folder):
+    """The environment for a launch whose processes each write their threads' names, as they begin to exit,
+    to ``folder/rankR`` (a ``sitecustomize`` first on the path)."""
+    folder.mkdir()
+    (folder / "sitecustomize.py").write_text(THREADS_AT_EXIT)
+    return {"THREADS_AT_EXIT": str(folder), "PYTHONPATH": os.pathsep.join([str(folder), *sys.path])}
+
+
 @pytest.fixture(scope="module")
 def ppo_runs(tmp_path_factory, tiny_causal_dir):
     """PPO (value head on the shared backbone) under DDP, ZeRO-2 and ZeRO-3, 2 processes each."""
@@ -124,8 +151,15 @@ def test_ppo_with_a_value_head_shards_under_zero2_and_zero3_matches_ddp_and_resu
     last = max(resumed.glob("checkpoint-*"), key=lambda p: int(p.name.split("-")[1]))
     shutil.rmtree(last)
     (resumed / "model.safetensors").unlink()
-    proc = bench.launch("deepspeed_zero3", ["--resume"], resumed)
+    at_exit = tmp_path / "threads-at-exit"
+    proc = bench.launch("deepspeed_zero3", ["--resume"], resumed, threads_at_exit(at_exit))
     assert proc.returncode == 0, proc.stderr[-3000:]
+    if os.path.isdir("/proc/self/task"):  # Linux: each process's threads when the interpreter began to exit
+        left = {rank.name: rank.read_text().split() for rank in at_exit.glob("rank*")}
+        assert sorted(left) == ["rank0", "rank1"], left
+        # a gloo group's threads stop only with the last reference to the group: left to the interpreter's
+        # teardown, a few ZeRO-3 runs aborted at exit ("terminate called without an active exception")
+        assert not [name for names in left.values() for name in names if "gloo" in name], left
     said = proc.stdout + proc.stderr
     assert "resuming from" in said
     # torch's deprecations of the collectives ZeRO-3 calls (two a call, per process) are filtered
