@@ -49,9 +49,9 @@ def train_run(
     threads: int | None = None,
     starting: Callable[[], None] = lambda: None,
     say: Say = print,
-) -> Any:
+) -> None:
     """Train the resolved ``run`` (:func:`hfrl.runs.experiment.resolve_run` or ``resolve_resume``) in its
-    folder and return its trainer; ``say`` prints the first process's lines. ``resume``: continue the run
+    folder; ``say`` prints the first process's lines. ``resume``: continue the run
     in its folder from its last complete checkpoint; ``overwrite``: replace the run in the folder;
     ``threads``: torch's CPU threads (default: :func:`hfrl.trainers.devices.cpu_threads`'); ``starting()``
     is called when training starts (``hfrl train``: SIGTERM before it stops the command, after it stops
@@ -80,8 +80,8 @@ def train_run(
     if main:
         for line in closing_lines(run, trainer, heldout):
             say(line)
+    del trainer  # DDP's reducer holds the default group on the C++ side: it must go before the group is closed
     close_process_group()  # every process, after the last collective: a ZeRO-3 run could abort at exit without it
-    return trainer
 
 
 def _build(run: dict[str, Any], folder: Any, resume: bool, threads: int | None) -> tuple[Any, str | bool | None]:

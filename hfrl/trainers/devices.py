@@ -118,12 +118,13 @@ def close_process_group() -> None:
     """When torch.distributed is initialised: a barrier, the process groups destroyed (through DeepSpeed
     when it set them up), then every reference still held to one dropped (:func:`drop_references`). A
     gloo group's threads stop only when its last reference goes, and DeepSpeed keeps references past
-    ``destroy_process_group`` (its engine, optimizer, hooks, each partitioned parameter): groups alive
+    ``destroy_process_group`` (its engine, optimizer, hooks, each partitioned parameter), as do
+    ``torch.distributed.nn``'s default arguments and DDP's reducer (drop the trainer first): groups alive
     when the interpreter exits leave their threads running into its teardown, and a few ZeRO-3 runs on 2
     CPU processes aborted there ("terminate called without an active exception"; plain torch with two
     leaked gloo groups: 2 exits in 100 on a busy machine, none in 80 with the groups freed). Tested:
     tests/trainers/test_devices.py (the references dropped, the threads gone) and
-    tests/trainers/test_sharding.py (no gloo thread left when a ZeRO-3 resume exits)."""
+    tests/trainers/test_sharding.py (no gloo thread left when a ZeRO-3 resume, or DDP on two machines, exits)."""
     import torch.distributed as dist
 
     if not (dist.is_available() and dist.is_initialized()):
@@ -144,9 +145,10 @@ def close_process_group() -> None:
 
 def drop_references(objects: tuple[Any, ...]) -> int:
     """Set to None every reference that Python objects hold to one of ``objects`` (an attribute, a global, a
-    list or dict item, a closure's cell), so that each is freed now, once the caller lets go of the tuple.
-    What the garbage collector does not track is left as it is: a tuple, a C object, and a dict whose keys
-    and values are all untracked (``{"group": pg}`` alone). Returns how many references it dropped."""
+    list or dict item, a closure's cell, a function's default argument), so that each is freed now, once the
+    caller lets go of the tuple. Other holders the garbage collector does not track are left as they are: a
+    tuple, a C object, and a dict whose keys and values are all untracked (``{"group": pg}`` alone).
+    Returns how many references it dropped."""
     if not objects:
         return 0
     gc.collect()  # what is already unreachable goes first
@@ -175,6 +177,25 @@ def drop_references(objects: tuple[Any, ...]) -> int:
                 continue
         for key in [key for key, value in list(holder.items()) if id(value) in wanted]:
             holder[key] = None
+            dropped += 1
+    return dropped + _drop_from_defaults(wanted)
+
+
+def _drop_from_defaults(wanted: set[int]) -> int:
+    """The default arguments that hold one of ``wanted``, set to None: tuples the collector does not track.
+    ``torch.distributed.nn.functional`` binds ``group=group.WORLD`` when it is first imported, which DDP does
+    after the default group exists: ten functions held it for the life of the process."""
+    dropped = 0
+    for function in gc.get_objects():
+        if type(function) is not types.FunctionType:
+            continue
+        defaults = function.__defaults__
+        if defaults and any(id(value) in wanted for value in defaults):
+            function.__defaults__ = tuple(None if id(value) in wanted else value for value in defaults)
+            dropped += 1
+        keywords = function.__kwdefaults__
+        if keywords and any(id(value) in wanted for value in keywords.values()):
+            function.__kwdefaults__ = {k: None if id(v) in wanted else v for k, v in keywords.items()}
             dropped += 1
     return dropped
 

@@ -150,6 +150,7 @@ CLOSE_GROUPS = textwrap.dedent("""
     table = {"group": dist.group.WORLD, "ranks": [0]}
     items = [sub, 1]
     hook = (lambda g: lambda: g)(sub)  # a closure's cell
+    import torch.distributed.nn.functional  # as DDP imports it: its defaults bind group=WORLD
     del sub
 
     def gloo_threads():

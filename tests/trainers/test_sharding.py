@@ -131,6 +131,16 @@ def threads_at_exit(folder):
     return {"THREADS_AT_EXIT": str(folder), "PYTHONPATH": os.pathsep.join([str(folder), *sys.path])}
 
 
+def assert_no_gloo_threads_at_exit(folder):
+    """Linux: no process of the launch ran a gloo thread when its interpreter began to exit. A gloo group's
+    threads stop only with the last reference to the group: left to the interpreter's teardown, a few ZeRO-3
+    runs aborted at exit ("terminate called without an active exception")."""
+    if os.path.isdir("/proc/self/task"):
+        left = {rank.name: rank.read_text().split() for rank in folder.glob("rank*")}
+        assert sorted(left) == ["rank0", "rank1"], left
+        assert not [name for names in left.values() for name in names if "gloo" in name], left
+
+
 @pytest.fixture(scope="module")
 def ppo_runs(tmp_path_factory, tiny_causal_dir):
     """PPO (value head on the shared backbone) under DDP, ZeRO-2 and ZeRO-3, 2 processes each."""
@@ -154,12 +164,7 @@ def test_ppo_with_a_value_head_shards_under_zero2_and_zero3_matches_ddp_and_resu
     at_exit = tmp_path / "threads-at-exit"
     proc = bench.launch("deepspeed_zero3", ["--resume"], resumed, threads_at_exit(at_exit))
     assert proc.returncode == 0, proc.stderr[-3000:]
-    if os.path.isdir("/proc/self/task"):  # Linux: each process's threads when the interpreter began to exit
-        left = {rank.name: rank.read_text().split() for rank in at_exit.glob("rank*")}
-        assert sorted(left) == ["rank0", "rank1"], left
-        # a gloo group's threads stop only with the last reference to the group: left to the interpreter's
-        # teardown, a few ZeRO-3 runs aborted at exit ("terminate called without an active exception")
-        assert not [name for names in left.values() for name in names if "gloo" in name], left
+    assert_no_gloo_threads_at_exit(at_exit)
     said = proc.stdout + proc.stderr
     assert "resuming from" in said
     # torch's deprecations of the collectives ZeRO-3 calls (two a call, per process) are filtered
@@ -180,13 +185,13 @@ def test_ppo_with_a_value_head_shards_under_zero2_and_zero3_matches_ddp_and_resu
     assert bench.largest_gap(bench.weights(exported), bench.weights(run)) == 0.0
 
 
-def _two_machines(bench, args, out, port):
+def _two_machines(bench, args, out, port, extra_env=None):
     """``accelerate launch --num_machines 2 --machine_rank R --main_process_ip 127.0.0.1``, one process each,
     started as two shells would start them; their outputs once both ended."""
     cmd = ["accelerate", "launch", "--config_file", bench.config_path("multi_cpu"), "--num_machines", "2",
            "--num_processes", "2", "--main_process_ip", "127.0.0.1", "--main_process_port", str(port)]  # fmt: skip
     train = ["-m", "hfrl.cli", "train", *args, "--disable_tqdm", "true", "-o", str(out)]
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": os.pathsep.join(sys.path)}
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": os.pathsep.join(sys.path), **(extra_env or {})}
     env.pop("ACCELERATE_USE_CPU", None)
     procs = [subprocess.Popen([*cmd, "--machine_rank", str(rank), *train], stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, text=True, env=env) for rank in (0, 1)]  # fmt: skip
@@ -201,8 +206,10 @@ def _two_machines(bench, args, out, port):
 def test_two_machines_on_localhost_train_checkpoint_and_resume_as_one_machine_with_two_processes(ppo_runs, tmp_path):
     bench, root, _ = ppo_runs
     out = tmp_path / "two-machines"
-    outputs = _two_machines(bench, bench.ALGS["ppo"], out, 29641)
+    at_exit = tmp_path / "threads-at-exit"
+    outputs = _two_machines(bench, bench.ALGS["ppo"], out, 29641, threads_at_exit(at_exit))
     assert "distributed: MULTI_CPU, 2 processes" in outputs[0][1] + outputs[0][0]
+    assert_no_gloo_threads_at_exit(at_exit)  # DDP: the reducer and torch.distributed.nn's defaults held the group
     assert bench.largest_gap(bench.weights(out), bench.weights(root / "ppo-multi_cpu")) == 0.0
     last = max(out.glob("checkpoint-*"), key=lambda p: int(p.name.split("-")[1]))
     shutil.rmtree(last)
