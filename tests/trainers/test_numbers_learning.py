@@ -108,7 +108,7 @@ def test_nlpo_learns_numbers_with_its_task_settings(tmp_path):
     """NLPO with the task's own section (tasks/numbers.yaml: the top-p mask refreshed every 10 iterations) for
     100 iterations, the rate annealed over them as the task's run anneals its 500. Gains of the last 10
     iterations over the first 5, seeds 0-2 and 42, one thread: 0.137 / 0.085 / 0.200 / 0.181 (the whole run
-    ends at 0.80-0.99); the bound is under half the lowest. It guards the drop that an untuned section gave
+    ends at 0.79-0.99); the bound is under half the lowest. It guards the drop that an untuned section gave
     (0.47 after 300 iterations, issue 58)."""
     from hfrl.runs.experiment import build_trainer, resolve_run
 
