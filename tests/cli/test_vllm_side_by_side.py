@@ -13,12 +13,20 @@ SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "vllm_side_by_side
 
 def _run(alg, seed, gain, generate_s, vllm=False):
     first = {"time/generate": 99.0, "time/update": 99.0, "completion_length": 16.0}  # left out: the first
-    row = {"time/generate": generate_s, "time/score": 1.0, "time/update": 2.0, "completion_length": 16.0}
+    row = {"time/generate": generate_s, "time/score": 1.0, "time/update": 2.0, "completion_length": 16.0,
+           "tokens_per_second": 256 / (generate_s + 3.0 + (0.5 if vllm else 0.0))}  # fmt: skip
     if vllm:
         row.update({"time/sync_weights": 0.5, "vllm/is_weight_mean": 0.99, "vllm/logprob_gap_mean": 0.01,
                     "vllm/is_weight_clipped_frac": 0.0})  # fmt: skip
     return {"alg": alg, "mode": "lora", "seed": seed, "reward_gain": gain, "judge_gain": gain, "ppl_ratio": 1.2,
             "iterations": [first, row, row]}  # fmt: skip
+
+
+def _trl_run(seed):
+    """TRL's rows: one rollout phase (generation, reward and reference together), then the update."""
+    row = {"time/rollout": 5.0, "time/update": 3.0, "completion_length": 16.0, "tokens_per_second": 256 / 8.0}
+    return {"alg": "grpo", "mode": "lora", "seed": seed, "reward_gain": 0.1, "judge_gain": 0.1, "ppl_ratio": 1.0,
+            "iterations": [dict(row, **{"time/rollout": 99.0}), row]}  # fmt: skip
 
 
 def test_the_table_puts_the_engine_beside_generate(tmp_path):
@@ -28,18 +36,23 @@ def test_the_table_puts_the_engine_beside_generate(tmp_path):
                        for s in (0, 1)}}  # fmt: skip
     (tmp_path / "hf.json").write_text(json.dumps(hf))
     (tmp_path / "vllm.json").write_text(json.dumps(engine))
+    (tmp_path / "trl.json").write_text(json.dumps({"runs": {"grpo-lora-s0": _trl_run(0)}}))
     out = subprocess.run(
         [sys.executable, str(SCRIPT), "--generate", str(tmp_path / "hf.json"), "--vllm", str(tmp_path / "vllm.json"),
-         "--modes", "lora"],
+         "--modes", "lora", "--extra", "TRL GRPO", str(tmp_path / "trl.json"), "grpo"],
         capture_output=True, text=True, check=True,
     ).stdout  # fmt: skip
-    # generate: 16 x 16 tokens in 4 s = 64 tok/s, 7 s an iteration; the engine: 128 tok/s, 5.5 s
-    hf_row = (
-        "| generate | 2 | +0.300 ± 0.141 | +0.300 ± 0.141 | 1.20 | 7.0 | 4.0 | 0.0 | 1.0 | 2.0 | 64.0 | - | - | - |"
-    )
+    # generate: 16 x 16 tokens in 4 s = 64 tok/s, 7 s an iteration (256 / 7 = 36.6 tok/s in training); the
+    # engine: 128 tok/s, 5.5 s (46.5 tok/s in training); a phase a sampler does not have: "-"
+    hf_row = "| generate | 2 | +0.300 ± 0.141 | +0.300 ± 0.141 | 1.20 | 7.0 | 4.0 | - | 1.0 | - | 2.0 | 64.0 | 36.6 |"
     engine_row = (
-        "| vLLM (CPU engine) | 2 | +0.400 ± 0.000 | +0.400 ± 0.000 | 1.20 | 5.5 | 2.0 | 0.5 | 1.0 | 2.0 | 128.0 |"
+        "| vLLM (CPU engine) | 2 | +0.400 ± 0.000 | +0.400 ± 0.000 | 1.20 | 5.5 | 2.0 | 0.5 | 1.0 | - | 2.0 | 128.0 "
+        "| 46.5 |"
     )
-    assert hf_row in out and f"{engine_row} 0.990 | 0.000 | 0.010 |" in out
+    assert f"{hf_row} - | - | - |" in out and f"{engine_row} 0.990 | 0.000 | 0.010 |" in out
+    # TRL: the iterations after the first, 5 + 3 s, 32 tok/s in training, no generate phase of its own
+    trl_row = "| TRL GRPO | 1 | +0.100 ± 0.000 | +0.100 ± 0.000 | 1.00 | 8.0 | - | - | - | 5.0 | 3.0 | - | 32.0 |"
+    assert f"{trl_row} - | - | - |" in out
     # (0.4 - 0.3) / 0.1414 = 0.71 of generate's standard deviations
     assert "2.00x generate's tokens/s, 1.27x its iterations per second; its judge gain +0.71 of generate's" in out
+    assert "The engine's `ppo[use_vllm=true]`: 1.45x TRL GRPO's training tokens/s." in out  # 46.5 / 32
