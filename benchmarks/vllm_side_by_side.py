@@ -29,11 +29,12 @@ from typing import Any
 PHASES = ("generate", "sync_weights", "reward", "score", "rollout", "update")  # rollout: TRL's, all in one
 
 
-def seed_runs(path: str, alg: str, mode: str) -> list[dict[str, Any]]:
-    """The runs of ``alg`` in ``mode`` of a real_model.py JSON, one per seed (re-runs at another thread count,
-    named ``...-tN``, left out), by seed."""
+def seed_runs(path: str, alg: str, mode: str, rerun_threads: int | None = None) -> list[dict[str, Any]]:
+    """The runs of ``alg`` in ``mode`` of a real_model.py JSON, one per seed, by seed: the seeds' first runs, or
+    with ``rerun_threads`` their re-runs at that thread count (``--rerun``, named ``...-tN``)."""
     runs = json.loads(Path(path).read_text())["runs"]
-    picked = [run for name, run in runs.items() if name == f"{alg}-{mode}-s{run.get('seed')}"]
+    tail = "" if rerun_threads is None else f"-t{rerun_threads}"
+    picked = [run for name, run in runs.items() if name == f"{alg}-{mode}-s{run.get('seed')}{tail}"]
     return sorted((run for run in picked if run["alg"] == alg and run["mode"] == mode), key=lambda r: r["seed"])
 
 
@@ -94,6 +95,7 @@ def main() -> None:
     parser.add_argument("--cells", nargs=2, default=["ppo", "ppo[use_vllm=true]"], metavar=("GENERATE", "VLLM"))
     parser.add_argument("--modes", default="lora,full")
     parser.add_argument("--completions", type=int, default=16, help="completions an iteration")
+    parser.add_argument("--rerun-threads", type=int, help="the seeds' re-runs at this thread count (--rerun)")
     parser.add_argument(
         "--extra",
         nargs=3,
@@ -105,10 +107,14 @@ def main() -> None:
     a = parser.parse_args()
     for mode in a.modes.split(","):
         cells = {
-            "generate": [run_figures(r, a.completions) for r in seed_runs(a.generate, a.cells[0], mode)],
-            "vLLM (CPU engine)": [run_figures(r, a.completions) for r in seed_runs(a.vllm, a.cells[1], mode)],
+            "generate": [
+                run_figures(r, a.completions) for r in seed_runs(a.generate, a.cells[0], mode, a.rerun_threads)
+            ],
+            "vLLM (CPU engine)": [
+                run_figures(r, a.completions) for r in seed_runs(a.vllm, a.cells[1], mode, a.rerun_threads)
+            ],
             **{
-                label: [run_figures(r, a.completions) for r in seed_runs(path, cell, mode)]
+                label: [run_figures(r, a.completions) for r in seed_runs(path, cell, mode, a.rerun_threads)]
                 for label, path, cell in a.extra
             },
         }

@@ -56,3 +56,25 @@ def test_the_table_puts_the_engine_beside_generate(tmp_path):
     # (0.4 - 0.3) / 0.1414 = 0.71 of generate's standard deviations
     assert "2.00x generate's tokens/s, 1.27x its iterations per second; its judge gain +0.71 of generate's" in out
     assert "The engine's `ppo[use_vllm=true]`: 1.45x TRL GRPO's training tokens/s." in out  # 46.5 / 32
+
+
+def test_rerun_threads_picks_the_seeds_re_runs_at_that_thread_count(tmp_path):
+    """``--rerun-threads 2``: the ``...-t2`` runs (real_model.py's ``--rerun``), not the seeds' first runs."""
+    hf = {"runs": {"ppo-full-s0": _run("ppo", 0, 0.2, 4.0), "ppo-full-s0-t2": _run("ppo", 0, 0.5, 2.0)}}
+    cell = "ppo[use_vllm=true]"
+    engine = {"runs": {f"{cell}-full-s0": _run(cell, 0, 0.1, 2.0, vllm=True),
+                       f"{cell}-full-s0-t2": _run(cell, 0, 0.6, 1.0, vllm=True)}}  # fmt: skip
+    for runs in (hf["runs"], engine["runs"]):
+        for run in runs.values():
+            run["mode"] = "full"
+    (tmp_path / "hf.json").write_text(json.dumps(hf))
+    (tmp_path / "vllm.json").write_text(json.dumps(engine))
+    out = subprocess.run(
+        [sys.executable, str(SCRIPT), "--generate", str(tmp_path / "hf.json"), "--vllm", str(tmp_path / "vllm.json"),
+         "--modes", "full", "--rerun-threads", "2"],
+        capture_output=True, text=True, check=True,
+    ).stdout  # fmt: skip
+    # 256 tokens in 2 s (generate) and 1 s (the engine): 128 and 256 tok/s
+    assert "| generate | 1 | +0.500 ± 0.000 | +0.500 ± 0.000 | 1.20 | 5.0 | 2.0 | - | 1.0 | - | 2.0 | 128.0 |" in out
+    engine = "| vLLM (CPU engine) | 1 | +0.600 ± 0.000 | +0.600 ± 0.000 |"
+    assert f"{engine} 1.20 | 4.5 | 1.0 | 0.5 | 1.0 | - | 2.0 | 256.0 |" in out
