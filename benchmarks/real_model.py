@@ -1688,7 +1688,7 @@ def targets(results: dict[str, Any]) -> list[str]:
             f"over base (target +0.25), reference perplexity {ratio:.2f}x base (target <= 1.5x): **{ok}**"
         )
     out += against_trl(results)
-    return out or ["- no PPO / NLPO run yet"]
+    return out or ["- none to measure yet: no plain PPO / NLPO cell, and no TRL cell beside an hfrl one"]
 
 
 def measure(results: dict[str, Any]) -> tuple[str, str]:
@@ -1717,7 +1717,7 @@ def against_trl(results: dict[str, Any]) -> list[str]:
     table = cells(results)
     for mode in MODES:
         ours = {alg: runs for (alg, m), runs in table.items() if m == mode and parse_spec(alg)[0] in ONLINE}
-        theirs = {alg: runs for (alg, m), runs in table.items() if m == mode and alg in TRL}
+        theirs = {alg: runs for (alg, m), runs in table.items() if m == mode and parse_spec(alg)[0] in TRL}
         if not ours or not theirs:
             continue
         gain = {alg: statistics.mean(r[key] for r in runs) for alg, runs in ours.items()}
