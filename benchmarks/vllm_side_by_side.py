@@ -29,10 +29,15 @@ from typing import Any
 PHASES = ("generate", "sync_weights", "reward", "score", "rollout", "update")  # rollout: TRL's, all in one
 
 
-def seed_runs(path: str, alg: str, mode: str, rerun_threads: int | None = None) -> list[dict[str, Any]]:
+def seed_runs(
+    path: str, alg: str, mode: str, rerun_threads: int | None = None, seeds: list[int] | None = None
+) -> list[dict[str, Any]]:
     """The runs of ``alg`` in ``mode`` of a real_model.py JSON, one per seed, by seed: the seeds' first runs, or
-    with ``rerun_threads`` their re-runs at that thread count (``--rerun``, named ``...-tN``)."""
+    with ``rerun_threads`` their re-runs at that thread count (``--rerun``, named ``...-tN``); only ``seeds``,
+    when given."""
     runs = json.loads(Path(path).read_text())["runs"]
+    if seeds:
+        runs = {name: run for name, run in runs.items() if run.get("seed") in seeds}
     tail = "" if rerun_threads is None else f"-t{rerun_threads}"
     picked = [run for name, run in runs.items() if name == f"{alg}-{mode}-s{run.get('seed')}{tail}"]
     return sorted((run for run in picked if run["alg"] == alg and run["mode"] == mode), key=lambda r: r["seed"])
@@ -48,7 +53,9 @@ def mean_std(values: list[float]) -> tuple[float, float]:
 def run_figures(run: dict[str, Any], completions: int) -> dict[str, float]:
     """One run's gains and its per-iteration means over the iterations after the first."""
     rows = run["iterations"][1:] or run["iterations"]
-    out = {"reward_gain": run["reward_gain"], "judge_gain": run["judge_gain"] or 0.0, "ppl_ratio": run["ppl_ratio"]}
+    judge = run["judge_gain"]  # None: a task without a judge (arith_chains), shown as "-"
+    out = {"reward_gain": run["reward_gain"], "judge_gain": float("nan") if judge is None else judge,
+           "ppl_ratio": run["ppl_ratio"]}  # fmt: skip
     for phase in PHASES:  # NaN: a phase the sampler does not have
         logged = any(f"time/{phase}" in row for row in rows)
         out[phase] = statistics.fmean(row.get(f"time/{phase}", 0.0) for row in rows) if logged else float("nan")
@@ -95,6 +102,7 @@ def main() -> None:
     parser.add_argument("--cells", nargs=2, default=["ppo", "ppo[use_vllm=true]"], metavar=("GENERATE", "VLLM"))
     parser.add_argument("--modes", default="lora,full")
     parser.add_argument("--completions", type=int, default=16, help="completions an iteration")
+    parser.add_argument("--seeds", type=int, nargs="+", help="only these seeds, in every row (default: all)")
     parser.add_argument("--rerun-threads", type=int, help="the seeds' re-runs at this thread count (--rerun)")
     parser.add_argument(
         "--extra",
@@ -108,13 +116,13 @@ def main() -> None:
     for mode in a.modes.split(","):
         cells = {
             "generate": [
-                run_figures(r, a.completions) for r in seed_runs(a.generate, a.cells[0], mode, a.rerun_threads)
+                run_figures(r, a.completions) for r in seed_runs(a.generate, a.cells[0], mode, a.rerun_threads, a.seeds)
             ],
             "vLLM (CPU engine)": [
-                run_figures(r, a.completions) for r in seed_runs(a.vllm, a.cells[1], mode, a.rerun_threads)
+                run_figures(r, a.completions) for r in seed_runs(a.vllm, a.cells[1], mode, a.rerun_threads, a.seeds)
             ],
             **{
-                label: [run_figures(r, a.completions) for r in seed_runs(path, cell, mode, a.rerun_threads)]
+                label: [run_figures(r, a.completions) for r in seed_runs(path, cell, mode, a.rerun_threads, a.seeds)]
                 for label, path, cell in a.extra
             },
         }
@@ -124,9 +132,11 @@ def main() -> None:
         if hf and engine:
             speed = mean_std([f["tok_s"] for f in engine])[0] / mean_std([f["tok_s"] for f in hf])[0]
             whole = mean_std([f["iteration"] for f in hf])[0] / mean_std([f["iteration"] for f in engine])[0]
-            gain, spread = mean_std([f["judge_gain"] for f in hf])
-            apart = (mean_std([f["judge_gain"] for f in engine])[0] - gain) / spread if spread else float("nan")
-            print(f"\nThe engine: {speed:.2f}x generate's tokens/s, {whole:.2f}x its iterations per second; its judge "
+            judged = all(f["judge_gain"] == f["judge_gain"] for f in hf + engine)
+            key, what = ("judge_gain", "judge") if judged else ("reward_gain", "held-out reward")  # no judge
+            gain, spread = mean_std([f[key] for f in hf])
+            apart = (mean_std([f[key] for f in engine])[0] - gain) / spread if spread else float("nan")
+            print(f"\nThe engine: {speed:.2f}x generate's tokens/s, {whole:.2f}x its iterations per second; its {what} "
                   f"gain {apart:+.2f} of generate's standard deviations from generate's.")  # fmt: skip
         for label, _, _ in a.extra:
             if engine and cells[label]:

@@ -78,3 +78,24 @@ def test_rerun_threads_picks_the_seeds_re_runs_at_that_thread_count(tmp_path):
     assert "| generate | 1 | +0.500 ± 0.000 | +0.500 ± 0.000 | 1.20 | 5.0 | 2.0 | - | 1.0 | - | 2.0 | 128.0 |" in out
     engine = "| vLLM (CPU engine) | 1 | +0.600 ± 0.000 | +0.600 ± 0.000 |"
     assert f"{engine} 1.20 | 4.5 | 1.0 | 0.5 | 1.0 | - | 2.0 | 256.0 |" in out
+
+
+def test_a_task_without_a_judge_compares_the_held_out_reward_of_the_seeds_asked(tmp_path):
+    """arith_chains has no judge (``judge_gain`` None): the column shows "-" and the distance is the held-out
+    reward's; ``--seeds 0 1`` leaves seed 2 out of every row. Hand-computed: generate's gains 0.2 and 0.4
+    (std 0.1414), the engine's 0.35 and 0.35: (0.35 - 0.3) / 0.1414 = +0.35."""
+    hf = {"runs": {f"ppo-lora-s{s}": {**_run("ppo", s, g, 4.0), "judge_gain": None}
+                   for s, g in ((0, 0.2), (1, 0.4), (2, 9.0))}}  # fmt: skip
+    cell = "ppo[use_vllm=true]"
+    engine = {"runs": {f"{cell}-lora-s{s}": {**_run(cell, s, 0.35, 2.0, vllm=True), "judge_gain": None}
+                       for s in (0, 1, 2)}}  # fmt: skip
+    (tmp_path / "hf.json").write_text(json.dumps(hf))
+    (tmp_path / "vllm.json").write_text(json.dumps(engine))
+    out = subprocess.run(
+        [sys.executable, str(SCRIPT), "--generate", str(tmp_path / "hf.json"), "--vllm", str(tmp_path / "vllm.json"),
+         "--modes", "lora", "--seeds", "0", "1"],
+        capture_output=True, text=True, check=True,
+    ).stdout  # fmt: skip
+    assert "| generate | 2 | +0.300 ± 0.141 | - | 1.20 | 7.0 |" in out
+    assert "| vLLM (CPU engine) | 2 | +0.350 ± 0.000 | - | 1.20 | 5.5 |" in out
+    assert "its held-out reward gain +0.35 of generate's standard deviations from generate's" in out
