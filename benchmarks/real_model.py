@@ -44,6 +44,8 @@ training (issue 58: one checkpoint's greedy accuracy swings by tens of points wh
 token), from evaluations every ``--eval-every`` iterations (about 7 a run) on ``--eval-prompts`` (256)
 test problems, the task's ``eval_size`` raised to them where its family holds that many; elsewhere
 (``movie_snippets``) the last checkpoint's, as recorded. The evaluations' time is not training time.
+``--figure-evals-only`` runs only the evaluations the figure reads (the last third's: 3 of the 7), for more
+seeds an hour; the training and the figure are the same, since each evaluation forks torch's RNG.
 Runs measured otherwise stay in the JSON under their ``figure`` label, in a table of their own.
 ``--rerun`` runs a cell and seed again at this ``--threads``, kept beside its first run (``NAME-tN``),
 for the report's spread between re-runs beside the spread between seeds:
@@ -159,6 +161,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         help="a run's figure: last-third (the mean held-out score of the evaluations in the last "
                         "third of training, the final one included) or final (the last checkpoint's); auto: "
                         "last-third for arith_chains, final otherwise")  # fmt: skip
+    parser.add_argument("--figure-evals-only", action="store_true",
+                        help="during training, evaluate only where the figure reads (--figure last-third: the "
+                        "last third's evaluations): the same training and figure as with every evaluation, since "
+                        "each evaluation forks torch's RNG, in 3 of the 7 evaluations; the curve keeps those "
+                        "points only")  # fmt: skip
     parser.add_argument("--rerun", action="store_true",
                         help="keep the runs as re-runs of their cell and seed at this --threads (named ...-tN), "
                         "beside the seed's first run: the report's re-run spread, not a seed of a table")  # fmt: skip
@@ -189,6 +196,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         parser.error(f"--eval-prompts must be >= 1, got {args.eval_prompts}")
     if args.eval_every is not None and args.eval_every < 0:
         parser.error(f"--eval-every must be >= 0 (0: no evaluation during training), got {args.eval_every}")
+    if args.figure_evals_only and args.figure_rule != "last-third":
+        parser.error("--figure-evals-only keeps the evaluations that --figure last-third reads; with --figure final "
+                     "no evaluation during training is read: give --eval-every 0 instead")  # fmt: skip
     if args.eval_every == 0 and args.figure_rule == "last-third":
         parser.error("--eval-every 0 leaves the last third of training one evaluation, the final one: give "
                      "--eval-every K > 0, or --figure final")  # fmt: skip
@@ -507,17 +517,24 @@ class Curve:
     the model in eval mode and the RNG forked (the training after it samples as it would have without),
     and its seconds (``clock``) are summed in ``seconds``, which the run takes out of its own."""
 
-    def __init__(self, every: int, total: int, evaluate: Any, clock: Any = time.perf_counter) -> None:
+    def __init__(self, every: int, total: int, evaluate: Any, clock: Any = time.perf_counter,
+                 last_third_only: bool = False) -> None:  # fmt: skip
         self.every, self.total, self.evaluate, self.clock = every, total, evaluate, clock
+        self.last_third_only = last_third_only  # --figure-evals-only: the evaluations the figure reads
         self.points: list[dict[str, Any]] = []
         self.seconds = 0.0
 
     def due(self, iteration: int) -> bool:
-        """Whether ``iteration`` (1-based, done) is evaluated here: a multiple of ``every`` before the last.
+        """Whether ``iteration`` (1-based, done) is evaluated here: a multiple of ``every`` before the last
+        (``last_third_only``: in the last third, :func:`last_third`).
 
         >>> [i for i in range(1, 21) if Curve(3, 20, None).due(i)], Curve(0, 20, None).due(3)
         ([3, 6, 9, 12, 15, 18], False)
+        >>> [i for i in range(1, 21) if Curve(3, 20, None, last_third_only=True).due(i)]
+        [15, 18]
         """
+        if self.last_third_only and 3 * iteration <= 2 * self.total:
+            return False
         return self.every > 0 and iteration % self.every == 0 and iteration < self.total
 
     def maybe(self, iteration: int, model: Any) -> None:
@@ -960,7 +977,8 @@ def run_one(alg: str, mode: str, seed: int, ctx: dict) -> dict[str, Any]:
         return evaluate(model, ctx["base"], ctx["tokenizer"], ctx["eval_prompts"], ctx["eval_settings"],
                         ctx["task"].reward_funcs[0], seed, ctx["judges"], ctx["eval_columns"])  # fmt: skip
 
-    curve = Curve(settings["eval_every"], ctx["budget"].iterations, measure_on_held_out)
+    curve = Curve(settings["eval_every"], ctx["budget"].iterations, measure_on_held_out,
+                  last_third_only=ctx.get("figure_evals_only", False))  # fmt: skip
     torch.manual_seed(seed)
     load = os.getloadavg()
     start = time.perf_counter()
@@ -984,7 +1002,7 @@ def run_one(alg: str, mode: str, seed: int, ctx: dict) -> dict[str, Any]:
             "figure": figure_label(settings), "eval_set": eval_set(settings),
             "iterations": rows, "final": final, **gains(figure, base, ctx["judge"]),
             "final_reward_gain": round(final["reward"] - base["reward"], 6),
-            "curve": curve.points, "curve_iterations": curve.total,
+            "curve": curve.points, "curve_iterations": curve.total, "curve_last_third_only": curve.last_third_only,
             "distinct_1": final["distinct_1"], "distinct_2": final["distinct_2"],
             "mean_length": final["completion_length"], "seconds": seconds,
             "eval_seconds": final_seconds + curve.seconds, "curve_eval_seconds": curve.seconds,
@@ -1051,6 +1069,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             results.setdefault("earlier_base", {})[eval_set(old)] = results.pop("base", {})
         results["settings"], results["machine"] = settings, machine()
         ctx["settings"], ctx["cpu"] = settings, results["machine"]["cpu"]
+        ctx["figure_evals_only"] = a.figure_evals_only
         by_seed = results.setdefault("base", {})
         for seed in a.seeds:  # the base model on the test prompts, sampled with each run's seed
             if str(seed) not in by_seed:

@@ -250,6 +250,35 @@ def test_the_rerun_spread_sits_beside_the_seed_spread():
     assert real_model.run_key("ppo", "lora", 0, 2) == "ppo-lora-s0-t2"
 
 
+def test_figure_evals_only_skips_the_evaluations_the_figure_does_not_read_and_leaves_the_training_alone():
+    """``--figure-evals-only``: of a 20-iteration run evaluated every 3, only 15 and 18 (and the final one, which
+    run_one adds) are evaluated; the figure reads the same points as with every evaluation, and the training
+    samples what it would have (each evaluation forks torch's RNG, as in the TRL test above)."""
+    import torch
+
+    assert real_model.parse_args(["--task", "arith_chains", "--figure-evals-only"]).figure_evals_only
+    seen = []
+
+    def evaluate(lm):
+        torch.manual_seed(123)  # as real_model.evaluate does
+        seen.append(float(torch.rand(1)))
+        return {"reward": 0.5, "reward_std": 0.5, "judges": {}}
+
+    draws = {}
+    for only in (False, True):
+        curve, model = real_model.Curve(3, 20, evaluate, last_third_only=only), FakeModel()
+        torch.manual_seed(0)
+        samples = []
+        for iteration in range(1, 21):
+            samples.append(float(torch.rand(1)))  # the iteration's sampling
+            curve.maybe(iteration, model)
+        draws[only] = samples
+        curve.points.append(real_model.point(20, {"reward": 0.5, "reward_std": 0.5, "judges": {}}, 1.0))
+        assert [p["iteration"] for p in real_model.last_third(curve.points, 20)] == [15, 18, 20]
+        assert [p["iteration"] for p in curve.points] == ([15, 18, 20] if only else [3, 6, 9, 12, 15, 18, 20])
+    assert draws[True] == draws[False] and len(seen) == 6 + 2
+
+
 def test_evaluation_options_default_per_task_and_refuse_what_cannot_work(capsys):
     """arith_chains: 256 held-out problems and the last third's figure; movie_snippets: 64 prompts and the
     final checkpoint's (its recorded meaning); ``--eval-every 0`` with the last third's figure, or a
@@ -264,6 +293,8 @@ def test_evaluation_options_default_per_task_and_refuse_what_cannot_work(capsys)
          "evaluation, the final one: give --eval-every K > 0, or --figure final"),
         (["--eval-every", "-1"], "--eval-every must be >= 0 (0: no evaluation during training), got -1"),
         (["--eval-prompts", "0"], "--eval-prompts must be >= 1, got 0"),
+        (["--figure-evals-only"], "--figure-evals-only keeps the evaluations that --figure last-third reads; with "
+         "--figure final no evaluation during training is read: give --eval-every 0 instead"),
     ):  # fmt: skip
         with pytest.raises(SystemExit) as exited:
             real_model.parse_args(argv)
