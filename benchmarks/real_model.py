@@ -533,7 +533,7 @@ class Curve:
         >>> [i for i in range(1, 21) if Curve(3, 20, None, last_third_only=True).due(i)]
         [15, 18]
         """
-        if self.last_third_only and 3 * iteration <= 2 * self.total:
+        if self.last_third_only and not in_last_third(iteration, self.total):
             return False
         return self.every > 0 and iteration % self.every == 0 and iteration < self.total
 
@@ -557,14 +557,19 @@ class Curve:
         return self.points[-1]
 
 
+def in_last_third(iteration: int, total: int) -> bool:
+    """Whether ``iteration`` of a run of ``total`` iterations is in its last third: after ``2 * total / 3``."""
+    return 3 * iteration > 2 * total
+
+
 def last_third(curve: list[dict[str, Any]], total: int) -> list[dict[str, Any]]:
-    """The evaluations of the last third of a run of ``total`` iterations: those after iteration
-    ``2 * total / 3`` (the final one included).
+    """The evaluations of the last third of a run of ``total`` iterations (:func:`in_last_third`; the final
+    one included).
 
     >>> [p["iteration"] for p in last_third([{"iteration": i} for i in (3, 6, 9, 12, 15, 18, 20)], 20)]
     [15, 18, 20]
     """
-    return [p for p in curve if 3 * p["iteration"] > 2 * total]
+    return [p for p in curve if in_last_third(p["iteration"], total)]
 
 
 def figure_of(curve: list[dict[str, Any]], total: int) -> dict[str, Any]:

@@ -57,14 +57,14 @@ def run_figures(run: dict[str, Any], completions: int) -> dict[str, float]:
     out = {"reward_gain": run["reward_gain"], "judge_gain": float("nan") if judge is None else judge,
            "ppl_ratio": run["ppl_ratio"]}  # fmt: skip
     for phase in PHASES:  # NaN: a phase the sampler does not have
-        logged = any(f"time/{phase}" in row for row in rows)
-        out[phase] = statistics.fmean(row.get(f"time/{phase}", 0.0) for row in rows) if logged else float("nan")
+        has_phase = any(f"time/{phase}" in row for row in rows)
+        out[phase] = statistics.fmean(row.get(f"time/{phase}", 0.0) for row in rows) if has_phase else float("nan")
     out["iteration"] = sum(out[phase] for phase in PHASES if out[phase] == out[phase])
     timed = [row for row in rows if "time/generate" in row]  # TRL's rows time generation with reward and reference
     out["tok_s"] = (statistics.fmean(completions * row["completion_length"] / row["time/generate"] for row in timed)
                     if timed else float("nan"))  # fmt: skip
-    logged = [row["tokens_per_second"] for row in rows if "tokens_per_second" in row]
-    out["train_tok_s"] = statistics.fmean(logged) if logged else float("nan")
+    speeds = [row["tokens_per_second"] for row in rows if "tokens_per_second" in row]
+    out["train_tok_s"] = statistics.fmean(speeds) if speeds else float("nan")
     for key in ("is_weight_mean", "is_weight_clipped_frac", "logprob_gap_mean"):
         values = [row[f"vllm/{key}"] for row in rows if f"vllm/{key}" in row]
         out[key] = statistics.fmean(values) if values else float("nan")
@@ -114,17 +114,10 @@ def main() -> None:
     )
     a = parser.parse_args()
     for mode in a.modes.split(","):
+        rows = [("generate", a.generate, a.cells[0]), ("vLLM (CPU engine)", a.vllm, a.cells[1]), *a.extra]
         cells = {
-            "generate": [
-                run_figures(r, a.completions) for r in seed_runs(a.generate, a.cells[0], mode, a.rerun_threads, a.seeds)
-            ],
-            "vLLM (CPU engine)": [
-                run_figures(r, a.completions) for r in seed_runs(a.vllm, a.cells[1], mode, a.rerun_threads, a.seeds)
-            ],
-            **{
-                label: [run_figures(r, a.completions) for r in seed_runs(path, cell, mode, a.rerun_threads, a.seeds)]
-                for label, path, cell in a.extra
-            },
+            label: [run_figures(r, a.completions) for r in seed_runs(path, cell, mode, a.rerun_threads, a.seeds)]
+            for label, path, cell in rows
         }
         print(f"\n**{mode}** (`{a.cells[0]}` against `{a.cells[1]}`)\n")
         print("\n".join(table(cells)))
