@@ -48,7 +48,16 @@ test problems, the task's ``eval_size`` raised to them where its family holds th
 seeds an hour; the training and the figure are the same, since each evaluation forks torch's RNG.
 Runs measured otherwise stay in the JSON under their ``figure`` label, in a table of their own.
 ``--rerun`` runs a cell and seed again at this ``--threads``, kept beside its first run (``NAME-tN``),
-for the report's spread between re-runs beside the spread between seeds:
+for the report's spread between re-runs beside the spread between seeds. With ``--out DIR`` an online
+run keeps its trained policy and critic in ``DIR/RUN`` (the run's key, brackets as ``_``), and a row
+``ppo[lam=1.0,critic_from=DIR/RUN]`` starts its critic from that one (a warm critic against a cold one,
+issue 55):
+
+    python benchmarks/real_model.py ... --algs "ppo[lam=1.0]" --seed 9 --out runs/critics
+    python benchmarks/real_model.py ... --algs "ppo[lam=1.0,critic_from=runs/critics/ppo_lam_1.0_-lora-s9]" \\
+        --seeds 0 1 2
+
+A re-run at another thread count:
 
     python benchmarks/real_model.py --task arith_chains --task-arg steps=2 --task-arg "operations=[add]" \\
         --task-arg operand_max=5 --task-arg train_size=320 --new-tokens 48 --iterations 20 \\
@@ -177,7 +186,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--json", default=str(HERE / "results-real.json"), help="figures (runs merge into it)")
     parser.add_argument("--results", default=str(HERE / "RESULTS-real.md"), help="the report to write")
     parser.add_argument("--plot", default=str(HERE / "real_model_curves.png"), help="the curves' PNG")
-    parser.add_argument("--out", default=None, help="run directories (default: a temporary folder)")
+    parser.add_argument("--out", default=None,
+                        help="run directories, kept: an online run saves its trained policy and critic there, which "
+                        "critic_from=FOLDER in another row's settings starts from (default: a temporary folder, "
+                        "removed)")  # fmt: skip
     parser.add_argument("--report-only", action="store_true", help="only write the report from --json")
     parser.add_argument("--note", action="append", default=[], help="a line for the report's notes (kept in --json)")
     parser.add_argument("--set", action="append", default=[], metavar="ALG.FIELD=VALUE",
@@ -687,7 +699,8 @@ class Recorder:
         rollout = self.trainer.rollout
         mask = rollout.response_mask.float()
         completions = self.trainer.tokenizer.batch_decode(rollout.response_ids, skip_special_tokens=True)
-        keep = ("reward", "kl", "beta", "completion_length", "tokens_per_second", "entropy", "mask/kept_tokens")
+        keep = ("reward", "kl", "beta", "completion_length", "tokens_per_second", "entropy", "mask/kept_tokens",
+                "explained_variance", "value_mean")  # the critic's, with one  # fmt: skip
         row = {k: float(logs[k]) for k in keep if k in logs}
         row.update({k: float(v) for k, v in logs.items() if k.startswith(("time/", "vllm/"))})  # vllm/: the IS weights
         row["ref_perplexity"] = math.exp(-masked_mean(rollout.ref_logprobs, mask))
@@ -714,6 +727,12 @@ def run_online(alg: str, mode: str, ctx: dict, out: str, seed: int,
     )
     recorder.trainer = trainer
     trainer.train()
+    if ctx.get("keep_runs"):  # --out: a run folder as hfrl train's (critic_from, value_at_step, hfrl export read it)
+        from hfrl.runs.experiment import save_run_config
+
+        trainer.save_model(out)  # the policy with its value head (and critic/)
+        run = {key: ctx["settings"][key] for key in ("task", "model", "task_args")}
+        save_run_config({**run, "alg": parse_spec(alg)[0], **fields}, trainer)
     return trainer.accelerator.unwrap_model(trainer.model).policy, recorder.rows, fields
 
 
@@ -1074,7 +1093,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             results.setdefault("earlier_base", {})[eval_set(old)] = results.pop("base", {})
         results["settings"], results["machine"] = settings, machine()
         ctx["settings"], ctx["cpu"] = settings, results["machine"]["cpu"]
-        ctx["figure_evals_only"] = a.figure_evals_only
+        ctx["figure_evals_only"], ctx["keep_runs"] = a.figure_evals_only, a.out is not None
         by_seed = results.setdefault("base", {})
         for seed in a.seeds:  # the base model on the test prompts, sampled with each run's seed
             if str(seed) not in by_seed:

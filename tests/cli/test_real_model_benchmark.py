@@ -279,3 +279,36 @@ def test_figures_of_the_first_format_stop_in_one_line():
         f"{path} was written by an earlier real_model.py (runs without a seed): its report stands as written; "
         "give --json a new file to run or report here"
     )
+
+
+@pytest.mark.slow
+def test_out_keeps_a_runs_critic_and_critic_from_starts_another_run_from_it(tmp_path):
+    """``--out DIR`` keeps an online run's trained policy with its value head in ``DIR/RUN``; a row
+    ``ppo[critic_from=DIR/RUN]`` starts its critic there: its first rollout's values (logged per iteration
+    with the explained variance) differ from those of the same seed's cold critic, on the same samples."""
+    common = [
+        sys.executable, str(SCRIPT), "--model", "tiny", "--threads", "1", "--task", "arith_chains",
+        "--prompts", "8", "--new-tokens", "4", "--iterations", "1", "--eval-prompts", "2", "--modes", "full",
+        "--figure", "final", "--eval-every", "0", "--json", str(tmp_path / "r.json"),
+        "--results", str(tmp_path / "R.md"), "--plot", str(tmp_path / "c.png"),
+    ]  # fmt: skip
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "TMPDIR": str(tmp_path)}
+    kept = tmp_path / "critics"
+    done = subprocess.run([*common, "--algs", "ppo", "--seed", "0", "--out", str(kept)], capture_output=True,
+                          text=True, env=env)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert (kept / "ppo-full-s0" / "value_head.safetensors").is_file()
+    # a run folder as hfrl train writes one: the value-at-step table reads it
+    table = subprocess.run([sys.executable, "-m", "hfrl.runs.value_at_step", str(kept / "ppo-full-s0"), "--max-samples",
+                            "2"], capture_output=True, text=True, env=env)  # fmt: skip
+    assert table.returncode == 0, table.stderr[-2000:]
+    assert "| start |" in table.stdout
+    warm = f"ppo[critic_from={kept / 'ppo-full-s0'}]"
+    done = subprocess.run([*common, "--algs", f"ppo,{warm}", "--seed", "1"], capture_output=True, text=True, env=env)
+    assert done.returncode == 0, done.stderr[-2000:]
+    runs = json.loads((tmp_path / "r.json").read_text())["runs"]
+    cold, started = runs["ppo-full-s1"], runs[f"{warm}-full-s1"]
+    assert started["config"]["critic_from"] == str(kept / "ppo-full-s0") and "critic_from" not in cold["config"]
+    first = cold["iterations"][0], started["iterations"][0]
+    assert first[0]["reward"] == first[1]["reward"]  # the same samples: the policy starts the same
+    assert first[0]["value_mean"] != first[1]["value_mean"] and "explained_variance" in first[1]
