@@ -1022,7 +1022,8 @@ def run_one(alg: str, mode: str, seed: int, ctx: dict) -> dict[str, Any]:
     if settings["figure"] == "last-third":
         figure = {**final, **figure_of(curve.points, curve.total)}
     config = {k: v for k, v in fields.items() if k not in ("output_dir", "report_to", "disable_tqdm", "save_strategy")}
-    return {"alg": alg, "mode": mode, "seed": seed, "config": json.loads(json.dumps(config, default=str)),
+    kept = {"value_at_step": value_at_step_of(out, len(ctx["eval_prompts"]))} if ctx.get("keep_runs") else {}
+    return {**kept, "alg": alg, "mode": mode, "seed": seed, "config": json.loads(json.dumps(config, default=str)),
             "figure": figure_label(settings), "eval_set": eval_set(settings),
             "iterations": rows, "final": final, **gains(figure, base, ctx["judge"]),
             "final_reward_gain": round(final["reward"] - base["reward"], 6),
@@ -1032,6 +1033,37 @@ def run_one(alg: str, mode: str, seed: int, ctx: dict) -> dict[str, Any]:
             "eval_seconds": final_seconds + curve.seconds, "curve_eval_seconds": curve.seconds,
             "threads": torch.get_num_threads(), "cpu": ctx["cpu"], "load_average": [load[0], os.getloadavg()[0]],
             "date": time.strftime("%Y-%m-%d %H:%M")}  # fmt: skip
+
+
+def value_at_step_of(folder: str, prompts: int) -> dict[str, Any] | None:
+    """A kept run's critic at each step boundary of its greedy completions of the test prompts, against
+    the final answer's correctness (:mod:`hfrl.runs.value_at_step`), or None: no critic, or a task whose
+    completions are not worked steps. Outside the training's and the evaluations' seconds."""
+    from hfrl.runs.value_at_step import TASKS, value_at_step
+    from hfrl.trainers.online.critic_from import VALUE_HEAD_NAME
+
+    if not os.path.isfile(os.path.join(folder, VALUE_HEAD_NAME)):
+        return None
+    from hfrl.runs.run_dir import open_run
+
+    if open_run(folder).task not in TASKS:
+        return None
+    return value_at_step(folder, split="test", max_samples=prompts)
+
+
+def value_at_step_section(runs: dict[str, Any]) -> list[str]:
+    """The report's tables of :func:`value_at_step_of`, one per run that has one (none: no lines)."""
+    from hfrl.runs.value_at_step import table_markdown
+
+    kept = {name: run["value_at_step"] for name, run in sorted(runs.items()) if run.get("value_at_step")}
+    if not kept:
+        return []
+    lines = ["## The critic's value at each step (runs kept with --out)", "",
+             "A critic that learned credit at the steps separates the completions that end right from those that "
+             "end wrong before `Answer:`, not only at the end.", ""]  # fmt: skip
+    for name, table in kept.items():
+        lines += [table_markdown(table).replace("### Value at each step", f"### `{name}`", 1)]
+    return lines
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
@@ -1688,6 +1720,7 @@ def write_report(results: dict[str, Any], path: str, png: str, json_path: str | 
               *([f"The rows run with settings of their own, beside plain ppo and grpo: "
                  f"![learning curves of the rows with settings]({Path(settings_plot_path(png)).name})", ""]
                 if with_settings else []),
+              *value_at_step_section(runs),
               "## Completions before and after (the first seed)", ""]  # fmt: skip
     bases = current["base"]
     first_seed = min(bases, key=int) if bases else None

@@ -283,7 +283,8 @@ def test_figures_of_the_first_format_stop_in_one_line():
 
 @pytest.mark.slow
 def test_out_keeps_a_runs_critic_and_critic_from_starts_another_run_from_it(tmp_path):
-    """``--out DIR`` keeps an online run's trained policy with its value head in ``DIR/RUN``; a row
+    """``--out DIR`` keeps an online run's trained policy with its value head in ``DIR/RUN``, and the report
+    shows its critic's value at each step (:mod:`hfrl.runs.value_at_step`, as its CLI reads the folder); a row
     ``ppo[critic_from=DIR/RUN]`` starts its critic there: its first rollout's values (logged per iteration
     with the explained variance) differ from those of the same seed's cold critic, on the same samples."""
     common = [
@@ -303,6 +304,9 @@ def test_out_keeps_a_runs_critic_and_critic_from_starts_another_run_from_it(tmp_
                             "2"], capture_output=True, text=True, env=env)  # fmt: skip
     assert table.returncode == 0, table.stderr[-2000:]
     assert "| start |" in table.stdout
+    kept_run = json.loads((tmp_path / "r.json").read_text())["runs"]["ppo-full-s0"]  # the same table, in the report
+    assert kept_run["value_at_step"]["num_prompts"] == 2 and kept_run["value_at_step"]["rows"][0]["boundary"] == "start"
+    assert "### `ppo-full-s0`" in (tmp_path / "R.md").read_text()
     warm = f"ppo[critic_from={kept / 'ppo-full-s0'}]"
     done = subprocess.run([*common, "--algs", f"ppo,{warm}", "--seed", "1"], capture_output=True, text=True, env=env)
     assert done.returncode == 0, done.stderr[-2000:]
@@ -312,3 +316,4 @@ def test_out_keeps_a_runs_critic_and_critic_from_starts_another_run_from_it(tmp_
     first = cold["iterations"][0], started["iterations"][0]
     assert first[0]["reward"] == first[1]["reward"]  # the same samples: the policy starts the same
     assert first[0]["value_mean"] != first[1]["value_mean"] and "explained_variance" in first[1]
+    assert "value_at_step" not in cold  # a run not kept has no folder to read
