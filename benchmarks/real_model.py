@@ -51,7 +51,8 @@ Runs measured otherwise stay in the JSON under their ``figure`` label, in a tabl
 for the report's spread between re-runs beside the spread between seeds. With ``--out DIR`` an online
 run keeps its trained policy and critic in ``DIR/RUN`` (the run's key, brackets as ``_``), and a row
 ``ppo[lam=1.0,critic_from=DIR/RUN]`` starts its critic from that one (a warm critic against a cold one,
-issue 55):
+issue 55; ``...`` stands for the task, budget and file flags of the command below, written out in
+docs/how-to/real-model.md):
 
     python benchmarks/real_model.py ... --algs "ppo[lam=1.0]" --seed 9 --out runs/critics
     python benchmarks/real_model.py ... --algs "ppo[lam=1.0,critic_from=runs/critics/ppo_lam_1.0_-lora-s9]" \\
