@@ -128,6 +128,12 @@ for config_class, trainer_class, extra in ((PPOConfig, PPOTrainer, {"learning_ra
     rank = trainer.accelerator.process_index
     with open(f"{sys.argv[2]}/{trainer_class.__name__}-{rank}.json", "w") as f:  # one file per rank: stdout interleaves
         json.dump({"checksum": checksum, "moved": moved}, f)
+
+# as docs/how-to/distributed.md tells a script to end: a gloo group alive at the interpreter's exit can
+# abort it after its work is done ("terminate called without an active exception": CI on 861bfb6)
+del trainer, policy
+from hfrl.trainers.devices import close_process_group
+close_process_group()
 """
 
 

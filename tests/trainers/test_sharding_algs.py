@@ -79,6 +79,9 @@ CLASSIFIER = textwrap.dedent("""
     held = sum(p.ds_tensor.numel() for p in params if hasattr(p, "ds_tensor"))
     total = sum(p.ds_numel if hasattr(p, "ds_numel") else p.numel() for p in params)
     json.dump({"scores": scores, "held": held, "total": total}, open(f"{sys.argv[2]}/{acc.process_index}.json", "w"))
+    del engine, params, reward  # then the groups go, as docs/how-to/distributed.md tells a script to end
+    from hfrl.trainers.devices import close_process_group
+    close_process_group()
 """)
 
 
