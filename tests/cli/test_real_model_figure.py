@@ -221,6 +221,12 @@ def test_the_recorded_arith_json_labels_its_runs_and_reports_them_as_measured(tm
         in report
     )
     assert "## Re-run spread vs seed spread\n\n- none yet: no seed of a cell has been run twice" in report
+    rows = report[report.index("## Each row's command") : report.index("## Reward hacking")]
+    assert rows.count("\n- `") == 4  # ppo, ppo+rloo, ppo[lam=1.0], grpo: each with the seeds it ran
+    lam = next(line for line in rows.splitlines() if line.startswith("- `ppo[lam=1.0]-lora` seeds 0, 1, 2, 3, 4"))
+    assert "--figure final --eval-prompts 64 " in lam  # the command of the version that measured them
+    assert lam.endswith("--algs 'ppo[lam=1.0]' --modes lora --seeds 0 1 2 3 4 5 6 7`")
+    assert "--algs ppo+rloo --modes lora --seeds 0 1 2`" in rows
 
 
 def test_the_rerun_spread_sits_beside_the_seed_spread():
