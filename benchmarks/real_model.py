@@ -646,6 +646,22 @@ def comparable(settings: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def other_settings(path: str, old: dict[str, Any], new: dict[str, Any], count: int) -> str:
+    """The one line that refuses to write runs of ``new`` settings into a JSON holding ``count`` runs of
+    ``old`` ones: which settings differ, and what to change.
+
+    >>> print(other_settings("r.json", {"task": "imdb", "iterations": 30, "prompts": 16},
+    ...                      {"task": "arith_chains", "iterations": 20, "prompts": 16}, 12))
+    r.json holds 12 runs of other settings (task imdb here, not arith_chains; iterations 30 here, not 20): \
+give another --json (and --results, --plot), or these settings; nothing was run
+    """
+    was, now = comparable(old), comparable(new)
+    differ = [f"{key} {was.get(key)} here, not {now.get(key)}" for key in dict.fromkeys([*was, *now])
+              if was.get(key) != now.get(key)]  # fmt: skip
+    return (f"{path} holds {count} runs of other settings ({'; '.join(differ)}): give another --json "
+            "(and --results, --plot), or these settings; nothing was run")  # fmt: skip
+
+
 def label_old_runs(results: dict[str, Any]) -> bool:
     """Stamp the runs measured before the figure was named with how they were (``figure``, ``eval_set``:
     from the settings they were run with, the last checkpoint's figure). Whether any was stamped."""
@@ -1120,7 +1136,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             settings["eval_note"] = eval_note
         old = results.get("settings")
         if old is not None and comparable(old) != comparable(settings):
-            print("note: these settings differ from those of the runs already in", a.json, "- starting afresh")
+            if results.get("runs"):  # never written over: their runs took hours
+                raise SystemExit(other_settings(a.json, old, settings, len(results["runs"])))
             results = {"runs": {}, "notes": list(a.note)}
         elif old is not None and eval_set(old) != settings["eval_set"]:  # the base model on other prompts
             results.setdefault("earlier_base", {})[eval_set(old)] = results.pop("base", {})
@@ -1724,7 +1741,8 @@ def write_report(results: dict[str, Any], path: str, png: str, json_path: str | 
         hacked += [(f"{cell_name} ({name})" if several else cell_name, flag, cell) for cell_name, flag, cell in flagged]
     lines += ["", "## Each row's command", "", "The command above, with the row's algorithm, mode and seeds "
               "(`--workers 2` runs two at a time; `--figure-evals-only` skips the evaluations the figure does "
-              "not read and leaves the figures as they are):", "", *row_commands(current, earlier or command)]  # fmt: skip
+              "not read and leaves the figures as they are):", ""]  # fmt: skip
+    lines += row_commands(current, earlier or command)
     lines += ["", "## Reward hacking", ""]
     if hacked:
         for name, flag, cell in hacked:

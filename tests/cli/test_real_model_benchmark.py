@@ -86,7 +86,8 @@ def test_a_task_whose_reward_reads_a_column_runs(tmp_path):
     the evaluations' seconds are the run's ``curve_eval_seconds``. The same PPO run without them
     (``--figure final --eval-every 0``) trains on the same samples: its rewards and KL per iteration are
     equal (the evaluations fork the RNG). ``--threads 2 --rerun`` keeps a second run of PPO's seed 0
-    beside the first, for the report's re-run spread."""
+    beside the first, for the report's re-run spread. Runs of other settings (``--prompts 4``) into the same
+    JSON stop in one line and leave it as it was."""
     common = [
         sys.executable, str(SCRIPT), "--model", "tiny", "--threads", "1", "--task", "arith_chains",
         "--prompts", "8", "--new-tokens", "4", "--iterations", "4", "--eval-prompts", "4", "--modes", "full",
@@ -124,6 +125,15 @@ def test_a_task_whose_reward_reads_a_column_runs(tmp_path):
     spread = "+0.000 (1 thread), +0.000 (2 threads) | 0.000 | - (1 seed) |"
     assert f"| ppo-full | 0 | mean over last third, 4 problems | {spread}" in report
     assert "| ppo-full | 1 |" in report  # one seed in the gains table: the re-run is no seed
+    # other settings into the same JSON: refused in one line, its runs left as they were
+    held = out.read_bytes()
+    done = subprocess.run([*common[:9], "4", *common[10:], "--algs", "ppo", "--json", str(out)],
+                          capture_output=True, text=True, env=env)  # fmt: skip
+    assert done.returncode == 1 and out.read_bytes() == held
+    assert done.stderr.strip().splitlines()[-1] == (
+        f"{out} holds 3 runs of other settings (prompts 8 here, not 4): give another --json (and --results, "
+        "--plot), or these settings; nothing was run"
+    )
     plain = tmp_path / "plain.json"
     done = subprocess.run([*common, "--algs", "ppo", "--figure", "final", "--eval-every", "0", "--json", str(plain)],
                           capture_output=True, text=True, env=env)  # fmt: skip
