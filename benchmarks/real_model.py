@@ -1136,8 +1136,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             settings["eval_note"] = eval_note
         old = results.get("settings")
         if old is not None and comparable(old) != comparable(settings):
-            if results.get("runs"):  # never written over: their runs took hours
-                raise SystemExit(other_settings(a.json, old, settings, len(results["runs"])))
+            if results.get("runs"):  # never written over: their runs took hours; a usage error, as parser.error's
+                print(other_settings(a.json, old, settings, len(results["runs"])), file=sys.stderr)
+                raise SystemExit(2)
             results = {"runs": {}, "notes": list(a.note)}
         elif old is not None and eval_set(old) != settings["eval_set"]:  # the base model on other prompts
             results.setdefault("earlier_base", {})[eval_set(old)] = results.pop("base", {})
@@ -1544,7 +1545,7 @@ def row_commands(group: dict[str, Any], command: str) -> list[str]:
         by_out: dict[str, list[str]] = {}
         for run in cell:
             kept = "value_at_step" in run
-            out = sources.get(run_folder(f"{alg}-{mode}-s{run['seed']}"), "DIR") if kept else ""
+            out = sources.get(run_folder(run_key(alg, mode, run["seed"])), "DIR") if kept else ""
             by_out.setdefault(out, []).append(str(run["seed"]))
         for out, seeds in by_out.items():
             line = f"{command} --algs {shlex.quote(alg)} --modes {mode} --seeds {' '.join(seeds)}"

@@ -129,7 +129,7 @@ def test_a_task_whose_reward_reads_a_column_runs(tmp_path):
     held = out.read_bytes()
     done = subprocess.run([*common[:9], "4", *common[10:], "--algs", "ppo", "--json", str(out)],
                           capture_output=True, text=True, env=env)  # fmt: skip
-    assert done.returncode == 1 and out.read_bytes() == held
+    assert done.returncode == 2 and out.read_bytes() == held
     assert done.stderr.strip().splitlines()[-1] == (
         f"{out} holds 3 runs of other settings (prompts 8 here, not 4): give another --json (and --results, "
         "--plot), or these settings; nothing was run"
